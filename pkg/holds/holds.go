@@ -1,0 +1,219 @@
+// Package holds is the record of maintenance windows that apply and window
+// share: which containers a window holds stopped, whether that window is
+// still alive, and the history of closed windows.
+//
+// The holds file (holds.json) and the history (windows-history.json) are
+// changed only under the state lock. A window is alive while its process
+// holds the OS lock "window-<id>" (a file window-<id>.lock in the state
+// directory) for its whole life, or while its step container still runs in
+// the engine: a run: step's container can outlive a SIGKILLed window and go
+// on sweeping. A hold whose window is neither is stale, and the next apply or
+// window releases it.
+package holds
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Files and locks in the state directory.
+const (
+	File        = "holds.json"
+	HistoryFile = "windows-history.json"
+	// StateLock is the lock that apply and window's open and close take.
+	StateLock = "state"
+	// HistoryLimit is how many closed windows the history keeps.
+	HistoryLimit = 200
+)
+
+// Hold is one open window's record.
+type Hold struct {
+	ID     string `json:"id"`
+	Module string `json:"module"`
+	Step   string `json:"step"`
+	PID    int    `json:"pid"`
+	// Containers are the engine names of the held containers.
+	Containers []string `json:"containers"`
+	// Restart is each held container's restart policy before the window,
+	// put back at close.
+	Restart  map[string]string `json:"restart,omitempty"`
+	OpenedAt time.Time         `json:"opened_at"`
+	Deadline time.Time         `json:"deadline"`
+	// StepContainer is the engine name of a run: step's one-off container.
+	StepContainer string `json:"step_container,omitempty"`
+}
+
+// LockName is the OS lock the window's process holds for its whole life.
+func LockName(id string) string { return "window-" + id }
+
+// ModuleLockName is the OS lock that makes a window exclusive on its module.
+func ModuleLockName(module string) string { return "window-module-" + module }
+
+// Doc is the holds file.
+type Doc struct {
+	state.Header
+	Holds []Hold `json:"holds"`
+}
+
+// Find returns the hold with the given id.
+func (d *Doc) Find(id string) (Hold, bool) {
+	for _, h := range d.Holds {
+		if h.ID == id {
+			return h, true
+		}
+	}
+	return Hold{}, false
+}
+
+// Drop removes the hold with the given id.
+func (d *Doc) Drop(id string) {
+	out := d.Holds[:0]
+	for _, h := range d.Holds {
+		if h.ID != id {
+			out = append(out, h)
+		}
+	}
+	d.Holds = out
+}
+
+// Entry is a closed window in the history.
+type Entry struct {
+	ID       string    `json:"id"`
+	Module   string    `json:"module"`
+	Step     string    `json:"step"`
+	OpenedAt time.Time `json:"opened_at"`
+	ClosedAt time.Time `json:"closed_at"`
+	// Result is ok, failed, timeout, interrupted, or stale (released by
+	// another process after the window died).
+	Result       string `json:"result"`
+	StepExitCode *int   `json:"step_exit_code"`
+	Error        string `json:"error,omitempty"`
+}
+
+// History is the history file: oldest first, at most HistoryLimit entries.
+type History struct {
+	state.Header
+	Windows []Entry `json:"windows"`
+}
+
+// Append adds e, dropping the oldest entries past the limit.
+func (h *History) Append(e Entry) {
+	h.Windows = append(h.Windows, e)
+	if n := len(h.Windows) - HistoryLimit; n > 0 {
+		h.Windows = append([]Entry(nil), h.Windows[n:]...)
+	}
+}
+
+// Window states, as apply, status and window list report them.
+const (
+	Open     = "open"
+	Overdue  = "overdue"  // alive past its deadline: still honoured
+	Orphaned = "orphaned" // its process is gone, its step container still runs: still honoured
+	Stale    = "stale"    // its process is gone and no step container runs: released
+)
+
+// View is how a hold is reported (CONTRACT §5 and §6).
+type View struct {
+	ID         string    `json:"id"`
+	Module     string    `json:"module"`
+	Step       string    `json:"step"`
+	State      string    `json:"state"`
+	PID        int       `json:"pid"`
+	Containers []string  `json:"containers"`
+	OpenedAt   time.Time `json:"opened_at"`
+	Deadline   time.Time `json:"deadline"`
+}
+
+// Honoured reports whether a window in this state still holds its
+// containers.
+func Honoured(st string) bool { return st == Open || st == Overdue || st == Orphaned }
+
+// Liveness answers the two questions that decide a hold's state.
+type Liveness struct {
+	Dir *state.Dir
+	// StepRunning reports whether the named step container runs.
+	StepRunning func(name string) bool
+}
+
+// StateOf classifies h at time now.
+func (l Liveness) StateOf(h Hold, now time.Time) (string, error) {
+	alive, err := l.Dir.Held(LockName(h.ID))
+	if err != nil {
+		return "", fmt.Errorf("window %s: %w", h.ID, err)
+	}
+	switch {
+	case alive && now.After(h.Deadline):
+		return Overdue, nil
+	case alive:
+		return Open, nil
+	case h.StepContainer != "" && l.StepRunning != nil && l.StepRunning(h.StepContainer):
+		return Orphaned, nil
+	default:
+		return Stale, nil
+	}
+}
+
+// ViewOf returns the report form of h in state st.
+func ViewOf(h Hold, st string) View {
+	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
+		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline}
+}
+
+// Describe is the one-line text form: "window w-… store/garbage-collect open
+// since 03:30:02, holds store.registry".
+func (v View) Describe() string {
+	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
+		v.OpenedAt.Local().Format("15:04:05"), joinNames(v.Containers))
+	if v.State == Orphaned {
+		s += " (its process is gone; its step container still runs)"
+	}
+	return s
+}
+
+func joinNames(names []string) string {
+	if len(names) == 0 {
+		return "nothing"
+	}
+	s := names[0]
+	for _, n := range names[1:] {
+		s += ", " + n
+	}
+	return s
+}
+
+// Classified is a hold with its state.
+type Classified struct {
+	Hold
+	State string
+}
+
+// Classify gives each hold of doc its state.
+func (l Liveness) Classify(doc *Doc, now time.Time) ([]Classified, error) {
+	var out []Classified
+	for _, h := range doc.Holds {
+		st, err := l.StateOf(h, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Classified{Hold: h, State: st})
+	}
+	return out, nil
+}
+
+// ReleaseStale drops the stale holds from doc and appends each to hist; it
+// returns them. Call it under the state lock and write both files after.
+func ReleaseStale(doc *Doc, hist *History, classified []Classified, now time.Time) []Classified {
+	var released []Classified
+	for _, c := range classified {
+		if c.State != Stale {
+			continue
+		}
+		doc.Drop(c.ID)
+		hist.Append(Entry{ID: c.ID, Module: c.Module, Step: c.Step, OpenedAt: c.OpenedAt, ClosedAt: now,
+			Result: Stale, Error: fmt.Sprintf("window process %d died without closing; hold released", c.PID)})
+		released = append(released, c)
+	}
+	return released
+}

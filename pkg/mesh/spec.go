@@ -1,0 +1,165 @@
+package mesh
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// SpecVersion is the version of the canonical spec this meshctl records.
+// A spec recorded by an older meshctl lacks the fields added since; they read
+// as their defaults, so an upgrade never recreates a container whose
+// effective spec did not change.
+const SpecVersion = 1
+
+// Spec is the canonical, comparable form of a container's desired state. It
+// is recorded on the container (label io.meshctl.spec) when meshctl creates
+// it, so that the next apply compares what it wants with what it asked for
+// rather than with what the engine reports (which adds image defaults).
+//
+// Env values are recorded as hashes: the label repeats no secret, and a diff
+// names the variable, never its value.
+type Spec struct {
+	V          int               `json:"v"`
+	Image      string            `json:"image"`
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Command    []string          `json:"command,omitempty"`
+	Env        map[string]string `json:"env,omitempty"` // name → "sha256:…" of the value
+	Volumes    []string          `json:"volumes,omitempty"`
+	Network    string            `json:"network,omitempty"`
+	Ports      []string          `json:"ports,omitempty"`
+	Restart    string            `json:"restart,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+}
+
+// Spec returns the canonical spec of c running image (the resolved image, for
+// a container that names an artifact).
+func (c *Container) Spec(image string) Spec {
+	s := Spec{
+		V:          SpecVersion,
+		Image:      image,
+		Entrypoint: slices.Clone(c.Entrypoint),
+		Command:    slices.Clone(c.Command),
+		Volumes:    slices.Clone(c.Volumes),
+		Network:    c.Network,
+		Ports:      slices.Clone(c.Ports),
+		Restart:    c.Restart,
+		Labels:     maps.Clone(c.Labels),
+	}
+	if len(c.Env) > 0 {
+		s.Env = make(map[string]string, len(c.Env))
+		for k, v := range c.Env {
+			s.Env[k] = HashValue(v)
+		}
+	}
+	return s.Normalize()
+}
+
+// HashValue is how an env value is recorded in a spec.
+func HashValue(v string) string {
+	sum := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Normalize fills defaults and puts order-free lists in order, so that two
+// specs that mean the same container are equal.
+func (s Spec) Normalize() Spec {
+	if s.Restart == "" {
+		s.Restart = DefaultRestart
+	}
+	s.Volumes = sortedOrNil(s.Volumes)
+	s.Ports = sortedOrNil(s.Ports)
+	if len(s.Entrypoint) == 0 {
+		s.Entrypoint = nil
+	}
+	if len(s.Command) == 0 {
+		s.Command = nil
+	}
+	if len(s.Env) == 0 {
+		s.Env = nil
+	}
+	if len(s.Labels) == 0 {
+		s.Labels = nil
+	}
+	return s
+}
+
+func sortedOrNil(l []string) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	l = slices.Clone(l)
+	sort.Strings(l)
+	return l
+}
+
+// Encode returns the spec as recorded in the container label.
+func (s Spec) Encode() string {
+	b, err := json.Marshal(s.Normalize())
+	if err != nil {
+		panic(err) // a Spec always encodes
+	}
+	return string(b)
+}
+
+// DecodeSpec reads a recorded spec. It is lenient on purpose: a spec recorded
+// by a newer meshctl may carry fields this one does not know.
+func DecodeSpec(label string) (Spec, error) {
+	var s Spec
+	if err := json.Unmarshal([]byte(label), &s); err != nil {
+		return Spec{}, fmt.Errorf("recorded spec: %w", err)
+	}
+	return s.Normalize(), nil
+}
+
+// Diff names each field in which have differs from want: image, entrypoint,
+// command, env.KEY, volumes, network, ports, restart, labels.KEY. It never
+// names an env value. Empty means equal.
+func Diff(have, want Spec) []string {
+	have, want = have.Normalize(), want.Normalize()
+	var d []string
+	if have.Image != want.Image {
+		d = append(d, "image")
+	}
+	if !slices.Equal(have.Entrypoint, want.Entrypoint) {
+		d = append(d, "entrypoint")
+	}
+	if !slices.Equal(have.Command, want.Command) {
+		d = append(d, "command")
+	}
+	d = append(d, diffMap("env.", have.Env, want.Env)...)
+	if !slices.Equal(have.Volumes, want.Volumes) {
+		d = append(d, "volumes")
+	}
+	if have.Network != want.Network {
+		d = append(d, "network")
+	}
+	if !slices.Equal(have.Ports, want.Ports) {
+		d = append(d, "ports")
+	}
+	if have.Restart != want.Restart {
+		d = append(d, "restart")
+	}
+	d = append(d, diffMap("labels.", have.Labels, want.Labels)...)
+	return d
+}
+
+func diffMap(prefix string, have, want map[string]string) []string {
+	var keys []string
+	for k, v := range want {
+		if hv, ok := have[k]; !ok || hv != v {
+			keys = append(keys, prefix+k)
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			keys = append(keys, prefix+k)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,194 @@
+package mesh
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// LabelPrefix is reserved for meshctl's own container labels.
+const LabelPrefix = "io.meshctl."
+
+var (
+	restartPolicies = []string{"no", "always", "unless-stopped", "on-failure"}
+	pullPolicies    = []string{"missing", "always", "never"}
+)
+
+// validator checks a decoded file, keeping the first error with its line.
+type validator struct {
+	file string
+	root *yaml.Node
+	err  error
+}
+
+func (v *validator) fail(path []string, format string, args ...any) {
+	if v.err != nil {
+		return
+	}
+	v.err = &DecodeError{File: v.file, Line: lineOf(v.root, path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)}
+}
+
+func (v *validator) name(path []string, kind, name string) {
+	if !ValidName(name) {
+		v.fail(path, "%s name %q is invalid: use lower-case letters, digits and '-', starting with a letter or digit, at most 63 characters", kind, name)
+	}
+}
+
+func (v *validator) file_(f *File) {
+	if f.Modules == nil {
+		v.fail([]string{"modules"}, `missing: a mesh file has a "modules:" map`)
+		return
+	}
+	for _, mn := range f.ModuleNames() {
+		m := f.Modules[mn]
+		mp := []string{"modules", mn}
+		v.name(mp, "module", mn)
+		if m == nil {
+			v.fail(mp, "is empty")
+			continue
+		}
+		for _, cn := range m.ContainerNames() {
+			v.name(append(mp, "containers", cn), "container", cn)
+			v.container(append(mp, "containers", cn), m.Containers[cn])
+		}
+		for _, sn := range sortedKeys(m.Steps) {
+			sp := append(mp, "steps", sn)
+			v.name(sp, "step", sn)
+			v.step(sp, m, m.Steps[sn])
+		}
+	}
+}
+
+func (v *validator) container(p []string, c *Container) {
+	at := func(field string) []string { return append(append([]string{}, p...), field) }
+	if c == nil {
+		v.fail(p, "is empty: give it an image or an artifact")
+		return
+	}
+	switch {
+	case c.Image == "" && c.Artifact == "":
+		v.fail(p, "has neither image nor artifact")
+	case c.Image != "" && c.Artifact != "":
+		v.fail(at("artifact"), "give either image or artifact, not both")
+	case c.Artifact != "" && !ValidName(c.Artifact):
+		v.fail(at("artifact"), "%q is not a module name", c.Artifact)
+	case c.Image != "" && strings.ContainsAny(c.Image, " \t\n"):
+		v.fail(at("image"), "%q is not an image reference", c.Image)
+	}
+	v.oneOf(at("restart"), c.Restart, restartPolicies)
+	v.oneOf(at("pull"), c.Pull, pullPolicies)
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			v.fail(at("env"), "%q is not a variable name", k)
+		}
+	}
+	for k := range c.Labels {
+		if strings.HasPrefix(k, LabelPrefix) {
+			v.fail(append(at("labels"), k), "label prefix %q is reserved for meshctl", LabelPrefix)
+		}
+	}
+	for i, vol := range c.Volumes {
+		if err := checkVolume(vol); err != nil {
+			v.fail(append(at("volumes"), index(i)), "%v", err)
+		}
+	}
+	for i, port := range c.Ports {
+		if err := checkPort(port); err != nil {
+			v.fail(append(at("ports"), index(i)), "%v", err)
+		}
+	}
+}
+
+func (v *validator) step(p []string, m *Module, s *Step) {
+	at := func(field string) []string { return append(append([]string{}, p...), field) }
+	if s == nil {
+		v.fail(p, "is empty: give it run or exec")
+		return
+	}
+	seen := map[string]bool{}
+	for i, cn := range s.WhileStopped {
+		if _, ok := m.Containers[cn]; !ok {
+			v.fail(append(at("while-stopped"), index(i)), "unknown container %q (this module has: %s)", cn, strings.Join(m.ContainerNames(), ", "))
+		}
+		if seen[cn] {
+			v.fail(append(at("while-stopped"), index(i)), "container %q listed twice", cn)
+		}
+		seen[cn] = true
+	}
+	switch {
+	case s.Run == nil && len(s.Exec) == 0:
+		v.fail(p, "has neither run nor exec")
+	case s.Run != nil && len(s.Exec) > 0:
+		v.fail(at("exec"), "give either run or exec, not both")
+	case len(s.Exec) > 0 && s.Exec[0] == "":
+		v.fail(at("exec"), "the program to run is empty")
+	case s.Run != nil:
+		if s.Run.Image == "" && len(s.WhileStopped) == 0 {
+			v.fail(append(at("run"), "image"), "is needed when the step holds no container")
+		}
+		for i, cn := range s.Run.VolumesFrom {
+			if _, ok := m.Containers[cn]; !ok {
+				v.fail(append(at("run"), "volumes-from", index(i)), "unknown container %q", cn)
+			}
+		}
+		for i, vol := range s.Run.Volumes {
+			if err := checkVolume(vol); err != nil {
+				v.fail(append(at("run"), "volumes", index(i)), "%v", err)
+			}
+		}
+	}
+}
+
+func (v *validator) oneOf(p []string, val string, allowed []string) {
+	if val == "" {
+		return
+	}
+	for _, a := range allowed {
+		if val == a {
+			return
+		}
+	}
+	v.fail(p, "%q is not one of %s", val, strings.Join(allowed, ", "))
+}
+
+// checkVolume accepts "source:/target" with an optional ":ro" or ":rw".
+func checkVolume(s string) error {
+	parts := strings.Split(s, ":")
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || !strings.HasPrefix(parts[1], "/") {
+		return fmt.Errorf("volume %q: use NAME:/path or /host/path:/path, with an optional :ro", s)
+	}
+	if len(parts) == 3 && parts[2] != "ro" && parts[2] != "rw" {
+		return fmt.Errorf("volume %q: mode %q is not ro or rw", s, parts[2])
+	}
+	return nil
+}
+
+// checkPort accepts "[ip:]hostPort:containerPort[/tcp|/udp]" and
+// "containerPort[/proto]".
+func checkPort(s string) error {
+	spec, proto, _ := strings.Cut(s, "/")
+	if proto != "" && proto != "tcp" && proto != "udp" && proto != "sctp" {
+		return fmt.Errorf("port %q: protocol %q is not tcp, udp or sctp", s, proto)
+	}
+	parts := strings.Split(spec, ":")
+	if len(parts) > 3 {
+		return fmt.Errorf("port %q: use [IP:]HOSTPORT:CONTAINERPORT", s)
+	}
+	for i, p := range parts {
+		if i == 0 && len(parts) == 3 {
+			if p == "" || strings.ContainsAny(p, " /") {
+				return fmt.Errorf("port %q: bad IP %q", s, p)
+			}
+			continue
+		}
+		if p == "" && i == len(parts)-2 {
+			continue // "127.0.0.1::5000": any host port
+		}
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("port %q: %q is not a port number", s, p)
+		}
+	}
+	return nil
+}

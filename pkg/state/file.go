@@ -1,0 +1,259 @@
+package state
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// Header is embedded first in every state document: it carries the
+// document's version, which Write sets and Read checks.
+type Header struct {
+	Version int `json:"version"`
+}
+
+func (h *Header) header() *Header { return h }
+
+// Document is a state file's contents: a struct that embeds Header.
+type Document interface{ header() *Header }
+
+// maxFileSize bounds what Read accepts; meshctl's own files stay far below.
+const maxFileSize = 64 << 20
+
+// FileError reports a state file that cannot be used: unparsable, of a newer
+// version, or a symlink. It is bad input (exit 2); the file is left as it is.
+type FileError struct {
+	Path string
+	Err  error
+}
+
+func (e *FileError) Error() string {
+	return fmt.Sprintf("state file %s %v", e.Path, e.Err)
+}
+
+func (e *FileError) Unwrap() error { return e.Err }
+
+// ExitCode maps an unusable state file to exit status 2.
+func (e *FileError) ExitCode() int { return 2 }
+
+// Read reads the file name into doc without a lock: a snapshot, which is
+// always whole because writers replace files by rename. A missing file leaves
+// doc as it is (its zero value) and reports false.
+func (d *Dir) Read(name string, doc Document) (bool, error) {
+	p, err := d.join(name)
+	if err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if errors.Is(err, syscall.ELOOP) {
+		return false, symlinkError(p)
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", p, err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", p, err)
+	}
+	if len(data) > maxFileSize {
+		return false, &FileError{Path: p, Err: errors.New("is larger than 64 MiB; it was left as it is")}
+	}
+	if err := decode(data, doc); err != nil {
+		return false, &FileError{Path: p, Err: fmt.Errorf("cannot be read: %w; it was left as it is: fix it or move it aside", err)}
+	}
+	return true, nil
+}
+
+// decode checks the version, then decodes strictly: an unknown field is an
+// error, so a file written by a newer meshctl is never half-understood.
+func decode(data []byte, doc Document) error {
+	var v struct {
+		Version *int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch {
+	case v.Version == nil:
+		return errors.New(`has no "version"`)
+	case *v.Version > Version:
+		return fmt.Errorf("has version %d, newer than this meshctl reads (%d): upgrade meshctl", *v.Version, Version)
+	case *v.Version < 1:
+		return fmt.Errorf("has unknown version %d", *v.Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(doc); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("has data after its JSON document")
+	}
+	return nil
+}
+
+// Read reads the file name under the lock; see Dir.Read.
+func (l *Lock) Read(name string, doc Document) (bool, error) {
+	return l.dir.Read(name, doc)
+}
+
+// Write replaces the file name with doc atomically: a temp file beside it is
+// written and fsynced, renamed over it, and the directory is fsynced. It must
+// be called with the lock held; the caller's lock is what makes the
+// read-change-write of a file safe against other meshctl processes.
+func (l *Lock) Write(name string, doc Document) error {
+	if l.f == nil {
+		return errors.New("state: write without the lock held")
+	}
+	p, err := l.dir.join(name)
+	if err != nil {
+		return err
+	}
+	doc.header().Version = Version
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", p, err)
+	}
+	data = append(data, '\n')
+	if err := l.dir.mkdirFor(p); err != nil {
+		return err
+	}
+	dir := filepath.Dir(p)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(p)+".tmp-"+l.name+"-")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	tmpName := tmp.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmpName)
+		}
+	}()
+	if _, err := tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", tmpName, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	if err := refuseSymlink(p); err != nil {
+		return err
+	}
+	if err := os.Rename(tmpName, p); err != nil {
+		return fmt.Errorf("rename %s: %w", tmpName, err)
+	}
+	ok = true
+	return syncDir(dir)
+}
+
+// Remove deletes the file name under the lock (a missing file is fine).
+func (l *Lock) Remove(name string) error {
+	p, err := l.dir.join(name)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(p))
+}
+
+// Update is the one helper for changing a single file: it takes the lock,
+// reads the file into doc (missing = doc's zero value), calls change, and
+// writes doc back atomically if change returned nil. change runs under the
+// lock, so what it decides from doc cannot be raced by another process.
+func Update(ctx context.Context, d *Dir, lock, name string, opts LockOptions, doc Document, change func() error) error {
+	l, err := d.Lock(ctx, lock, opts)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	if _, err := l.Read(name, doc); err != nil {
+		return err
+	}
+	if err := change(); err != nil {
+		return err
+	}
+	return l.Write(name, doc)
+}
+
+// List returns the names of the regular files in the subdirectory sub of the
+// state directory whose names end in suffix, sorted. Temp and lock files are
+// skipped; a missing subdirectory is empty.
+func (d *Dir) List(sub, suffix string) ([]string, error) {
+	p, err := d.join(sub)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := os.ReadDir(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if e.Type().IsRegular() && !strings.HasPrefix(e.Name(), ".") && strings.HasSuffix(e.Name(), suffix) {
+			names = append(names, e.Name())
+		}
+	}
+	return names, nil
+}
+
+func (d *Dir) mkdirFor(p string) error {
+	dir := filepath.Dir(p)
+	if dir == d.path {
+		return nil
+	}
+	fi, err := os.Lstat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		return nil
+	case err != nil:
+		return err
+	case fi.Mode()&os.ModeSymlink != 0:
+		return symlinkError(dir)
+	case !fi.IsDir():
+		return &FileError{Path: dir, Err: errors.New("is not a directory")}
+	}
+	return nil
+}
+
+func refuseSymlink(p string) error {
+	fi, err := os.Lstat(p)
+	if err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return symlinkError(p)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Holder says who holds a lock: it is written into the lock file by the
+// process that takes the lock, so a waiter can name it.
+type Holder struct {
+	PID     int       `json:"pid"`
+	Command string    `json:"command"`
+	Since   time.Time `json:"since"`
+}
+
+func (h Holder) String() string {
+	if h.PID == 0 {
+		return "an unknown process"
+	}
+	return fmt.Sprintf("pid %d (%s) since %s", h.PID, h.Command, h.Since.Local().Format("15:04:05"))
+}
+
+// BusyError reports a lock that was not had in time (exit 3).
+type BusyError struct {
+	Lock   string
+	Holder Holder
+	Waited time.Duration
+}
+
+func (e *BusyError) Error() string {
+	wait := "did not wait (--lock-timeout=0)"
+	if e.Waited > 0 {
+		wait = "waited " + e.Waited.String()
+	}
+	return fmt.Sprintf("%s is busy: held by %s; %s; retry later or raise --lock-timeout", e.Lock, e.Holder, wait)
+}
+
+// ExitCode maps a busy lock to exit status 3.
+func (e *BusyError) ExitCode() int { return 3 }
+
+// Lock is an exclusive OS file lock (flock) on a lock file in the state
+// directory. Files are read and written under it with Read and Write.
+type Lock struct {
+	dir  *Dir
+	name string
+	f    *os.File
+}
+
+// Command is the description of this process written into the lock files it
+// takes ("meshctl apply -f mesh.yaml"); the CLI sets it once at start.
+var Command = strings.Join(os.Args, " ")
+
+// LockOptions says how long to wait for a lock and how to describe it.
+type LockOptions struct {
+	// Timeout is how long to wait; 0 tries once.
+	Timeout time.Duration
+	// What names the lock in a busy error ("state lock"); default the file name.
+	What string
+}
+
+// Lock takes the exclusive lock name (a file "name.lock" in the directory),
+// waiting up to opts.Timeout. A lock not had in time is a *BusyError naming
+// its holder. Stale temp files of this lock's writers are removed once it is
+// held: every writer of those files holds this lock, so any left over are
+// from a process that died mid-write.
+func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
+	f, err := d.openLockFile(name)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	delay := 5 * time.Millisecond
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+		waited := time.Since(start)
+		if waited >= opts.Timeout {
+			f.Close()
+			what := opts.What
+			if what == "" {
+				what = name + " lock"
+			}
+			return nil, &BusyError{Lock: what, Holder: readHolder(f), Waited: opts.Timeout}
+		}
+		t := time.NewTimer(min(delay, opts.Timeout-waited))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			f.Close()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		delay = min(delay*2, 100*time.Millisecond)
+	}
+	l := &Lock{dir: d, name: name, f: f}
+	l.writeHolder()
+	l.removeStaleTemps()
+	return l, nil
+}
+
+// TryLock takes the lock name if it is free, and reports false (with a nil
+// error) if another process holds it.
+func (d *Dir) TryLock(name string) (*Lock, bool, error) {
+	l, err := d.Lock(context.Background(), name, LockOptions{})
+	var busy *BusyError
+	if errors.As(err, &busy) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return l, true, nil
+}
+
+// Held reports whether some process holds the lock name right now. It does
+// so by trying a shared lock, so it never disturbs the holder.
+func (d *Dir) Held(name string) (bool, error) {
+	p, err := d.join(name + ".lock")
+	if err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("open %s: %w", p, err)
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("lock %s: %w", p, err)
+	}
+	return false, nil
+}
+
+// HolderOf reads who holds (or last held) the lock name.
+func (d *Dir) HolderOf(name string) Holder {
+	p, err := d.join(name + ".lock")
+	if err != nil {
+		return Holder{}
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return Holder{}
+	}
+	defer f.Close()
+	return readHolder(f)
+}
+
+// RemoveLockFile removes the lock file name, for locks named after
+// short-lived things (a window). Call it while holding the lock, just before
+// Unlock.
+func (l *Lock) RemoveLockFile() error {
+	p, err := l.dir.join(l.name + ".lock")
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// Unlock releases the lock. The lock file stays: removing it would let two
+// processes lock two different files of the same name.
+func (l *Lock) Unlock() error {
+	if l == nil || l.f == nil {
+		return nil
+	}
+	err := l.f.Close() // closing the descriptor releases the flock
+	l.f = nil
+	return err
+}
+
+// Dir returns the state directory the lock belongs to.
+func (l *Lock) Dir() *Dir { return l.dir }
+
+func (d *Dir) openLockFile(name string) (*os.File, error) {
+	p, err := d.join(name + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	if err := d.mkdirFor(p); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, symlinkError(p)
+		}
+		return nil, fmt.Errorf("open lock %s: %w", p, err)
+	}
+	return f, nil
+}
+
+func (l *Lock) writeHolder() {
+	h := Holder{PID: os.Getpid(), Command: Command, Since: time.Now().UTC().Truncate(time.Second)}
+	b, _ := json.Marshal(h)
+	// Best effort: the holder line only serves error messages.
+	if err := l.f.Truncate(0); err == nil {
+		_, _ = l.f.WriteAt(append(b, '\n'), 0)
+	}
+}
+
+func readHolder(f *os.File) Holder {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 4096))
+	if err != nil {
+		return Holder{}
+	}
+	var h Holder
+	if json.Unmarshal(b, &h) != nil {
+		return Holder{}
+	}
+	return h
+}
+
+func (l *Lock) removeStaleTemps() {
+	marker := ".tmp-" + l.name + "-"
+	dirs := []string{l.dir.path}
+	entries, _ := os.ReadDir(l.dir.path)
+	for _, e := range entries {
+		if e.IsDir() { // DirEntry.IsDir is false for a symlink: never followed
+			dirs = append(dirs, filepath.Join(l.dir.path, e.Name()))
+		}
+	}
+	for _, dir := range dirs {
+		files, _ := os.ReadDir(dir)
+		for _, f := range files {
+			if strings.HasPrefix(f.Name(), ".") && strings.Contains(f.Name(), marker) {
+				_ = os.Remove(filepath.Join(dir, f.Name()))
+			}
+		}
+	}
+}
+
+func symlinkError(p string) error {
+	return &FileError{Path: p, Err: errors.New("is a symlink; meshctl never follows symlinks in its state dir, remove it")}
+}
