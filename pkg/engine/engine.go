@@ -1,0 +1,146 @@
+// Package engine is meshctl's narrow view of a Docker engine.
+//
+// It is the only package of meshctl that imports the Docker client, and its
+// exported API uses none of the client's types, so that moving to another
+// client module changes this package alone.
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// Client is the narrow interface meshctl needs from a container engine.
+//
+// Every method returns an *UnreachableError when the engine cannot be
+// reached, and an error matching ErrNotFound (errors.Is) when the container
+// or image it names does not exist.
+type Client interface {
+	// Ping checks that the engine answers and negotiates the API version
+	// from its answer, in exactly one request.
+	Ping(ctx context.Context) error
+	// List returns every container, running or not, that carries all of
+	// labels (key=value, or just the key where the value is ""), sorted by
+	// name. It costs one request, plus one to negotiate the API version if
+	// nothing did before.
+	List(ctx context.Context, labels map[string]string) ([]Container, error)
+	// Inspect returns the container named or identified by idOrName.
+	Inspect(ctx context.Context, idOrName string) (Container, error)
+	// ImagePresent reports whether the engine holds the image ref.
+	ImagePresent(ctx context.Context, ref string) (bool, error)
+	// Pull pulls ref, writing the engine's progress lines to progress (nil
+	// discards them), and returns the error the engine reports in the stream.
+	Pull(ctx context.Context, ref string, progress io.Writer) error
+	// Create creates, without starting it, a container called name.
+	Create(ctx context.Context, name string, spec Spec) (id string, err error)
+	// Start starts a created or stopped container; a running one is left
+	// as it is.
+	Start(ctx context.Context, id string) error
+	// Stop sends SIGTERM (or the image's stop signal) and kills the
+	// container if it still runs after timeout, rounded up to seconds; a
+	// negative timeout waits for ever. A stopped container is left as it is.
+	// The request lasts until the container has stopped: ctx must allow it.
+	Stop(ctx context.Context, id string, timeout time.Duration) error
+	// Kill sends SIGKILL; the engine refuses it for a container that does
+	// not run.
+	Kill(ctx context.Context, id string) error
+	// Remove removes the container, running or not. Volumes stay.
+	Remove(ctx context.Context, id string) error
+	// Rename gives the container a new name.
+	Rename(ctx context.Context, id, newName string) error
+	// SetRestart sets the restart policy: "no", "always", "unless-stopped"
+	// or "on-failure" ("" means "no").
+	SetRestart(ctx context.Context, id string, policy string) error
+	// Logs follows the container's stdout and stderr, both written to w,
+	// until the container exits. The container must not have a TTY.
+	Logs(ctx context.Context, id string, w io.Writer) error
+	// Wait waits until the container is not running and returns its exit
+	// code. A container that was created but not started yet is not
+	// running: start it first.
+	Wait(ctx context.Context, id string) (exitCode int, err error)
+	// Calls returns the number of HTTP requests this client has made.
+	Calls() int64
+	// Host returns the engine address in use, such as
+	// unix:///var/run/docker.sock.
+	Host() string
+	// Close releases the client's idle connections.
+	Close() error
+}
+
+// Container is what meshctl knows of one container.
+type Container struct {
+	ID   string
+	Name string // without the leading "/"
+	// Image is the reference the container was created from, ImageID the
+	// image it resolved to.
+	Image   string
+	ImageID string
+	// State is created, running, paused, restarting, exited, removing or
+	// dead. Running is true while the engine counts the container as
+	// running, which includes paused and restarting, as in docker inspect.
+	State   string
+	Running bool
+	// ExitCode, RestartPolicy, StartedAt and FinishedAt are known from
+	// Inspect only; List leaves them zero.
+	ExitCode      int
+	Labels        map[string]string
+	RestartPolicy string
+	StartedAt     time.Time
+	FinishedAt    time.Time
+}
+
+// Spec is what Create needs to create a container.
+type Spec struct {
+	Image string
+	// Entrypoint and Cmd override the image's when not nil; a non-nil
+	// empty Entrypoint clears the image's entrypoint.
+	Entrypoint, Cmd []string
+	Env             []string // "K=V"
+	Binds           []string // docker -v style: "vol:/path[:ro]", "/host:/path:ro"
+	VolumesFrom     []string
+	// NetworkMode is "host", "none", "bridge" or a network name; "" leaves
+	// the engine's default.
+	NetworkMode string
+	Ports       []string // docker -p style: "127.0.0.1:5000:5000[/tcp]"
+	Restart     string   // "" means "no"
+	Labels      map[string]string
+	StopTimeout *int // seconds; nil leaves the engine's default
+}
+
+// ErrNotFound is matched (errors.Is) by the errors about a container or an
+// image that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// IsNotFound reports whether err says that a container or image does not
+// exist.
+func IsNotFound(err error) bool {
+	return errors.Is(err, ErrNotFound)
+}
+
+// UnreachableError is returned when the engine cannot be reached: no such
+// socket, connection refused, or a connection that timed out.
+type UnreachableError struct {
+	Host string
+	Err  error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the Docker engine at %s: %v", e.Host, e.Err)
+}
+
+// Unwrap returns the network error behind e.
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// ExitCode returns 1, meshctl's exit status for a failing engine.
+func (e *UnreachableError) ExitCode() int { return 1 }
+
+// notFoundError keeps the engine's own message ("No such container: x")
+// while matching ErrNotFound.
+type notFoundError struct{ error }
+
+func (e notFoundError) Is(target error) bool { return target == ErrNotFound }
+
+func (e notFoundError) Unwrap() error { return e.error }
