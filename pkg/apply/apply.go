@@ -1,0 +1,364 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Options is one apply.
+type Options struct {
+	File     *mesh.File
+	Source   string // the file's name, for the record
+	DryRun   bool
+	Prune    bool
+	Parallel int
+	Resolve  Resolver
+	Lock     state.LockOptions
+	Now      func() time.Time
+	// Progress reports what apply does, one line at a time (stderr).
+	Progress func(format string, args ...any)
+}
+
+// ConflictError is an apply refused before any change because an unmanaged
+// container owns a name the file wants (exit 1).
+type ConflictError struct{ Names []string }
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("nothing changed: %s already exist and meshctl does not manage them; rename or remove them, or rename the containers in the mesh file",
+		strings.Join(e.Names, ", "))
+}
+
+// ExitCode maps a conflict to exit status 1.
+func (e *ConflictError) ExitCode() int { return 1 }
+
+// FailedError is an apply in which some containers could not be converged
+// (exit 1). The report says which; Err joins their errors.
+type FailedError struct{ Err error }
+
+func (e *FailedError) Error() string { return e.Err.Error() }
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// ExitCode maps a failed apply to exit status 1.
+func (e *FailedError) ExitCode() int { return 1 }
+
+// Run converges the engine's containers to opts.File. It returns the report
+// also when it fails, where one exists.
+//
+// Images are pulled without the state lock: the plan is made under the lock,
+// and if it needs an image the engine lacks, the lock is released, the image
+// pulled, and the plan made again. A slow pull never holds up a window's
+// open or close, and a no-op apply costs two engine requests (ping, list).
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*Report, error) {
+	if opts.Parallel < 1 {
+		opts.Parallel = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == nil {
+		opts.Progress = func(string, ...any) {}
+	}
+	desired, err := Desire(opts.File, opts.Resolve, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return nil, err
+	}
+	tried := map[string]error{} // images pulled (or failed to) by this apply
+	for {
+		rep, missing, err := runLocked(ctx, d, eng, desired, opts, tried)
+		if len(missing) == 0 || opts.DryRun {
+			return rep, err
+		}
+		for _, ref := range missing {
+			opts.Progress("pulling %s\n", ref)
+			tried[ref] = eng.Pull(ctx, ref, nil)
+			if tried[ref] != nil {
+				opts.Progress("pull %s failed: %v\n", ref, tried[ref])
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+		}
+	}
+}
+
+// runLocked makes the plan and carries it out under the state lock. It
+// returns, without changing anything, the images the plan needs that are
+// missing and not yet tried.
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, desired []Desired, opts Options, tried map[string]error) (*Report, []string, error) {
+	lock, err := d.Lock(ctx, holds.StateLock, opts.Lock)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer lock.Unlock()
+
+	var hd holds.Doc
+	var hist holds.History
+	if _, err := lock.Read(holds.File, &hd); err != nil {
+		return nil, nil, err
+	}
+	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+		return nil, nil, err
+	}
+	observed, err := eng.List(ctx, map[string]string{LabelManaged: ""})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list containers: %w", err)
+	}
+
+	now := opts.Now()
+	live := holds.Liveness{Dir: d, StepRunning: stepRunning(observed)}
+	classified, err := live.Classify(&hd, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &Report{DryRun: opts.DryRun, Containers: []ContainerReport{}, Windows: []holds.View{}}
+	held := map[string]HoldRef{}
+	for _, c := range classified {
+		if c.State == holds.Stale {
+			rep.Released = append(rep.Released, holds.ViewOf(c.Hold, c.State))
+			continue
+		}
+		rep.Windows = append(rep.Windows, holds.ViewOf(c.Hold, c.State))
+		for _, name := range c.Containers {
+			held[name] = HoldRef{Window: c.ID}
+		}
+	}
+
+	in := Input{Desired: desired, Observed: observed, Holds: held, Prune: opts.Prune}
+	items := Plan(in)
+	if in.Taken, err = takenNames(ctx, eng, items); err != nil {
+		return nil, nil, err
+	}
+	if len(in.Taken) > 0 {
+		items = Plan(in)
+	}
+	missing, absent, err := missingImages(ctx, eng, items, tried)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(missing) > 0 && !opts.DryRun {
+		return nil, missing, nil
+	}
+	fillReport(rep, items, absent)
+	rep.Changed = Changes(items)
+	if conflicts := conflictNames(items); len(conflicts) > 0 {
+		rep.Changed = false
+		rep.EngineCalls = eng.Calls()
+		return rep, nil, &ConflictError{Names: conflicts}
+	}
+	if opts.DryRun {
+		rep.EngineCalls = eng.Calls()
+		return rep, nil, nil
+	}
+
+	if len(rep.Released) > 0 {
+		holds.ReleaseStale(&hd, &hist, classified, now)
+		for _, v := range rep.Released {
+			opts.Progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", v.ID, v.Module, v.Step, v.PID)
+		}
+		if err := lock.Write(holds.File, &hd); err != nil {
+			return nil, nil, err
+		}
+		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
+			return nil, nil, err
+		}
+	}
+
+	runErr := execute(ctx, Executor{Engine: eng}, items, rep, opts)
+	rep.EngineCalls = eng.Calls()
+	if err := record(lock, desired, rep, opts, runErr); err != nil {
+		return rep, nil, errors.Join(runErr, err)
+	}
+	return rep, nil, runErr
+}
+
+// stepRunning answers, from the one list call, whether a window's step
+// container still runs.
+func stepRunning(observed []engine.Container) func(string) bool {
+	running := map[string]bool{}
+	for _, c := range observed {
+		if c.Labels[LabelRole] == RoleStep && c.Running {
+			running[c.Name] = true
+		}
+	}
+	return func(name string) bool { return running[name] }
+}
+
+// takenNames asks the engine, for each container the plan would create,
+// whether an unmanaged container already has its name. Only creates cost a
+// request: a no-op apply makes none.
+func takenNames(ctx context.Context, eng engine.Client, items []Item) (map[string]bool, error) {
+	taken := map[string]bool{}
+	for _, it := range items {
+		if it.Action != Create {
+			continue
+		}
+		c, err := eng.Inspect(ctx, it.Name)
+		if engine.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", it.Name, err)
+		}
+		if !IsService(c) {
+			taken[it.Name] = true
+		}
+	}
+	return taken, nil
+}
+
+// missingImages returns the images that creates and recreates need and the
+// engine lacks: to pull (not tried yet, pull policy allows), and absent
+// (tried and failed, or pull: never) with why.
+func missingImages(ctx context.Context, eng engine.Client, items []Item, tried map[string]error) ([]string, map[string]string, error) {
+	absent := map[string]string{}
+	var missing []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		if (it.Action != Create && it.Action != Recreate) || seen[it.Desired.Image] {
+			continue
+		}
+		ref, policy := it.Desired.Image, it.Desired.Def.PullPolicy()
+		seen[ref] = true
+		if err, ok := tried[ref]; ok {
+			if err != nil {
+				absent[ref] = "pull failed: " + err.Error()
+			}
+			continue
+		}
+		if policy == "always" {
+			missing = append(missing, ref)
+			continue
+		}
+		present, err := eng.ImagePresent(ctx, ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("image %s: %w", ref, err)
+		}
+		switch {
+		case present:
+		case policy == "never":
+			absent[ref] = "image missing and pull: never"
+		default:
+			missing = append(missing, ref)
+		}
+	}
+	sort.Strings(missing)
+	return missing, absent, nil
+}
+
+func conflictNames(items []Item) []string {
+	var names []string
+	for _, it := range items {
+		if it.Action == Conflict {
+			names = append(names, it.Name)
+		}
+	}
+	return names
+}
+
+func fillReport(rep *Report, items []Item, absent map[string]string) {
+	for _, it := range items {
+		cr := ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
+			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
+		if it.Desired != nil {
+			cr.Build = it.Desired.Build
+			if why, ok := absent[it.Desired.Image]; ok && (it.Action == Create || it.Action == Recreate) {
+				cr.Reasons = append(cr.Reasons, it.Desired.Image+": "+why)
+			}
+		}
+		rep.Containers = append(rep.Containers, cr)
+	}
+}
+
+// execute carries out the plan, independent containers in parallel. Each
+// item's outcome is written into its report line; a failed one becomes
+// "failed" with its error.
+func execute(ctx context.Context, x Executor, items []Item, rep *Report, opts Options) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, opts.Parallel)
+	)
+	for i := range items {
+		it := &items[i]
+		if it.Action != Create && it.Action != Recreate && it.Action != Remove {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			err := ctx.Err()
+			if err == nil {
+				opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
+				switch it.Action {
+				case Create:
+					err = x.Create(ctx, it.Desired)
+				case Recreate:
+					err = x.Recreate(ctx, it.Desired, *it.Observed)
+				case Remove:
+					err = x.Remove(ctx, *it.Observed)
+				}
+			}
+			if err != nil {
+				mu.Lock()
+				defer mu.Unlock()
+				errs = append(errs, fmt.Errorf("%s: %w", it.Name, err))
+				cr := &rep.Containers[i]
+				cr.Reasons = append(cr.Reasons, it.Action+" failed")
+				cr.Action, cr.Error = Failed, err.Error()
+			}
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(errs) > 0 {
+		return &FailedError{Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+func progressVerb(action string) string {
+	switch action {
+	case Create:
+		return "creating"
+	case Recreate:
+		return "recreating"
+	default:
+		return "removing"
+	}
+}
+
+// record writes the applied desired state and the report.
+func record(lock *state.Lock, desired []Desired, rep *Report, opts Options, runErr error) error {
+	images := map[string]Resolved{}
+	for _, d := range desired {
+		images[d.Name] = Resolved{Image: d.Image, Build: d.Build}
+	}
+	now := opts.Now().UTC()
+	a := &Applied{AppliedAt: now, Source: opts.Source, File: opts.File, Images: images}
+	if err := lock.Write(AppliedFile, a); err != nil {
+		return err
+	}
+	last := &LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	if runErr != nil {
+		last.Result, last.Error = "failed", runErr.Error()
+	}
+	return lock.Write(ReportFile, last)
+}

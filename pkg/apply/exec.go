@@ -1,0 +1,119 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+)
+
+// StopTimeout is how long a container gets to stop gracefully before it is
+// killed, when apply or a window stops it.
+const StopTimeout = 10 * time.Second
+
+// cleanupTimeout bounds the work that must happen even after a signal:
+// putting an old container back, restarting what a window held.
+const cleanupTimeout = 2 * time.Minute
+
+// Executor carries out container actions on an engine. Window's close uses it
+// too, to bring held containers to what the last apply wants.
+type Executor struct {
+	Engine engine.Client
+}
+
+// Create creates and starts d.
+func (x Executor) Create(ctx context.Context, d *Desired) error {
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec())
+	if err != nil {
+		return fmt.Errorf("create %s: %w", d.Name, err)
+	}
+	if err := x.Engine.Start(ctx, id); err != nil {
+		// A container that cannot start is not left behind half-made.
+		rmErr := x.Engine.Remove(cleanupContext(ctx), id)
+		return errors.Join(fmt.Errorf("start %s: %w", d.Name, err), wrapErr("remove the new "+d.Name, rmErr))
+	}
+	return nil
+}
+
+// Recreate replaces old with a new container for d. The old container is
+// kept (stopped, renamed aside) until the new one is created and started; if
+// that fails, the new one is removed and the old one put back as it was:
+// renamed back, and started if it was running. A bad image never leaves the
+// host without the service.
+func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
+	if old.Running {
+		if err := x.Engine.Stop(ctx, old.ID, StopTimeout); err != nil {
+			return fmt.Errorf("stop %s: %w", d.Name, err)
+		}
+	}
+	if err := x.Engine.Rename(ctx, old.ID, oldName(d.Name)); err != nil {
+		return errors.Join(fmt.Errorf("rename %s aside: %w", d.Name, err), x.restart(ctx, old))
+	}
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec())
+	if err == nil {
+		if err = x.Engine.Start(ctx, id); err != nil {
+			err = fmt.Errorf("start new %s: %w", d.Name, err)
+		}
+	} else {
+		err = fmt.Errorf("create new %s: %w", d.Name, err)
+	}
+	if err != nil {
+		return errors.Join(err, x.putBack(ctx, d.Name, id, old))
+	}
+	if err := x.Engine.Remove(ctx, old.ID); err != nil {
+		return fmt.Errorf("remove the old %s (now %s): %w", d.Name, oldName(d.Name), err)
+	}
+	return nil
+}
+
+// putBack undoes a failed recreate: it runs even after a signal.
+func (x Executor) putBack(ctx context.Context, name, newID string, old engine.Container) error {
+	ctx = cleanupContext(ctx)
+	var errs []error
+	if newID != "" {
+		errs = append(errs, wrapErr("remove the failed new "+name, x.Engine.Remove(ctx, newID)))
+	}
+	errs = append(errs, wrapErr("rename the old "+name+" back", x.Engine.Rename(ctx, old.ID, name)))
+	errs = append(errs, x.restart(ctx, old))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("put the old %s back: %w", name, err)
+	}
+	return nil
+}
+
+func (x Executor) restart(ctx context.Context, old engine.Container) error {
+	if !old.Running {
+		return nil
+	}
+	return wrapErr("start the old "+old.Name+" again", x.Engine.Start(cleanupContext(ctx), old.ID))
+}
+
+// Remove stops and removes c. Its named volumes stay.
+func (x Executor) Remove(ctx context.Context, c engine.Container) error {
+	if c.Running {
+		if err := x.Engine.Stop(ctx, c.ID, StopTimeout); err != nil {
+			return fmt.Errorf("stop %s: %w", c.Name, err)
+		}
+	}
+	if err := x.Engine.Remove(ctx, c.ID); err != nil {
+		return fmt.Errorf("remove %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// cleanupContext returns a context that survives ctx's cancellation, bounded
+// in time: cleanup after SIGINT must still happen, but not forever.
+func cleanupContext(ctx context.Context) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_ = cancel // released by its timer; the context lives as long as the cleanup
+	return c
+}
+
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,151 @@
+package apply
+
+import (
+	"sort"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// Actions a plan gives a container (CONTRACT §5).
+const (
+	Create    = "create"
+	Unchanged = "unchanged"
+	Recreate  = "recreate"
+	Held      = "held"
+	Deferred  = "deferred"
+	Orphan    = "orphan"
+	Remove    = "remove"
+	Conflict  = "conflict"
+	// Failed is what an action becomes when carrying it out failed.
+	Failed = "failed"
+)
+
+// ReasonNotRunning is the reason for recreating a stopped container that no
+// window holds: on this host, stopped means broken.
+const ReasonNotRunning = "not running"
+
+// HoldRef says which live window holds a container.
+type HoldRef struct {
+	Window string
+}
+
+// Item is the plan for one container.
+type Item struct {
+	Name      string
+	Module    string
+	Container string
+	Action    string
+	Reasons   []string
+	Window    string
+	Desired   *Desired          // nil for orphans
+	Observed  *engine.Container // nil when missing
+}
+
+// Input is everything the planner decides from.
+type Input struct {
+	Desired []Desired
+	// Observed are the containers the engine reports with meshctl's labels.
+	Observed []engine.Container
+	// Holds maps engine names to the live window that holds them.
+	Holds map[string]HoldRef
+	// Taken are names held by containers meshctl does not manage.
+	Taken map[string]bool
+	Prune bool
+}
+
+// Plan returns one item per desired or managed container, in name order.
+// It is a pure function of its input: every rule for what apply does to a
+// container is here.
+func Plan(in Input) []Item {
+	observed := map[string]*engine.Container{}
+	for i := range in.Observed {
+		c := &in.Observed[i]
+		if IsService(*c) {
+			observed[c.Name] = c
+		}
+	}
+	var items []Item
+	wanted := map[string]bool{}
+	for i := range in.Desired {
+		d := &in.Desired[i]
+		wanted[d.Name] = true
+		items = append(items, planOne(d, observed[d.Name], in))
+	}
+	for name, c := range observed {
+		if wanted[name] {
+			continue
+		}
+		it := Item{Name: name, Module: c.Labels[LabelModule], Container: c.Labels[LabelContainer], Observed: c}
+		switch hold, held := in.Holds[name]; {
+		case held:
+			it.Action, it.Window = Held, hold.Window
+			it.Reasons = []string{"held by window " + hold.Window + "; no longer in the mesh file"}
+		case in.Prune:
+			it.Action, it.Reasons = Remove, []string{"not in the mesh file"}
+		default:
+			it.Action, it.Reasons = Orphan, []string{"not in the mesh file; --prune removes it"}
+		}
+		items = append(items, it)
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	return items
+}
+
+func planOne(d *Desired, c *engine.Container, in Input) Item {
+	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
+	if c == nil && in.Taken[d.Name] {
+		it.Action = Conflict
+		it.Reasons = []string{"a container meshctl does not manage is named " + d.Name + "; rename or remove it"}
+		return it
+	}
+	var diff []string
+	if c != nil {
+		diff = SpecDiff(*c, d.Spec)
+	}
+	if hold, held := in.Holds[d.Name]; held {
+		it.Window = hold.Window
+		by := "held by window " + hold.Window
+		switch {
+		case c == nil:
+			it.Action, it.Reasons = Deferred, []string{by, "missing: created when the window closes"}
+		case len(diff) > 0:
+			it.Action, it.Reasons = Deferred, append([]string{by}, diff...)
+		default:
+			it.Action, it.Reasons = Held, []string{by}
+		}
+		return it
+	}
+	switch {
+	case c == nil:
+		it.Action = Create
+	case len(diff) > 0:
+		it.Action, it.Reasons = Recreate, diff
+	case !c.Running:
+		it.Action, it.Reasons = Recreate, []string{ReasonNotRunning}
+	default:
+		it.Action = Unchanged
+	}
+	return it
+}
+
+// SpecDiff compares the spec recorded on c with want. A container whose
+// recorded spec cannot be read is recreated: meshctl cannot know what it runs.
+func SpecDiff(c engine.Container, want mesh.Spec) []string {
+	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
+	if err != nil {
+		return []string{"recorded spec unreadable"}
+	}
+	return mesh.Diff(have, want)
+}
+
+// Changes reports whether carrying out items would change the engine.
+func Changes(items []Item) bool {
+	for _, it := range items {
+		switch it.Action {
+		case Create, Recreate, Remove:
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,293 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// window is one window's progress from open to close.
+type window struct {
+	d    *state.Dir
+	eng  engine.Client
+	opts Options
+	*plan
+	id string
+
+	hold     *holds.Hold
+	openedAt time.Time
+	openErr  error
+
+	stepStart time.Time
+	stepEnd   time.Time
+	stepCode  *int
+	stepErr   error
+	result    string
+}
+
+// open records the hold and stops the held containers, under the state lock.
+func (w *window) open(ctx context.Context) error {
+	lock, err := w.d.Lock(ctx, holds.StateLock, w.opts.Lock)
+	if err != nil {
+		return err
+	}
+	defer lock.Unlock()
+	var hd holds.Doc
+	var hist holds.History
+	if _, err := lock.Read(holds.File, &hd); err != nil {
+		return err
+	}
+	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+		return err
+	}
+	observed, err := w.eng.List(ctx, map[string]string{apply.LabelManaged: ""})
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	now := w.opts.Now()
+	classified, err := holds.Liveness{Dir: w.d, StepRunning: stepRunning(observed)}.Classify(&hd, now)
+	if err != nil {
+		return err
+	}
+	// Re-check under the state lock: a dead window's step container may
+	// still be sweeping; its hold stays honoured.
+	for _, c := range classified {
+		if c.Module == w.module && holds.Honoured(c.State) {
+			return &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
+		}
+	}
+	released := holds.ReleaseStale(&hd, &hist, classified, now)
+	for _, r := range released {
+		w.opts.Progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
+	}
+
+	byName := map[string]engine.Container{}
+	for _, c := range observed {
+		byName[c.Name] = c
+	}
+	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
+		Restart: map[string]string{}, OpenedAt: now.UTC(), Deadline: now.Add(w.timeout).UTC()}
+	if w.def.Run != nil {
+		h.StepContainer = StepContainerName(w.module, w.step)
+	}
+	for _, name := range w.held {
+		if _, ok := byName[name]; !ok {
+			continue
+		}
+		c, err := w.eng.Inspect(ctx, name)
+		if err != nil {
+			return fmt.Errorf("inspect %s: %w", name, err)
+		}
+		h.Restart[name] = c.RestartPolicy
+	}
+	// Record the hold before stopping anything: an apply that takes the lock
+	// after ours must already see it.
+	hd.Holds = append(hd.Holds, h)
+	if err := lock.Write(holds.File, &hd); err != nil {
+		return err
+	}
+	if len(released) > 0 {
+		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
+			return err
+		}
+	}
+	w.hold, w.openedAt = &h, now
+	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
+	var errs []error
+	for _, name := range w.held {
+		c, ok := byName[name]
+		if !ok {
+			w.opts.Progress("%s does not exist; the close creates it\n", name)
+			continue
+		}
+		if err := w.eng.SetRestart(ctx, c.ID, "no"); err != nil {
+			errs = append(errs, fmt.Errorf("set restart policy of %s to no: %w", name, err))
+			continue
+		}
+		if c.Running {
+			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
+				continue
+			}
+		}
+		w.opts.Progress("stopped %s\n", name)
+	}
+	return errors.Join(errs...)
+}
+
+func stepRunning(observed []engine.Container) func(string) bool {
+	return func(name string) bool {
+		for _, c := range observed {
+			if c.Name == name && c.Labels[apply.LabelRole] == apply.RoleStep && c.Running {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// runStep runs the step, killed past the timeout or on a signal.
+func (w *window) runStep(ctx context.Context) {
+	stepCtx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	w.stepStart = time.Now()
+	w.opts.Progress("step %s started (timeout %s)\n", w.step, w.timeout)
+	var code int
+	var err error
+	if w.def.Run != nil {
+		code, err = w.runContainer(stepCtx)
+	} else {
+		code, err = w.runExec(stepCtx)
+	}
+	w.stepEnd = time.Now()
+	switch {
+	case ctx.Err() != nil:
+		w.result, w.stepErr = ResultInterrupted, fmt.Errorf("step %s interrupted", w.step)
+	case stepCtx.Err() != nil:
+		w.result, w.stepErr = ResultTimeout, fmt.Errorf("step %s killed after its timeout of %s", w.step, w.timeout)
+	case err != nil:
+		w.result, w.stepErr = ResultFailed, fmt.Errorf("step %s: %w", w.step, err)
+	case code != 0:
+		w.result, w.stepErr = ResultFailed, fmt.Errorf("step %s exited %d", w.step, code)
+	default:
+		w.result = ResultOK
+	}
+	if err == nil || code != 0 {
+		w.stepCode = &code
+	}
+	w.opts.Progress("step %s finished in %s with exit %d\n", w.step, w.stepEnd.Sub(w.stepStart).Round(time.Millisecond), code)
+}
+
+// runExec runs an exec: step on the host: argv, never a shell. The child is
+// in its own process group, killed whole on timeout or signal, and gets
+// SIGKILL if the window's process dies (it must not outlive the window).
+func (w *window) runExec(ctx context.Context) (int, error) {
+	cmd := exec.Command(w.def.Exec[0], w.def.Exec[1:]...)
+	cmd.Stdout, cmd.Stderr = w.opts.StepOutput, w.opts.StepOutput
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return -1, err
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		case <-done:
+		}
+	}()
+	err := cmd.Wait()
+	close(done)
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		return exitErr.ExitCode(), nil
+	}
+	if err != nil {
+		return -1, err
+	}
+	return 0, nil
+}
+
+// runContainer runs a run: step as a one-off container with the held
+// containers' volumes, streams its output, and removes it.
+func (w *window) runContainer(ctx context.Context) (int, error) {
+	spec, err := w.stepSpec()
+	if err != nil {
+		return -1, err
+	}
+	name := w.hold.StepContainer
+	cleanup := cleanupContext(ctx)
+	// A step container left by a window that died is gone by now (its hold
+	// was stale, or this window would not have opened); its name is ours.
+	if err := w.eng.Remove(ctx, name); err != nil && !engine.IsNotFound(err) {
+		return -1, fmt.Errorf("remove leftover %s: %w", name, err)
+	}
+	id, err := w.eng.Create(ctx, name, spec)
+	if err != nil {
+		return -1, fmt.Errorf("create step container: %w", err)
+	}
+	defer func() {
+		if err := w.eng.Remove(cleanup, id); err != nil {
+			w.opts.Progress("remove step container %s: %v\n", name, err)
+		}
+	}()
+	if err := w.eng.Start(ctx, id); err != nil {
+		return -1, fmt.Errorf("start step container: %w", err)
+	}
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		_ = w.eng.Logs(cleanup, id, w.opts.StepOutput)
+	}()
+	code, err := w.eng.Wait(ctx, id)
+	if ctx.Err() != nil {
+		// Timeout or signal: the sweep must stop before the containers
+		// come back.
+		if kerr := w.eng.Kill(cleanup, id); kerr != nil && !engine.IsNotFound(kerr) {
+			return -1, fmt.Errorf("kill step container: %w", kerr)
+		}
+		code, err = w.eng.Wait(cleanup, id)
+	}
+	<-logsDone
+	return code, err
+}
+
+// stepSpec is the one-off container of a run: step. Its image defaults to
+// the first held container's, its volumes-from to the held containers, its
+// network to none.
+func (w *window) stepSpec() (engine.Spec, error) {
+	r := w.def.Run
+	image := r.Image
+	if image == "" {
+		if d := w.desired[w.held[0]]; d != nil {
+			image = d.Image
+		} else if c, err := w.eng.Inspect(context.Background(), w.held[0]); err == nil {
+			image = c.Image
+		} else {
+			return engine.Spec{}, fmt.Errorf("no image for step %s: %s was never applied; set run.image", w.step, w.held[0])
+		}
+	}
+	from := r.VolumesFrom
+	if len(from) == 0 {
+		from = w.def.WhileStopped
+	}
+	var volumesFrom []string
+	for _, c := range from {
+		volumesFrom = append(volumesFrom, mesh.EngineName(w.module, c))
+	}
+	network := r.Network
+	if network == "" {
+		network = "none"
+	}
+	var env []string
+	for k, v := range r.Env {
+		env = append(env, k+"="+v)
+	}
+	return engine.Spec{
+		Image:       image,
+		Entrypoint:  r.Entrypoint,
+		Cmd:         r.Command,
+		Env:         env,
+		Binds:       r.Volumes,
+		VolumesFrom: volumesFrom,
+		NetworkMode: network,
+		Restart:     "no",
+		Labels: map[string]string{
+			apply.LabelManaged: "1",
+			apply.LabelRole:    apply.RoleStep,
+			apply.LabelModule:  w.module,
+			apply.LabelWindow:  w.id,
+		},
+	}, nil
+}

@@ -1,0 +1,220 @@
+// Package window runs a maintenance step while it holds some of a module's
+// containers stopped (CONTRACT §6).
+//
+// A window takes the state lock only to open and to close. Opening records
+// the hold, stops the held containers and sets their restart policy to "no"
+// (an engine restart must not revive them); the step then runs with no lock
+// held, so an apply arriving mid-window is planned at once and, reading the
+// hold, leaves the held containers alone. Closing, on every path, brings each
+// held container to what the most recent apply wants and drops the hold.
+package window
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Options is one window.
+type Options struct {
+	Module, Step string
+	// File is the mesh file to take the step from; nil takes it from the
+	// last applied desired state.
+	File *mesh.File
+	// Timeout overrides the step's timeout when not zero.
+	Timeout time.Duration
+	// Wait is how long to wait for another window on the module to close.
+	Wait time.Duration
+	Lock state.LockOptions
+	Now  func() time.Time
+	// Progress reports what the window does (stderr).
+	Progress func(format string, args ...any)
+	// StepOutput receives the step's stdout and stderr.
+	StepOutput io.Writer
+}
+
+// UsageError is a window asked for a module or step that does not exist
+// (exit 2).
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// ExitCode maps a bad module or step to exit status 2.
+func (e *UsageError) ExitCode() int { return 2 }
+
+// BusyError is a window refused because another window on the module is
+// open, or its step container from a dead window still runs (exit 3).
+type BusyError struct {
+	Module string
+	Why    string
+}
+
+func (e *BusyError) Error() string {
+	return fmt.Sprintf("a window on module %s is open: %s; retry later or pass --wait", e.Module, e.Why)
+}
+
+// ExitCode maps a busy module to exit status 3.
+func (e *BusyError) ExitCode() int { return 3 }
+
+// FailedError is a window that closed, but whose step failed or whose
+// containers did not all run again (exit 1, or 130 when interrupted).
+type FailedError struct {
+	Entry       holds.Entry
+	Err         error
+	Interrupted bool
+}
+
+func (e *FailedError) Error() string { return e.Err.Error() }
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// ExitCode is 130 for an interrupted window, else 1.
+func (e *FailedError) ExitCode() int {
+	if e.Interrupted {
+		return 130
+	}
+	return 1
+}
+
+// Results of a window, in its history entry.
+const (
+	ResultOK          = "ok"
+	ResultFailed      = "failed"
+	ResultTimeout     = "timeout"
+	ResultInterrupted = "interrupted"
+)
+
+// closeLockWait is how long a close waits for the state lock: much longer
+// than an apply would, because giving up leaves the containers stopped.
+const closeLockWait = 10 * time.Minute
+
+// plan is what a window will do, resolved before it opens.
+type plan struct {
+	module, step string
+	def          *mesh.Step
+	held         []string // engine names
+	desired      map[string]*apply.Desired
+	timeout      time.Duration
+}
+
+// Run opens a window, runs the step and closes the window. It returns the
+// window's history entry, also when the step failed.
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*holds.Entry, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == nil {
+		opts.Progress = func(string, ...any) {}
+	}
+	if opts.StepOutput == nil {
+		opts.StepOutput = io.Discard
+	}
+	p, err := resolve(d, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Ping(ctx); err != nil {
+		return nil, err
+	}
+
+	// One window per module: this lock is held for the window's life.
+	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock"})
+	var busy *state.BusyError
+	if errors.As(err, &busy) {
+		return nil, &BusyError{Module: p.module, Why: "held by " + busy.Holder.String()}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer modLock.Unlock()
+
+	id := newID(opts.Now())
+	// The window's liveness: held until the window has closed. A hold whose
+	// lock is free belongs to a dead window.
+	winLock, err := d.Lock(ctx, holds.LockName(id), state.LockOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		_ = winLock.RemoveLockFile()
+		winLock.Unlock()
+	}()
+
+	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id}
+	if err := w.open(ctx); err != nil {
+		if w.hold == nil {
+			return nil, err
+		}
+		// Opened in part: close what was opened, then report the failure.
+		w.openErr = err
+	}
+	if w.openErr == nil {
+		w.runStep(ctx)
+	}
+	return w.close(ctx)
+}
+
+// resolve finds the step and the held containers' desired state.
+func resolve(d *state.Dir, opts Options) (*plan, error) {
+	applied, ok, err := apply.LoadApplied(d)
+	if err != nil {
+		return nil, err
+	}
+	file := opts.File
+	if file == nil {
+		if !ok || applied.File == nil {
+			return nil, &UsageError{Msg: fmt.Sprintf("nothing was applied in %s yet, so step %s/%s is unknown: pass -f FILE or run meshctl apply first", d.Path(), opts.Module, opts.Step)}
+		}
+		file = applied.File
+	}
+	m, ok2 := file.Modules[opts.Module]
+	if !ok2 {
+		return nil, &UsageError{Msg: fmt.Sprintf("module %q is not in the mesh file (it has: %v)", opts.Module, file.ModuleNames())}
+	}
+	def, ok2 := m.Steps[opts.Step]
+	if !ok2 {
+		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q", opts.Module, opts.Step)}
+	}
+	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*apply.Desired{}, timeout: def.TimeoutOrDefault()}
+	if opts.Timeout > 0 {
+		p.timeout = opts.Timeout
+	}
+	for _, c := range def.WhileStopped {
+		p.held = append(p.held, mesh.EngineName(opts.Module, c))
+	}
+	if ok {
+		desired, err := applied.Desired()
+		if err != nil {
+			return nil, err
+		}
+		for i := range desired {
+			if slices.Contains(p.held, desired[i].Name) {
+				p.desired[desired[i].Name] = &desired[i]
+			}
+		}
+	}
+	return p, nil
+}
+
+func newID(now time.Time) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "w-" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
+}
+
+// StepContainerName is the deterministic engine name of a run: step's
+// one-off container. It has two dots, so it never clashes with a service
+// container's "module.container".
+func StepContainerName(module, step string) string {
+	return "meshctl-window." + module + "." + step
+}
