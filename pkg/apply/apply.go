@@ -72,12 +72,16 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
+	scope, err := scopeOf(d, opts.DryRun)
+	if err != nil {
+		return nil, err
+	}
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
 	tried := map[string]error{} // images pulled (or failed to) by this apply
 	for {
-		rep, missing, err := runLocked(ctx, d, eng, desired, opts, tried)
+		rep, missing, err := runLocked(ctx, d, eng, scope, desired, opts, tried)
 		if len(missing) == 0 || opts.DryRun {
 			return rep, err
 		}
@@ -97,7 +101,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 // runLocked makes the plan and carries it out under the state lock. It
 // returns, without changing anything, the images the plan needs that are
 // missing and not yet tried.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, desired []Desired, opts Options, tried map[string]error) (*Report, []string, error) {
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, desired []Desired, opts Options, tried map[string]error) (*Report, []string, error) {
 	lock, err := d.Lock(ctx, holds.StateLock, opts.Lock)
 	if err != nil {
 		return nil, nil, err
@@ -112,7 +116,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, desired []D
 	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
 		return nil, nil, err
 	}
-	observed, err := eng.List(ctx, map[string]string{LabelManaged: ""})
+	observed, err := eng.List(ctx, Managed(scope))
 	if err != nil {
 		return nil, nil, fmt.Errorf("list containers: %w", err)
 	}
@@ -136,9 +140,9 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, desired []D
 		}
 	}
 
-	in := Input{Desired: desired, Observed: observed, Holds: held, Prune: opts.Prune}
+	in := Input{Desired: desired, Observed: observed, Holds: held, Prune: opts.Prune, Scope: scope}
 	items := Plan(in)
-	if in.Taken, err = takenNames(ctx, eng, items); err != nil {
+	if in.Taken, err = takenNames(ctx, eng, scope, items); err != nil {
 		return nil, nil, err
 	}
 	if len(in.Taken) > 0 {
@@ -176,7 +180,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, desired []D
 		}
 	}
 
-	runErr := execute(ctx, Executor{Engine: eng}, items, rep, opts)
+	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, rep, opts)
 	rep.EngineCalls = eng.Calls()
 	if err := record(lock, desired, rep, opts, runErr); err != nil {
 		return rep, nil, errors.Join(runErr, err)
@@ -199,7 +203,7 @@ func stepRunning(observed []engine.Container) func(string) bool {
 // takenNames asks the engine, for each container the plan would create,
 // whether an unmanaged container already has its name. Only creates cost a
 // request: a no-op apply makes none.
-func takenNames(ctx context.Context, eng engine.Client, items []Item) (map[string]bool, error) {
+func takenNames(ctx context.Context, eng engine.Client, scope string, items []Item) (map[string]bool, error) {
 	taken := map[string]bool{}
 	for _, it := range items {
 		if it.Action != Create {
@@ -212,7 +216,7 @@ func takenNames(ctx context.Context, eng engine.Client, items []Item) (map[strin
 		if err != nil {
 			return nil, fmt.Errorf("inspect %s: %w", it.Name, err)
 		}
-		if !IsService(c) {
+		if !IsService(c, scope) {
 			taken[it.Name] = true
 		}
 	}
@@ -361,4 +365,18 @@ func record(lock *state.Lock, desired []Desired, rep *Report, opts Options, runE
 		last.Result, last.Error = "failed", runErr.Error()
 	}
 	return lock.Write(ReportFile, last)
+}
+
+// scopeOf returns the state directory's ID. A dry run makes none: a state
+// directory without one manages no container yet, so it gets a scope that
+// matches none.
+func scopeOf(d *state.Dir, dryRun bool) (string, error) {
+	if !dryRun {
+		return d.ID()
+	}
+	id, ok, err := d.PeekID()
+	if err != nil || ok {
+		return id, err
+	}
+	return "none-yet", nil
 }

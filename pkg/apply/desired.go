@@ -15,7 +15,7 @@ import (
 
 // Labels meshctl puts on the containers it manages.
 const (
-	LabelManaged   = mesh.LabelPrefix + "managed"   // "1" on every container meshctl made
+	LabelManaged   = mesh.LabelPrefix + "managed"   // the state dir's ID (state.Dir.ID) on every container meshctl made
 	LabelRole      = mesh.LabelPrefix + "role"      // "service" or "step"
 	LabelModule    = mesh.LabelPrefix + "module"    // module name
 	LabelContainer = mesh.LabelPrefix + "container" // container name in its module
@@ -82,13 +82,14 @@ func (e *NoArtifactError) Error() string {
 // ExitCode maps a missing artifact to exit status 2.
 func (e *NoArtifactError) ExitCode() int { return 2 }
 
-// EngineSpec returns what the engine needs to create d.
-func (d Desired) EngineSpec() engine.Spec {
+// EngineSpec returns what the engine needs to create d, labelled as managed
+// by the state directory whose ID is scope.
+func (d Desired) EngineSpec(scope string) engine.Spec {
 	labels := maps.Clone(d.Def.Labels)
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[LabelManaged] = "1"
+	labels[LabelManaged] = scope
 	labels[LabelRole] = RoleService
 	labels[LabelModule] = d.Module
 	labels[LabelContainer] = d.Container
@@ -125,11 +126,15 @@ func envList(env map[string]string) []string {
 	return out
 }
 
-// IsService reports whether c is a service container meshctl manages (not a
-// window's step container).
-func IsService(c engine.Container) bool {
-	return c.Labels[LabelManaged] != "" && c.Labels[LabelRole] != RoleStep
+// IsService reports whether c is a service container (not a window's step
+// container) of the state directory whose ID is scope.
+func IsService(c engine.Container, scope string) bool {
+	return c.Labels[LabelManaged] == scope && c.Labels[LabelRole] != RoleStep
 }
+
+// Managed is the label filter that lists the containers of the state
+// directory whose ID is scope, in one engine call.
+func Managed(scope string) map[string]string { return map[string]string{LabelManaged: scope} }
 
 // oldName is the name a container takes while its replacement starts.
 func oldName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-old" }

@@ -21,11 +21,13 @@ const cleanupTimeout = 2 * time.Minute
 // too, to bring held containers to what the last apply wants.
 type Executor struct {
 	Engine engine.Client
+	// Scope is the state directory's ID, the value of LabelManaged.
+	Scope string
 }
 
 // Create creates and starts d.
 func (x Executor) Create(ctx context.Context, d *Desired) error {
-	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec())
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
 	if err != nil {
 		return fmt.Errorf("create %s: %w", d.Name, err)
 	}
@@ -51,7 +53,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 	if err := x.Engine.Rename(ctx, old.ID, oldName(d.Name)); err != nil {
 		return errors.Join(fmt.Errorf("rename %s aside: %w", d.Name, err), x.restart(ctx, old))
 	}
-	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec())
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
 	if err == nil {
 		if err = x.Engine.Start(ctx, id); err != nil {
 			err = fmt.Errorf("start new %s: %w", d.Name, err)

@@ -49,6 +49,8 @@ type Input struct {
 	Observed []engine.Container
 	// Holds maps engine names to the live window that holds them.
 	Holds map[string]HoldRef
+	// Scope is the state directory's ID (LabelManaged).
+	Scope string
 	// Taken are names held by containers meshctl does not manage.
 	Taken map[string]bool
 	Prune bool
@@ -61,7 +63,7 @@ func Plan(in Input) []Item {
 	observed := map[string]*engine.Container{}
 	for i := range in.Observed {
 		c := &in.Observed[i]
-		if IsService(*c) {
+		if IsService(*c, in.Scope) {
 			observed[c.Name] = c
 		}
 	}

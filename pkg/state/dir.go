@@ -9,6 +9,9 @@
 package state
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -120,4 +123,76 @@ func (d *Dir) join(name string) (string, error) {
 		return "", fmt.Errorf("state file name %q escapes the state dir", name)
 	}
 	return filepath.Join(d.path, clean), nil
+}
+
+// idFile holds the state directory's identity.
+const idFile = "id.json"
+
+type idDoc struct {
+	Header
+	ID string `json:"id"`
+}
+
+// ID returns the state directory's identity, made once at random. meshctl
+// labels the containers it manages with it, so that two state directories
+// on one engine (a test run beside a host's own) never take each other's
+// containers for their own.
+func (d *Dir) ID() (string, error) {
+	var doc idDoc
+	for range 3 {
+		ok, err := d.Read(idFile, &doc)
+		if err != nil {
+			return "", err
+		}
+		if ok && doc.ID != "" {
+			return doc.ID, nil
+		}
+		if err := d.createID(); err != nil {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("state dir %s: cannot create %s", d.path, idFile)
+}
+
+// PeekID returns the state directory's identity if it has one yet, without
+// making one (for a dry run, which must change nothing).
+func (d *Dir) PeekID() (string, bool, error) {
+	var doc idDoc
+	ok, err := d.Read(idFile, &doc)
+	return doc.ID, ok && doc.ID != "", err
+}
+
+// createID writes a new identity without a lock: the file is made whole
+// beside its place and hard-linked into it, which fails if another process
+// won the race (its identity then stands).
+func (d *Dir) createID() error {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return err
+	}
+	doc := idDoc{Header: Header{Version: Version}, ID: hex.EncodeToString(b)}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(d.path, "."+idFile+".tmp-id-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp.Name(), filepath.Join(d.path, idFile)); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return syncDir(d.path)
 }

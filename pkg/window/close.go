@@ -93,8 +93,8 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	if w.hold == nil {
 		return nil
 	}
-	x := apply.Executor{Engine: w.eng}
-	observed, err := w.eng.List(ctx, map[string]string{apply.LabelManaged: ""})
+	x := apply.Executor{Engine: w.eng, Scope: w.scope}
+	observed, err := w.eng.List(ctx, apply.Managed(w.scope))
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}

@@ -24,6 +24,8 @@ type window struct {
 	opts Options
 	*plan
 	id string
+	// scope is the state directory's ID (apply.LabelManaged).
+	scope string
 
 	hold     *holds.Hold
 	openedAt time.Time
@@ -51,7 +53,7 @@ func (w *window) open(ctx context.Context) error {
 	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
 		return err
 	}
-	observed, err := w.eng.List(ctx, map[string]string{apply.LabelManaged: ""})
+	observed, err := w.eng.List(ctx, apply.Managed(w.scope))
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
@@ -284,7 +286,7 @@ func (w *window) stepSpec() (engine.Spec, error) {
 		NetworkMode: network,
 		Restart:     "no",
 		Labels: map[string]string{
-			apply.LabelManaged: "1",
+			apply.LabelManaged: w.scope,
 			apply.LabelRole:    apply.RoleStep,
 			apply.LabelModule:  w.module,
 			apply.LabelWindow:  w.id,

@@ -123,6 +123,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err != nil {
 		return nil, err
 	}
+	scope, err := d.ID()
+	if err != nil {
+		return nil, err
+	}
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -150,7 +154,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 		winLock.Unlock()
 	}()
 
-	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id}
+	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id, scope: scope}
 	if err := w.open(ctx); err != nil {
 		if w.hold == nil {
 			return nil, err

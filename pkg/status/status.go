@@ -1,0 +1,201 @@
+// Package status tells what a host runs and why (CONTRACT §8): each managed
+// container's state, the open windows, each module's current build and the
+// last apply. A host with a window open reads as working, not as broken.
+package status
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Container states.
+const (
+	Running = "running"
+	Stopped = "stopped"
+	Held    = "held"
+	Missing = "missing"
+	Drifted = "drifted"
+)
+
+// Report is the status of a host.
+type Report struct {
+	// Summary is one line: "ok", "working: window w-… open", or what is wrong.
+	Summary    string       `json:"summary"`
+	Containers []Container  `json:"containers"`
+	Windows    []holds.View `json:"windows"`
+	Builds     []Build      `json:"builds"`
+	LastApply  *LastApply   `json:"last_apply"`
+}
+
+// Container is one managed or desired container.
+type Container struct {
+	Name    string   `json:"name"`
+	Module  string   `json:"module"`
+	State   string   `json:"state"`
+	Window  string   `json:"window,omitempty"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Build is a module's current build.
+type Build struct {
+	Module string `json:"module"`
+	ID     string `json:"id"`
+	Image  string `json:"image"`
+}
+
+// LastApply is when the last apply finished and how.
+type LastApply struct {
+	FinishedAt time.Time `json:"finished_at"`
+	Result     string    `json:"result"`
+	Source     string    `json:"source"`
+	Error      string    `json:"error,omitempty"`
+}
+
+// Get reads the state directory's snapshots (no lock) and lists the managed
+// containers in one engine call.
+func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
+	applied, _, err := apply.LoadApplied(d)
+	if err != nil {
+		return nil, err
+	}
+	desired, err := applied.Desired()
+	if err != nil {
+		return nil, err
+	}
+	var hd holds.Doc
+	if _, err := d.Read(holds.File, &hd); err != nil {
+		return nil, err
+	}
+	scope, err := d.ID()
+	if err != nil {
+		return nil, err
+	}
+	observed, err := eng.List(ctx, apply.Managed(scope))
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]bool{}
+	byName := map[string]engine.Container{}
+	for _, c := range observed {
+		if c.Labels[apply.LabelRole] == apply.RoleStep {
+			running[c.Name] = c.Running
+			continue
+		}
+		byName[c.Name] = c
+	}
+	classified, err := holds.Liveness{Dir: d, StepRunning: func(n string) bool { return running[n] }}.Classify(&hd, now)
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}
+	heldBy := map[string]holds.View{}
+	for _, c := range classified {
+		v := holds.ViewOf(c.Hold, c.State)
+		rep.Windows = append(rep.Windows, v)
+		if holds.Honoured(c.State) {
+			for _, n := range c.Containers {
+				heldBy[n] = v
+			}
+		}
+	}
+
+	seen := map[string]bool{}
+	modules := map[string]bool{}
+	for i := range desired {
+		dc := &desired[i]
+		seen[dc.Name] = true
+		modules[dc.Module] = true
+		if dc.Def.Artifact != "" {
+			modules[dc.Def.Artifact] = true
+		}
+		c, ok := byName[dc.Name]
+		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, ok, dc, heldBy))
+	}
+	for name, c := range byName {
+		if !seen[name] {
+			st := containerState(name, c.Labels[apply.LabelModule], c, true, nil, heldBy)
+			st.Reasons = append(st.Reasons, "not in the applied mesh file")
+			rep.Containers = append(rep.Containers, st)
+		}
+	}
+	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
+
+	for _, m := range sortedKeys(modules) {
+		b, ok, err := ledger.Current(d, m)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			rep.Builds = append(rep.Builds, Build{Module: m, ID: b.ID, Image: b.Image})
+		}
+	}
+	var last apply.LastReport
+	if ok, err := d.Read(apply.ReportFile, &last); err != nil {
+		return nil, err
+	} else if ok {
+		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
+	}
+	rep.Summary = summary(rep)
+	return rep, nil
+}
+
+func containerState(name, module string, c engine.Container, exists bool, d *apply.Desired, heldBy map[string]holds.View) Container {
+	st := Container{Name: name, Module: module}
+	if v, ok := heldBy[name]; ok {
+		st.State, st.Window = Held, v.ID
+		st.Reasons = []string{"window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State}
+		return st
+	}
+	switch {
+	case !exists:
+		st.State = Missing
+	case d != nil && len(apply.SpecDiff(c, d.Spec)) > 0:
+		st.State, st.Reasons = Drifted, apply.SpecDiff(c, d.Spec)
+	case c.Running:
+		st.State = Running
+	default:
+		st.State = Stopped
+	}
+	return st
+}
+
+func summary(rep *Report) string {
+	bad := 0
+	for _, c := range rep.Containers {
+		if c.State != Running && c.State != Held {
+			bad++
+		}
+	}
+	open := 0
+	for _, w := range rep.Windows {
+		if holds.Honoured(w.State) {
+			open++
+		}
+	}
+	switch {
+	case bad > 0:
+		return "attention: some containers are not running as the last apply wants; run meshctl apply"
+	case open > 0:
+		return "working: a maintenance window is open; its containers come back when it closes"
+	case rep.LastApply != nil && rep.LastApply.Result != "ok":
+		return "attention: the last apply failed"
+	default:
+		return "ok"
+	}
+}
+
+func sortedKeys(m map[string]bool) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
