@@ -89,12 +89,13 @@ func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, e
 		}
 		waited := time.Since(start)
 		if waited >= opts.Timeout {
+			holder := readHolder(f)
 			f.Close()
 			what := opts.What
 			if what == "" {
 				what = name + " lock"
 			}
-			return nil, &BusyError{Lock: what, Holder: readHolder(f), Waited: opts.Timeout}
+			return nil, &BusyError{Lock: what, Holder: holder, Waited: opts.Timeout}
 		}
 		t := time.NewTimer(min(delay, opts.Timeout-waited))
 		select {

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/spf13/cobra"
+)
+
+type applyOptions struct {
+	file     string
+	dryRun   bool
+	prune    bool
+	parallel int
+}
+
+func init() { register(newApplyCmd) }
+
+func newApplyCmd(env *Env) *cobra.Command {
+	opts := &applyOptions{}
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Converge the host's containers to a mesh file",
+		Long: `Converge the host's containers to a mesh file (YAML or JSON; -f - reads stdin).
+
+Each container gets one action: create, unchanged, recreate (naming each field
+that differs, or "not running": a stopped container nobody holds is broken),
+held (a live window holds it: left exactly as it is), deferred (held, and its
+spec changed: the window applies the change when it closes), orphan (no longer
+in the file; removed with --prune, shown as remove) or conflict (a container
+meshctl does not manage has the name: nothing is changed, exit 1).
+
+A recreate keeps the old container until the new one runs, and puts it back if
+the new one fails. Named volumes are never removed. Missing images are pulled
+without holding the state lock.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.file == "" {
+				return &UsageError{Err: errors.New("apply needs -f FILE (or -f - for stdin)"), Cmd: cmd.CommandPath()}
+			}
+			if opts.parallel < 1 {
+				return &UsageError{Err: fmt.Errorf("--parallel must be at least 1, not %d", opts.parallel), Cmd: cmd.CommandPath()}
+			}
+			return runApply(cmd.Context(), env, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.file, "file", "f", "", "mesh file, YAML or JSON (- for stdin)")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "plan and report; change neither the engine nor the state directory")
+	f.BoolVar(&opts.prune, "prune", false, "remove managed containers that are no longer in the file")
+	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
+	return cmd
+}
+
+func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
+	file, err := mesh.Load(opts.file, env.Stdin)
+	if err != nil {
+		return err
+	}
+	dir, err := env.State()
+	if err != nil {
+		return err
+	}
+	eng, err := env.Engine()
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	rep, err := apply.Run(ctx, dir, eng, apply.Options{
+		File:     file,
+		Source:   opts.file,
+		DryRun:   opts.dryRun,
+		Prune:    opts.prune,
+		Parallel: opts.parallel,
+		Resolve:  artifactResolver(dir),
+		Lock:     env.LockOptions("state lock"),
+		Now:      env.Now,
+		Progress: env.Progressf,
+	})
+	if rep != nil {
+		if env.JSON() {
+			if perr := env.PrintJSON(rep); perr != nil {
+				return perr
+			}
+		} else if !env.Global.Quiet || err != nil {
+			printApplyReport(env, rep)
+		}
+	}
+	return err
+}
+
+// artifactResolver resolves artifact: MODULE to the module's current build.
+func artifactResolver(dir *state.Dir) apply.Resolver {
+	return func(module string) (string, string, bool, error) {
+		b, ok, err := ledger.Current(dir, module)
+		if err != nil || !ok {
+			return "", "", ok, err
+		}
+		return b.Image, b.ID, true, nil
+	}
+}
+
+func printApplyReport(env *Env, rep *apply.Report) {
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
+	for _, c := range rep.Containers {
+		reason := strings.Join(c.Reasons, ", ")
+		if c.Build != "" {
+			reason = strings.TrimPrefix(reason+", build "+c.Build, ", ")
+		}
+		if c.Error != "" {
+			reason += ": " + c.Error
+		}
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Action, reason)
+	}
+	tw.Flush()
+	for _, w := range rep.Windows {
+		fmt.Fprintln(env.Stdout, w.Describe())
+	}
+	for _, w := range rep.Released {
+		fmt.Fprintf(env.Stdout, "released stale hold of window %s %s/%s (process %d gone), held %s\n",
+			w.ID, w.Module, w.Step, w.PID, strings.Join(w.Containers, ", "))
+	}
+	if rep.DryRun {
+		fmt.Fprintln(env.Stdout, "dry run: nothing was changed")
+	}
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Global holds the global flags of CONTRACT §2, after the config file and
+// MESHCTL_* variables have been folded in.
+type Global struct {
+	StateDir    string
+	Config      string
+	DockerHost  string
+	LockTimeout time.Duration
+	Output      string
+	Quiet       bool
+	Verbose     bool
+}
+
+// Env is everything a command needs from the outside world. It is built once
+// per invocation by Main, and by tests with their own writers, clock and
+// engine factory.
+type Env struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer
+	Log    *slog.Logger
+	Now    func() time.Time
+	// NewEngine connects to the engine at host ("" = DOCKER_HOST, else the
+	// engine's default socket).
+	NewEngine func(host string) (engine.Client, error)
+	Global    Global
+
+	stateDir *state.Dir
+}
+
+// NewEnv returns the Env of a real invocation.
+func NewEnv(stdin io.Reader, stdout, stderr io.Writer) *Env {
+	return &Env{
+		Stdin:     stdin,
+		Stdout:    stdout,
+		Stderr:    stderr,
+		Log:       slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Now:       time.Now,
+		NewEngine: engine.New,
+	}
+}
+
+// State opens (creating it if needed) and checks the state directory.
+func (e *Env) State() (*state.Dir, error) {
+	if e.stateDir == nil {
+		d, err := state.Open(e.Global.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		e.stateDir = d
+	}
+	return e.stateDir, nil
+}
+
+// Engine connects to the configured Docker engine.
+func (e *Env) Engine() (engine.Client, error) {
+	return e.NewEngine(e.Global.DockerHost)
+}
+
+// LockOptions returns how long to wait for a lock, per --lock-timeout.
+func (e *Env) LockOptions(what string) state.LockOptions {
+	return state.LockOptions{Timeout: e.Global.LockTimeout, What: what}
+}
+
+// JSON reports whether -o json was asked for.
+func (e *Env) JSON() bool { return e.Global.Output == "json" }
+
+// PrintJSON writes v as the command's one JSON document on stdout.
+func (e *Env) PrintJSON(v any) error {
+	enc := json.NewEncoder(e.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// Printf writes a result line on stdout, unless -q.
+func (e *Env) Printf(format string, args ...any) {
+	if !e.Global.Quiet {
+		fmt.Fprintf(e.Stdout, format, args...)
+	}
+}
+
+// Progressf writes a progress line on stderr, unless -q.
+func (e *Env) Progressf(format string, args ...any) {
+	if !e.Global.Quiet {
+		fmt.Fprintf(e.Stderr, format, args...)
+	}
+}
+
+// Warnf writes a warning on stderr, even with -q: a warning is something the
+// operator should act on.
+func (e *Env) Warnf(format string, args ...any) {
+	fmt.Fprintf(e.Stderr, "warning: "+format, args...)
+}

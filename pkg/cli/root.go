@@ -1,0 +1,132 @@
+// Package cli wires meshctl's commands: flags, configuration, output and exit
+// status. The work itself is done by the domain packages (apply, window,
+// ledger), which know nothing of cobra.
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/spf13/cobra"
+)
+
+func newRootCmd(env *Env) *cobra.Command {
+	g := &env.Global
+	root := &cobra.Command{
+		Use:   "meshctl",
+		Short: "Run the containers of one host of a mesh",
+		Long: `meshctl runs the containers of one host of a mesh.
+
+Its one-shot commands coordinate only through locked JSON files in a state
+directory:
+  apply        converge the host's containers to a mesh file (CI, on every merge)
+  window run   hold containers stopped while a maintenance step runs (cron)
+  build        a ledger of builds: the current artifact follows request order
+  status       what runs, what is held and why, each module's current build
+
+Global flags may also be set as MESHCTL_<NAME> variables (MESHCTL_STATE_DIR,
+MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);
+a flag wins over a variable, which wins over the file.
+
+See 'meshctl help exit-codes' for the exit status of every command.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := loadConfig(cmd); err != nil {
+				return err
+			}
+			return finishGlobal(env)
+		},
+	}
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	root.SetIn(env.Stdin)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &UsageError{Err: err, Cmd: cmd.CommandPath()}
+	})
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.StateDir, "state-dir", state.DefaultPath(), "state directory shared by meshctl processes")
+	pf.StringVar(&g.Config, "config", "", "config file (default: first of $XDG_CONFIG_HOME/meshctl/config.yaml, /etc/meshctl/config.yaml)")
+	pf.StringVar(&g.DockerHost, "docker-host", "", "Docker engine address (default: $DOCKER_HOST, else the engine's default socket)")
+	pf.DurationVar(&g.LockTimeout, "lock-timeout", 2*time.Minute, "how long to wait for the state lock before exit 3 (0 = do not wait)")
+	pf.StringVarP(&g.Output, "output", "o", "text", "output format: text|json")
+	pf.BoolVarP(&g.Quiet, "quiet", "q", false, "print nothing on success (for cron)")
+	pf.BoolVarP(&g.Verbose, "verbose", "v", false, "add debug logs on stderr")
+	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
+
+	root.AddCommand(
+		newVersionCmd(env),
+		newExitCodesTopic(),
+		// Commands of the domains are added here, one constructor each.
+	)
+	for _, add := range commands {
+		root.AddCommand(add(env))
+	}
+	return root
+}
+
+// commands are the constructors of the domain commands, each registered by
+// its own file's init so that adding a command touches one file.
+var commands []func(*Env) *cobra.Command
+
+func register(c func(*Env) *cobra.Command) { commands = append(commands, c) }
+
+// finishGlobal checks the global options once they are all known and sets
+// up logging from them.
+func finishGlobal(env *Env) error {
+	g := &env.Global
+	switch g.Output {
+	case "text", "json":
+	default:
+		return usageErrorf("--output must be text or json, not %q", g.Output)
+	}
+	if g.LockTimeout < 0 {
+		return usageErrorf("--lock-timeout must not be negative")
+	}
+	level := slog.LevelWarn
+	switch {
+	case g.Verbose:
+		level = slog.LevelDebug
+	case g.Quiet:
+		level = slog.LevelError
+	}
+	env.Log = slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
+	return nil
+}
+
+// usageArgs wraps a cobra argument check so that its error is a usage error.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return &UsageError{Err: err, Cmd: cmd.CommandPath()}
+		}
+		return nil
+	}
+}
+
+func newExitCodesTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-codes",
+		Short: "The exit status of every meshctl command",
+		Long: `Every meshctl command exits with one of:
+
+  0    done (an apply that found containers held by a window is done)
+  1    failed: the engine refused or is unreachable, a step failed, a
+       container could not be converged
+  2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
+       file that cannot be read, a state directory meshctl refuses
+  3    busy: the state lock was not had within --lock-timeout, or a window
+       on that module is open
+  4    conflict: a build recorded twice with different images
+  130  interrupted (SIGINT/SIGTERM), after cleaning up
+
+Errors are printed once, on stderr; stdout carries results only.`,
+	}
+}
+
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}

@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/window"
+	"github.com/spf13/cobra"
+)
+
+type windowListOptions struct {
+	history int
+}
+
+func newWindowListCmd(env *Env) *cobra.Command {
+	opts := &windowListOptions{}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "Show windows not yet closed and recent history",
+		Long: `Show the windows not yet closed and the recent history.
+
+States: open; overdue (alive past its deadline: still honoured); orphaned (its
+process is gone but its step container still runs: still honoured); stale (its
+process is gone and no step container runs: the next apply or window releases
+it and its containers are converged as usual).`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runWindowList(cmd.Context(), env, opts)
+		},
+	}
+	cmd.Flags().IntVar(&opts.history, "history", 20, "how many closed windows to show")
+	return cmd
+}
+
+type windowListJSON struct {
+	Windows []holds.View  `json:"windows"`
+	History []holds.Entry `json:"history"`
+}
+
+func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error {
+	dir, err := env.State()
+	if err != nil {
+		return err
+	}
+	views, hist, err := window.List(ctx, dir, env.Engine, env.Now(), env.Warnf)
+	if err != nil {
+		return err
+	}
+	if n := len(hist) - opts.history; n > 0 {
+		hist = hist[n:]
+	}
+	if env.JSON() {
+		return env.PrintJSON(windowListJSON{Windows: views, History: hist})
+	}
+	if env.Global.Quiet {
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
+			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), v.Deadline.Local().Format("15:04:05"), strings.Join(v.Containers, ","))
+	}
+	for _, e := range hist {
+		code := "-"
+		if e.StepExitCode != nil {
+			code = fmt.Sprint(*e.StepExitCode)
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\tclosed: %s (exit %s)\t-\t%s\t%s\t-\n", e.ID, e.Module, e.Step, e.Result, code,
+			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), e.ClosedAt.Local().Format("15:04:05"))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/window"
+	"github.com/spf13/cobra"
+)
+
+type windowRunOptions struct {
+	module, step string
+	file         string
+	timeout      time.Duration
+	wait         time.Duration
+}
+
+func newWindowRunCmd(env *Env) *cobra.Command {
+	opts := &windowRunOptions{}
+	cmd := &cobra.Command{
+		Use:   "run MODULE STEP [-f FILE]",
+		Short: "Run a module's maintenance step with its containers held stopped",
+		Long: `Run a module's maintenance step with some of its containers held stopped.
+
+The step comes from -f FILE, else from the last applied desired state (a cron
+line needs no file). Only one window per module runs at a time: another one
+exits 3 at once, or waits up to --wait.
+
+The window records a hold, stops the held containers and sets their restart
+policy to "no" (an engine restart must not revive them), all under the state
+lock; the lock is released while the step runs, so an apply arriving mid-window
+is planned at once and leaves the held containers alone. The step runs with its
+output streamed to stderr and is killed past its timeout. The window then
+closes on every path (success, failure, timeout, SIGINT, SIGTERM): each held
+container is brought to what the most recent apply wants (started again, or
+recreated where an apply deferred a change) and its restart policy restored.
+
+Exit 0 if the step succeeded and every container runs again; else 1, or 130
+when interrupted. With -q nothing is printed on success; on failure the step's
+output and what failed.`,
+		Args: usageArgs(cobra.ExactArgs(2)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.module, opts.step = args[0], args[1]
+			return runWindowRun(cmd.Context(), env, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&opts.file, "file", "f", "", "mesh file to take the step from (default: the last applied one)")
+	f.DurationVar(&opts.timeout, "timeout", 0, "kill the step past this (default: the step's timeout, else 1h)")
+	f.DurationVar(&opts.wait, "wait", 0, "wait this long for another window on the module to close (default: exit 3 at once)")
+	return cmd
+}
+
+func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
+	var file *mesh.File
+	if opts.file != "" {
+		f, err := mesh.Load(opts.file, env.Stdin)
+		if err != nil {
+			return err
+		}
+		file = f
+	}
+	dir, err := env.State()
+	if err != nil {
+		return err
+	}
+	eng, err := env.Engine()
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	// Under -q the step's output is kept, and shown only if the window fails.
+	var stepOut io.Writer = env.Stderr
+	var kept bytes.Buffer
+	if env.Global.Quiet {
+		stepOut = &kept
+	}
+	entry, err := window.Run(ctx, dir, eng, window.Options{
+		Module:     opts.module,
+		Step:       opts.step,
+		File:       file,
+		Timeout:    opts.timeout,
+		Wait:       opts.wait,
+		Lock:       env.LockOptions("state lock"),
+		Now:        env.Now,
+		Progress:   env.Progressf,
+		StepOutput: stepOut,
+	})
+	if err != nil && kept.Len() > 0 {
+		env.Stderr.Write(kept.Bytes())
+	}
+	if entry != nil && env.JSON() {
+		if perr := env.PrintJSON(entry); perr != nil {
+			return perr
+		}
+	}
+	return err
+}

@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# lib.sh: helpers shared by engine.sh, images.sh and test. Source it; do not run it.
+#
+# It resolves where the private test engine lives:
+#   MESHCTL_ENGINE_DIR        engine home (socket, data root, exec root, pid files, logs);
+#                             default /tmp/meshctl-engine
+#   MESHCTL_TEST_DOCKER_HOST  the engine the tests use; default unix://$MESHCTL_ENGINE_DIR/docker.sock
+
+# Keep the engine home short: unix socket paths are limited to 107 bytes, and containerd puts
+# "$ENGINE_DIR/exec/containerd/containerd.sock.ttrpc" (42 bytes more) under it.
+readonly ENGINE_DIR_MAX=60
+
+ENGINE_DIR=${MESHCTL_ENGINE_DIR:-/tmp/meshctl-engine}
+case $ENGINE_DIR in
+/*) ;;
+*) ENGINE_DIR=$PWD/$ENGINE_DIR ;;
+esac
+while [[ $ENGINE_DIR == */ && $ENGINE_DIR != / ]]; do ENGINE_DIR=${ENGINE_DIR%/}; done
+ENGINE_SOCK=$ENGINE_DIR/docker.sock
+ENGINE_PRIVATE_HOST=unix://$ENGINE_SOCK
+ENGINE_HOST=${MESHCTL_TEST_DOCKER_HOST:-$ENGINE_PRIVATE_HOST}
+
+# dockerd, containerd and runc live in /usr/sbin and /sbin, which a non-login PATH may lack.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin ;; esac
+case ":$PATH:" in *:/sbin:*) ;; *) PATH=$PATH:/sbin ;; esac
+export PATH
+
+log() { printf '%s: %s\n' "${0##*/}" "$*" >&2; }
+die() {
+	log "$*"
+	exit 1
+}
+
+# is_ci is true when running under CI (CI=true, as GitHub, GitLab and most runners set it).
+is_ci() { [[ ${CI:-} == true || ${CI:-} == 1 ]]; }
+
+# check_engine_paths refuses an engine home that would break socket paths or dockerd flags, and
+# the host's own engine: tests create and delete containers and must never touch it.
+check_engine_paths() {
+	[[ $ENGINE_DIR =~ ^/[A-Za-z0-9._/-]+$ ]] ||
+		die "MESHCTL_ENGINE_DIR=$ENGINE_DIR: use only letters, digits and ._/- in it"
+	((${#ENGINE_DIR} <= ENGINE_DIR_MAX)) ||
+		die "MESHCTL_ENGINE_DIR=$ENGINE_DIR is ${#ENGINE_DIR} bytes; keep it to $ENGINE_DIR_MAX at most (unix socket paths are limited to 107)"
+	case $ENGINE_HOST in
+	unix:///var/run/docker.sock | unix:///run/docker.sock)
+		die "MESHCTL_TEST_DOCKER_HOST=$ENGINE_HOST is the host's own engine; tests must use a private one (unset it)"
+		;;
+	esac
+}
+
+# dk runs the docker CLI against the test engine only: never DOCKER_HOST, never a context, and
+# with a CLI config of its own so a user's credential helpers or contexts cannot interfere.
+dk() {
+	env -u DOCKER_CONTEXT DOCKER_CONFIG="$ENGINE_DIR/cli" docker -H "$ENGINE_HOST" "$@"
+}
+
+# engine_answers is true when the test engine replies to an API call within 10 seconds.
+engine_answers() {
+	timeout 10 env -u DOCKER_CONTEXT DOCKER_CONFIG="$ENGINE_DIR/cli" \
+		docker -H "$ENGINE_HOST" version --format '{{.Server.Version}}' >/dev/null 2>&1
+}
