@@ -105,13 +105,17 @@ func pingTestEngine() error {
 var cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 	"ctr":       cmdCtr,
 	"waitfile":  cmdWaitFile,
-	"chmod":     cmdChmod,
-	"symlink":   cmdSymlink,
 	"lock":      cmdLock,
 	"exits":     cmdExits,
 	"sigwindow": cmdSigWindow,
 	"waithold":  cmdWaitHold,
 	"unlock":    cmdUnlock,
+	"idof":      cmdIDOf,
+	"pidgone":   cmdPidGone,
+	"jsonkeys":  cmdJSONKeys,
+	"jsonval":   cmdJSONVal,
+	"jsonlen":   cmdJSONLen,
+	"winreap":   cmdReapWindows,
 }
 
 // held are the locks scripts took; scripts run in parallel.
@@ -269,20 +273,6 @@ func cmdWaitFile(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-// cmdChmod: chmod MODE PATH (octal).
-func cmdChmod(ts *testscript.TestScript, neg bool, args []string) {
-	var mode uint32
-	if _, err := fmt.Sscanf(args[0], "%o", &mode); err != nil {
-		ts.Fatalf("chmod: bad mode %q", args[0])
-	}
-	ts.Check(os.Chmod(ts.MkAbs(args[1]), os.FileMode(mode)))
-}
-
-// cmdSymlink: symlink TARGET LINK.
-func cmdSymlink(ts *testscript.TestScript, neg bool, args []string) {
-	ts.Check(os.Symlink(args[0], ts.MkAbs(args[1])))
-}
-
 // cmdExits runs a program like exec and checks its exact exit status:
 // exits CODE PROG ARG... Its stdout and stderr are what the next stdout and
 // stderr assertions see.
@@ -297,7 +287,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	path, err := lookPath(ts, args[1])
 	ts.Check(err)
 	cmd := exec.Command(path, args[2:]...)
-	cmd.Dir = ts.Getenv("PWD")
+	cmd.Dir = ts.MkAbs(".")
 	keys := []string{"WORK", "PATH", "TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 		"DOCKER_HOST", "CI", "MESHCTL_STATE_DIR", "MESHCTL_CONFIG", "MESHCTL_DOCKER_HOST", "MESHCTL_LOCK_TIMEOUT",
 		"MESHCTL_OUTPUT", "MESHCTL_QUIET", "MESHCTL_VERBOSE", "MESHCTL_TEST_DOCKER_HOST"}
