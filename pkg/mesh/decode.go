@@ -104,6 +104,24 @@ func Decode(name string, data []byte) (*File, error) {
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
 var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
+var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
+
+// parserProblems are the syntax errors of yaml.v3's parser (not its
+// scanner). yaml.v3 writes their line 0-based, and leaves it out on the
+// first line.
+var parserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
 
 // yamlError turns the first of yaml.v3's errors into a DecodeError with the
 // file, line and field path.
@@ -114,31 +132,44 @@ func yamlError(name string, root *yaml.Node, err error) error {
 		msg = te.Errors[0]
 	}
 	e := &DecodeError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
+	if parserProblems[e.Msg] {
+		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
+	}
 	if m := lineRE.FindStringSubmatch(msg); m != nil {
 		e.Line, _ = strconv.Atoi(m[1])
 		e.Msg = m[2]
-		// The message names the key when there is one: prefer it to other
-		// keys on the same line (a JSON file may be a single line).
-		var key string
+		if parserProblems[e.Msg] {
+			e.Line++
+			return e // the node tree is not there to name the field
+		}
+		// The message names the key or the kind of value when there is
+		// one: prefer it to other keys on the same line (a JSON file may be
+		// a single line).
+		var key, tag string
 		if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
 			key = u[1]
 			e.Msg = fmt.Sprintf("unknown field %q", u[1])
 		} else if u := duplicateKeyRE.FindStringSubmatch(e.Msg); u != nil {
 			key, _ = strconv.Unquote(u[1])
+		} else if u := typeErrorRE.FindStringSubmatch(e.Msg); u != nil {
+			tag = u[1]
 		}
-		e.Field = pathAt(root, e.Line, key)
-		if e.Field == "" && key != "" {
-			e.Field = pathAt(root, e.Line, "")
+		e.Field = pathAt(root, e.Line, key, tag)
+		if e.Field == "" && (key != "" || tag != "") {
+			e.Field = pathAt(root, e.Line, "", "")
 		}
-		e.Msg = strings.ReplaceAll(e.Msg, " into mesh.", " into ")
+		// Go type names, not the value quoted before them, lose "mesh.".
+		if i := strings.LastIndex(e.Msg, " into "); i >= 0 {
+			e.Msg = e.Msg[:i] + strings.ReplaceAll(e.Msg[i:], "mesh.", "")
+		}
 	}
 	return e
 }
 
 // pathAt returns the dotted path of the deepest mapping key or value that
 // starts on line, or "" if none does. A non-empty key restricts the search to
-// mapping keys of that name.
-func pathAt(n *yaml.Node, line int, key string) string {
+// mapping keys of that name; a non-empty tag, to values of that tag.
+func pathAt(n *yaml.Node, line int, key, tag string) string {
 	var best string
 	var walk func(n *yaml.Node, path string)
 	walk = func(n *yaml.Node, path string) {
@@ -151,10 +182,18 @@ func pathAt(n *yaml.Node, line int, key string) string {
 			for i := 0; i+1 < len(n.Content); i += 2 {
 				k, v := n.Content[i], n.Content[i+1]
 				p := join(path, k.Value)
-				// A block list or map under a key starts on a later line than
-				// the key; a type error names the line of the value.
-				starts := k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
-				if starts && (key == "" || k.Value == key) {
+				var match bool
+				switch {
+				case key != "":
+					match = k.Line == line && k.Value == key
+				case tag != "":
+					// A type error names the line of the value, which for
+					// a block list or map is after the key's.
+					match = v.Line == line && v.ShortTag() == tag
+				default:
+					match = k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
+				}
+				if match {
 					best = p
 				}
 				walk(v, p)
@@ -162,7 +201,7 @@ func pathAt(n *yaml.Node, line int, key string) string {
 		case yaml.SequenceNode:
 			for i, c := range n.Content {
 				p := fmt.Sprintf("%s[%d]", path, i)
-				if c.Line == line && key == "" && best == "" {
+				if c.Line == line && key == "" && (tag == "" && best == "" || tag != "" && c.ShortTag() == tag) {
 					best = p
 				}
 				walk(c, p)

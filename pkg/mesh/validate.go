@@ -79,12 +79,13 @@ func (v *validator) container(p []string, c *Container) {
 	}
 	v.oneOf(at("restart"), c.Restart, restartPolicies)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
-	for k := range c.Env {
+	// In order: with two bad keys, the same one is named every time.
+	for _, k := range sortedKeys(c.Env) {
 		if k == "" || strings.ContainsAny(k, "= \t\n") {
-			v.fail(at("env"), "%q is not a variable name", k)
+			v.fail(append(at("env"), k), "%q is not a variable name", k)
 		}
 	}
-	for k := range c.Labels {
+	for _, k := range sortedKeys(c.Labels) {
 		if strings.HasPrefix(k, LabelPrefix) {
 			v.fail(append(at("labels"), k), "label prefix %q is reserved for meshctl", LabelPrefix)
 		}
