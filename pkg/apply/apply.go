@@ -180,7 +180,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		}
 	}
 
-	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, rep, opts)
+	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
 	rep.EngineCalls = eng.Calls()
 	if err := record(lock, desired, rep, opts, runErr); err != nil {
 		return rep, nil, errors.Join(runErr, err)
@@ -288,8 +288,10 @@ func fillReport(rep *Report, items []Item, absent map[string]string) {
 
 // execute carries out the plan, independent containers in parallel. Each
 // item's outcome is written into its report line; a failed one becomes
-// "failed" with its error.
-func execute(ctx context.Context, x Executor, items []Item, rep *Report, opts Options) error {
+// "failed" with its error. A create or recreate whose image is absent fails
+// without touching the engine: stopping the old container only to find the
+// new one cannot be made would take the service down for nothing.
+func execute(ctx context.Context, x Executor, items []Item, absent map[string]string, rep *Report, opts Options) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -307,7 +309,9 @@ func execute(ctx context.Context, x Executor, items []Item, rep *Report, opts Op
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			err := ctx.Err()
-			if err == nil {
+			if why, ok := absent[imageOf(it)]; ok && err == nil && it.Action != Remove {
+				err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, why, untouched[it.Action])
+			} else if err == nil {
 				opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
 				switch it.Action {
 				case Create:
@@ -336,6 +340,16 @@ func execute(ctx context.Context, x Executor, items []Item, rep *Report, opts Op
 		return &FailedError{Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// untouched says what became of a container whose image is absent.
+var untouched = map[string]string{Create: "not created", Recreate: "the old container was left as it was"}
+
+func imageOf(it *Item) string {
+	if it.Desired == nil {
+		return ""
+	}
+	return it.Desired.Image
 }
 
 func progressVerb(action string) string {

@@ -29,7 +29,7 @@ type Executor struct {
 func (x Executor) Create(ctx context.Context, d *Desired) error {
 	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
 	if err != nil {
-		return fmt.Errorf("create %s: %w", d.Name, err)
+		return err // the engine's error says "create NAME: …" already
 	}
 	if err := x.Engine.Start(ctx, id); err != nil {
 		// A container that cannot start is not left behind half-made.

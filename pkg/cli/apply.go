@@ -85,6 +85,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Progress: env.Progressf,
 	})
 	if rep != nil {
+		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
 		if env.JSON() {
 			if perr := env.PrintJSON(rep); perr != nil {
 				return perr

@@ -60,13 +60,18 @@ func (e *Env) State() (*state.Dir, error) {
 			return nil, err
 		}
 		e.stateDir = d
+		e.Log.Debug("state dir", "path", d.Path())
 	}
 	return e.stateDir, nil
 }
 
 // Engine connects to the configured Docker engine.
 func (e *Env) Engine() (engine.Client, error) {
-	return e.NewEngine(e.Global.DockerHost)
+	c, err := e.NewEngine(e.Global.DockerHost)
+	if err == nil {
+		e.Log.Debug("engine", "host", c.Host())
+	}
+	return c, err
 }
 
 // LockOptions returns how long to wait for a lock, per --lock-timeout.

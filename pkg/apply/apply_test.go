@@ -1,0 +1,315 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+const busybox = "meshtest/busybox:1"
+
+// meshOf decodes a mesh file of module m, one container per entry of cs
+// ("name: {image: …}" YAML flow maps).
+func meshOf(t testing.TB, cs ...string) *mesh.File {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("modules:\n  m:\n    containers:\n")
+	for _, c := range cs {
+		b.WriteString("      " + c + "\n")
+	}
+	f, err := mesh.Decode("mesh.yaml", []byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func stateDir(t testing.TB) *state.Dir {
+	t.Helper()
+	d, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*Options)) (*Report, error) {
+	t.Helper()
+	opts := Options{File: f, Source: "mesh.yaml", Parallel: 4}
+	if mod != nil {
+		mod(&opts)
+	}
+	return Run(context.Background(), d, eng, opts)
+}
+
+func actions(rep *Report) map[string]string {
+	out := map[string]string{}
+	for _, c := range rep.Containers {
+		out[c.Name] = c.Action
+	}
+	return out
+}
+
+// TestRunNoOpCostsTwoCalls checks that a no-op apply asks the engine twice
+// (ping, list), whatever the number of containers, and changes nothing.
+func TestRunNoOpCostsTwoCalls(t *testing.T) {
+	for _, n := range []int{1, 40, 400} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var cs []string
+			for i := range n {
+				cs = append(cs, fmt.Sprintf("c%03d: {image: %s, env: {N: %q}}", i, busybox, fmt.Sprint(i)))
+			}
+			f, d, eng := meshOf(t, cs...), stateDir(t), newFakeEngine(busybox)
+			if _, err := run(t, d, eng, f, nil); err != nil {
+				t.Fatal(err)
+			}
+			eng.changes()
+			eng.calls = 0
+			rep, err := run(t, d, eng, f, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.EngineCalls != 2 || rep.Changed {
+				t.Errorf("no-op apply: engine_calls %d, changed %v; want 2, false", rep.EngineCalls, rep.Changed)
+			}
+			for name, a := range actions(rep) {
+				if a != Unchanged {
+					t.Errorf("%s: %s, want unchanged", name, a)
+				}
+			}
+			if c := eng.changes(); len(c) > 0 {
+				t.Errorf("no-op apply changed the engine: %q", c)
+			}
+		})
+	}
+}
+
+// TestRecreateRollsBack checks that a recreate whose new container cannot
+// be made puts the old one back as it was, and that one whose image is
+// absent does not touch the old one at all.
+func TestRecreateRollsBack(t *testing.T) {
+	const bad = "meshtest/busybox:bad"
+	for _, tt := range []struct {
+		name       string
+		oldStopped bool
+		setup      func(f *fakeEngine)
+		pull       string // pull policy of the new spec
+		wantLog    []string
+		wantErr    string
+	}{
+		{
+			name:  "start fails",
+			setup: func(f *fakeEngine) { f.images[bad], f.failStart[bad] = true, true },
+			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a", "start m.a",
+				"remove m.a", "rename m.a.meshctl-old m.a", "start m.a"},
+			wantErr: "start new m.a",
+		},
+		{
+			name:  "create fails",
+			setup: func(f *fakeEngine) { f.images[bad], f.failCreate[bad] = true, true },
+			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a",
+				"rename m.a.meshctl-old m.a", "start m.a"},
+			wantErr: "create new m.a",
+		},
+		{
+			name:       "start fails, old was stopped: it stays stopped",
+			oldStopped: true,
+			setup:      func(f *fakeEngine) { f.images[bad], f.failStart[bad] = true, true },
+			wantLog: []string{"rename m.a m.a.meshctl-old", "create m.a", "start m.a",
+				"remove m.a", "rename m.a.meshctl-old m.a"},
+			wantErr: "start new m.a",
+		},
+		{
+			name:    "pull fails: the old one is not even stopped",
+			setup:   func(f *fakeEngine) {},
+			wantLog: []string{"pull " + bad},
+			wantErr: "pull failed",
+		},
+		{
+			name:    "missing with pull: never: nothing is asked",
+			setup:   func(f *fakeEngine) {},
+			pull:    "never",
+			wantLog: nil,
+			wantErr: "image missing and pull: never",
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d, eng := stateDir(t), newFakeEngine(busybox)
+			good := meshOf(t, "a: {image: "+busybox+"}")
+			if _, err := run(t, d, eng, good, nil); err != nil {
+				t.Fatal(err)
+			}
+			before := *eng.byName("m.a")
+			if tt.oldStopped {
+				eng.byName("m.a").running, eng.byName("m.a").state = false, "exited"
+				before = *eng.byName("m.a")
+			}
+			tt.setup(eng)
+			eng.changes()
+
+			spec := "a: {image: " + bad
+			if tt.pull != "" {
+				spec += ", pull: " + tt.pull
+			}
+			rep, err := run(t, d, eng, meshOf(t, spec+"}"), nil)
+			var failed *FailedError
+			if !errors.As(err, &failed) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want a *FailedError saying %q", err, tt.wantErr)
+			}
+			if a := actions(rep)["m.a"]; a != Failed {
+				t.Errorf("m.a: %s, want failed", a)
+			}
+			if got := eng.changes(); !slices.Equal(got, tt.wantLog) {
+				t.Errorf("engine requests:\n got  %q\n want %q", got, tt.wantLog)
+			}
+			after := eng.byName("m.a")
+			if after == nil || after.id != before.id || after.running != before.running || after.spec.Image != busybox {
+				t.Fatalf("m.a after the failed recreate: %+v, want the old one back: %+v", after, before)
+			}
+			if eng.byName(oldName("m.a")) != nil {
+				t.Errorf("%s left behind", oldName("m.a"))
+			}
+			if len(eng.ctrs) != 1 {
+				t.Errorf("%d containers left, want only the old one", len(eng.ctrs))
+			}
+			// The old one still carries its recorded spec: the good file finds it
+			// unchanged (or, stopped, to be recreated).
+			eng.failStart, eng.failCreate = map[string]bool{}, map[string]bool{}
+			rep, err = run(t, d, eng, good, func(o *Options) { o.DryRun = true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]string{false: Unchanged, true: Recreate}[tt.oldStopped]; actions(rep)["m.a"] != want {
+				t.Errorf("the good file then plans m.a: %s, want %s", actions(rep)["m.a"], want)
+			}
+		})
+	}
+}
+
+// TestRunConflictChangesNothing checks that a name owned by a container
+// meshctl does not manage fails the whole apply before any change.
+func TestRunConflictChangesNothing(t *testing.T) {
+	d, eng := stateDir(t), newFakeEngine(busybox)
+	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+"}", "old: {image: "+busybox+"}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Create(context.Background(), "m.b", engine.Spec{Image: busybox}); err != nil {
+		t.Fatal(err)
+	}
+	eng.changes()
+	applied, _ := os.ReadFile(d.Path() + "/" + AppliedFile)
+
+	rep, err := run(t, d, eng, meshOf(t,
+		"a: {image: "+busybox+", env: {FOO: x}}", "b: {image: "+busybox+"}", "c: {image: "+busybox+"}"),
+		func(o *Options) { o.Prune = true })
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || !slices.Equal(conflict.Names, []string{"m.b"}) {
+		t.Fatalf("err = %v, want a conflict on m.b", err)
+	}
+	if rep == nil || rep.Changed || actions(rep)["m.b"] != Conflict {
+		t.Errorf("report = %+v, want m.b conflict and changed false", rep)
+	}
+	if c := eng.changes(); len(c) > 0 {
+		t.Errorf("a conflicting apply changed the engine: %q", c)
+	}
+	if now, _ := os.ReadFile(d.Path() + "/" + AppliedFile); string(now) != string(applied) {
+		t.Error("a conflicting apply rewrote " + AppliedFile)
+	}
+}
+
+// TestRunPullsWithoutTheLock checks that a missing image is pulled while
+// the state lock is free: a slow pull must not hold up a window.
+func TestRunPullsWithoutTheLock(t *testing.T) {
+	const img = "meshtest/new:1"
+	d := stateDir(t)
+	eng := &lockProbe{fakeEngine: newFakeEngine(), d: d}
+	eng.pullable[img] = true
+	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+img+"}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eng.pulled {
+		t.Fatal("the image was not pulled")
+	}
+	if eng.lockedDuringPull {
+		t.Error("the state lock was held during the pull")
+	}
+	if actions(rep)["m.a"] != Create || eng.byName("m.a") == nil || !eng.byName("m.a").running {
+		t.Errorf("m.a not created after the pull: %v", actions(rep))
+	}
+}
+
+type lockProbe struct {
+	*fakeEngine
+	d                        *state.Dir
+	pulled, lockedDuringPull bool
+}
+
+func (p *lockProbe) Pull(ctx context.Context, ref string, w io.Writer) error {
+	held, err := p.d.Held(holds.StateLock)
+	if err != nil {
+		return err
+	}
+	p.pulled, p.lockedDuringPull = true, held
+	return p.fakeEngine.Pull(ctx, ref, w)
+}
+
+// TestRunDryRunChangesNothing checks that a dry run changes neither the
+// engine nor a state file, and still reports what it would do.
+func TestRunDryRunChangesNothing(t *testing.T) {
+	d, eng := stateDir(t), newFakeEngine(busybox)
+	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+"}", "b: {image: "+busybox+"}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	eng.byName("m.b").running = false
+	eng.changes()
+	before := snapshot(t, d)
+	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", env: {FOO: x}}", "b: {image: "+busybox+"}", "c: {image: meshtest/absent:1}"),
+		func(o *Options) { o.DryRun = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"m.a": Recreate, "m.b": Recreate, "m.c": Create}
+	if got := actions(rep); !maps.Equal(got, want) || !rep.Changed || !rep.DryRun {
+		t.Errorf("dry run report: %v changed %v dry_run %v; want %v, true, true", got, rep.Changed, rep.DryRun, want)
+	}
+	if c := eng.changes(); len(c) > 0 {
+		t.Errorf("a dry run changed the engine: %q", c)
+	}
+	if after := snapshot(t, d); !maps.Equal(before, after) {
+		t.Errorf("a dry run changed the state dir:\n before %v\n after  %v", before, after)
+	}
+}
+
+// snapshot returns each state file (lock files aside) with its contents.
+func snapshot(t testing.TB, d *state.Dir) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(d.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".lock") {
+			out[e.Name()] = "(lock)"
+			continue
+		}
+		b, err := os.ReadFile(d.Path() + "/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[e.Name()] = string(b)
+	}
+	return out
+}

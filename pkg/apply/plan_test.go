@@ -1,0 +1,393 @@
+package apply
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+const (
+	scope      = "0123456789abcdef"
+	otherScope = "fedcba9876543210"
+	// secret is an env value: no reason may ever repeat it.
+	secret = "s3cr3t-value-of-FOO"
+)
+
+// web is a container with every field of a spec set.
+func web() *mesh.Container {
+	return &mesh.Container{
+		Image:      "meshtest/busybox:1",
+		Entrypoint: []string{"/bin/sh", "-c"},
+		Command:    []string{"sleep 3600"},
+		Env:        map[string]string{"FOO": secret, "BAR": "bar"},
+		Volumes:    []string{"web-data:/data", "/srv/conf:/etc/conf:ro"},
+		Network:    "host",
+		Ports:      []string{"127.0.0.1:8080:8080"},
+		Restart:    "always",
+		Labels:     map[string]string{"team": "infra"},
+	}
+}
+
+// want returns the desired containers of a file made of module "m" with cs.
+func want(t testing.TB, cs map[string]*mesh.Container) []Desired {
+	t.Helper()
+	f := &mesh.File{Modules: map[string]*mesh.Module{"m": {Containers: cs}}}
+	ds, err := Desire(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// running is the container apply would have made for c, named m.NAME, in
+// scope, running.
+func running(t testing.TB, name string, c *mesh.Container) engine.Container {
+	t.Helper()
+	d := want(t, map[string]*mesh.Container{name: c})[0]
+	return engine.Container{
+		ID:      "id-" + d.Name,
+		Name:    d.Name,
+		Image:   d.Image,
+		State:   "running",
+		Running: true,
+		Labels:  d.EngineSpec(scope).Labels,
+	}
+}
+
+func stopped(c engine.Container) engine.Container {
+	c.State, c.Running = "exited", false
+	return c
+}
+
+func inScope(c engine.Container, s string) engine.Container {
+	c.Labels = maps.Clone(c.Labels)
+	c.Labels[LabelManaged] = s
+	return c
+}
+
+func withLabel(c engine.Container, k, v string) engine.Container {
+	c.Labels = maps.Clone(c.Labels)
+	c.Labels[k] = v
+	return c
+}
+
+func changed(change func(c *mesh.Container)) *mesh.Container {
+	c := web()
+	change(c)
+	return c
+}
+
+type line struct {
+	name, action string
+	reasons      []string
+	window       string
+}
+
+func (l line) String() string {
+	s := fmt.Sprintf("%s %s %q", l.name, l.action, l.reasons)
+	if l.window != "" {
+		s += " window " + l.window
+	}
+	return s
+}
+
+func lines(items []Item) []line {
+	out := []line{}
+	for _, it := range items {
+		out = append(out, line{it.Name, it.Action, it.Reasons, it.Window})
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		desired  map[string]*mesh.Container
+		observed []engine.Container
+		holds    map[string]HoldRef
+		taken    []string
+		prune    bool
+		want     []line
+	}{
+		{
+			name:    "missing is created",
+			desired: map[string]*mesh.Container{"a": web()},
+			want:    []line{{"m.a", Create, nil, ""}},
+		},
+		{
+			name:     "running with the same spec is unchanged",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{running(t, "a", web())},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			name:     "paused or restarting counts as running",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{func() engine.Container { c := running(t, "a", web()); c.State = "restarting"; return c }()},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			name:     "stopped and not held is recreated",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{stopped(running(t, "a", web()))},
+			want:     []line{{"m.a", Recreate, []string{ReasonNotRunning}, ""}},
+		},
+		{
+			name:     "created but never started is recreated",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{func() engine.Container { c := stopped(running(t, "a", web())); c.State = "created"; return c }()},
+			want:     []line{{"m.a", Recreate, []string{ReasonNotRunning}, ""}},
+		},
+		{
+			name:     "stopped with a changed spec names the fields",
+			desired:  map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Image = "meshtest/busybox:2" })},
+			observed: []engine.Container{stopped(running(t, "a", web()))},
+			want:     []line{{"m.a", Recreate, []string{"image"}, ""}},
+		},
+		{
+			name: "every differing field is named, in a stable order",
+			desired: map[string]*mesh.Container{"a": changed(func(c *mesh.Container) {
+				c.Image = "meshtest/busybox:2"
+				c.Entrypoint = []string{"/bin/ash", "-c"}
+				c.Command = []string{"sleep 7200"}
+				c.Env = map[string]string{"FOO": secret + "-rotated", "NEW": "x"} // BAR dropped
+				c.Volumes = []string{"web-data:/data"}
+				c.Network = "none"
+				c.Ports = nil
+				c.Restart = "on-failure"
+				c.Labels = map[string]string{"team": "web", "tier": "front"}
+			})},
+			observed: []engine.Container{running(t, "a", web())},
+			want: []line{{"m.a", Recreate, []string{"image", "entrypoint", "command", "env.BAR", "env.FOO", "env.NEW",
+				"volumes", "network", "ports", "restart", "labels.team", "labels.tier"}, ""}},
+		},
+		{
+			name:     "a held container is left as it is, though stopped",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{stopped(running(t, "a", web()))},
+			holds:    map[string]HoldRef{"m.a": {Window: "w-1"}},
+			want:     []line{{"m.a", Held, []string{"held by window w-1"}, "w-1"}},
+		},
+		{
+			name:     "a held container is left as it is, running",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{running(t, "a", web())},
+			holds:    map[string]HoldRef{"m.a": {Window: "w-1"}},
+			want:     []line{{"m.a", Held, []string{"held by window w-1"}, "w-1"}},
+		},
+		{
+			name:     "a held container whose spec changed is deferred",
+			desired:  map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Env["FOO"] = "other" })},
+			observed: []engine.Container{stopped(running(t, "a", web()))},
+			holds:    map[string]HoldRef{"m.a": {Window: "w-1"}},
+			want:     []line{{"m.a", Deferred, []string{"held by window w-1", "env.FOO"}, "w-1"}},
+		},
+		{
+			name:    "a held container that is missing is deferred, not created",
+			desired: map[string]*mesh.Container{"a": web()},
+			holds:   map[string]HoldRef{"m.a": {Window: "w-1"}},
+			want:    []line{{"m.a", Deferred, []string{"held by window w-1", "missing: created when the window closes"}, "w-1"}},
+		},
+		{
+			name:     "a hold on another container holds nothing here",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{stopped(running(t, "a", web()))},
+			holds:    map[string]HoldRef{"m.b": {Window: "w-1"}},
+			want:     []line{{"m.a", Recreate, []string{ReasonNotRunning}, ""}},
+		},
+		{
+			name:     "not in the file: orphan",
+			observed: []engine.Container{running(t, "gone", web())},
+			want:     []line{{"m.gone", Orphan, []string{"not in the mesh file; --prune removes it"}, ""}},
+		},
+		{
+			name:     "not in the file, stopped: still an orphan, not recreated",
+			observed: []engine.Container{stopped(running(t, "gone", web()))},
+			want:     []line{{"m.gone", Orphan, []string{"not in the mesh file; --prune removes it"}, ""}},
+		},
+		{
+			name:     "not in the file with --prune: removed",
+			observed: []engine.Container{running(t, "gone", web())},
+			prune:    true,
+			want:     []line{{"m.gone", Remove, []string{"not in the mesh file"}, ""}},
+		},
+		{
+			name:     "not in the file and held, with --prune: held",
+			observed: []engine.Container{stopped(running(t, "gone", web()))},
+			holds:    map[string]HoldRef{"m.gone": {Window: "w-1"}},
+			prune:    true,
+			want:     []line{{"m.gone", Held, []string{"held by window w-1; no longer in the mesh file"}, "w-1"}},
+		},
+		{
+			name:    "an unmanaged container owns the name: conflict",
+			desired: map[string]*mesh.Container{"a": web(), "b": web()},
+			taken:   []string{"m.b"},
+			want: []line{
+				{"m.a", Create, nil, ""},
+				{"m.b", Conflict, []string{"a container meshctl does not manage is named m.b; rename or remove it"}, ""},
+			},
+		},
+		{
+			name: "a window's step container is not a service: ignored",
+			observed: []engine.Container{
+				withLabel(running(t, "a.step", web()), LabelRole, RoleStep),
+			},
+			prune: true,
+			want:  []line{},
+		},
+		{
+			name:     "a step container of a desired name does not make it exist",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelRole, RoleStep)},
+			want:     []line{{"m.a", Create, nil, ""}},
+		},
+		{
+			name:    "containers of another state dir are ignored, even with --prune",
+			desired: map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{
+				inScope(running(t, "a", web()), otherScope),
+				inScope(running(t, "other", web()), otherScope),
+				withLabel(running(t, "unlabelled", web()), LabelManaged, ""),
+			},
+			prune: true,
+			want:  []line{{"m.a", Create, nil, ""}},
+		},
+		{
+			name:     "a spec recorded by an older meshctl, without restart, is unchanged",
+			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1"}},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			name:     "a spec recorded by an older meshctl, without restart, is unchanged when the file names the default",
+			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1", Restart: mesh.DefaultRestart}},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			name:     "a spec recorded by an older meshctl still shows a real change",
+			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1", Restart: "no"}},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			want:     []line{{"m.a", Recreate, []string{"restart"}, ""}},
+		},
+		{
+			name:     "a spec recorded by a newer meshctl, with a field unknown here, is unchanged",
+			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1"}},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":2,"image":"meshtest/busybox:1","restart":"unless-stopped","future":"x"}`)},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			name:     "an unreadable recorded spec is recreated",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{not json`)},
+			want:     []line{{"m.a", Recreate, []string{"recorded spec unreadable"}, ""}},
+		},
+		{
+			name:    "everything at once, in name order",
+			desired: map[string]*mesh.Container{"a": web(), "b": web(), "c": changed(func(c *mesh.Container) { c.Restart = "no" }), "d": web()},
+			observed: []engine.Container{
+				running(t, "zz", web()),
+				running(t, "d", web()),
+				stopped(running(t, "b", web())),
+				running(t, "c", web()),
+			},
+			holds: map[string]HoldRef{"m.b": {Window: "w-2"}},
+			want: []line{
+				{"m.a", Create, nil, ""},
+				{"m.b", Held, []string{"held by window w-2"}, "w-2"},
+				{"m.c", Recreate, []string{"restart"}, ""},
+				{"m.d", Unchanged, nil, ""},
+				{"m.zz", Orphan, []string{"not in the mesh file; --prune removes it"}, ""},
+			},
+		},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Observed: tt.observed, Holds: tt.holds, Scope: scope, Prune: tt.prune, Taken: map[string]bool{}}
+			if tt.desired != nil {
+				in.Desired = want(t, tt.desired)
+			}
+			for _, n := range tt.taken {
+				in.Taken[n] = true
+			}
+			got := lines(Plan(in))
+			if !slices.EqualFunc(got, tt.want, func(a, b line) bool { return a.String() == b.String() }) {
+				t.Errorf("Plan:\n got  %v\n want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPlanNeverShowsEnvValues checks that no reason, for any action, repeats
+// an env value, old or new.
+func TestPlanNeverShowsEnvValues(t *testing.T) {
+	old := running(t, "a", web())
+	for _, action := range []string{Recreate, Deferred} {
+		in := Input{
+			Desired:  want(t, map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Env["FOO"] = secret + "-new" })}),
+			Observed: []engine.Container{old},
+			Scope:    scope,
+		}
+		if action == Deferred {
+			in.Holds = map[string]HoldRef{"m.a": {Window: "w-1"}}
+		}
+		items := Plan(in)
+		if len(items) != 1 || items[0].Action != action {
+			t.Fatalf("Plan = %v, want one %s", lines(items), action)
+		}
+		for _, r := range items[0].Reasons {
+			if strings.Contains(r, secret) || strings.Contains(r, mesh.HashValue(secret)) {
+				t.Errorf("%s reason %q shows FOO's value", action, r)
+			}
+		}
+		if !slices.Contains(items[0].Reasons, "env.FOO") {
+			t.Errorf("%s reasons %q do not name env.FOO", action, items[0].Reasons)
+		}
+	}
+	// Nor does the label the container carries.
+	if l := old.Labels[LabelSpec]; strings.Contains(l, secret) {
+		t.Errorf("spec label %s shows FOO's value", l)
+	}
+}
+
+// TestPlanEngineSpecRoundTrip checks that what apply creates is what the
+// next plan finds unchanged: the labels EngineSpec puts on a container carry
+// its scope, role and recorded spec.
+func TestPlanEngineSpecRoundTrip(t *testing.T) {
+	ds := want(t, map[string]*mesh.Container{"a": web(), "b": {Image: "meshtest/busybox:1"}})
+	var observed []engine.Container
+	for _, d := range ds {
+		spec := d.EngineSpec(scope)
+		if spec.Restart == "" {
+			t.Errorf("%s: EngineSpec leaves the restart policy to the engine; want %s", d.Name, mesh.DefaultRestart)
+		}
+		observed = append(observed, engine.Container{ID: "id-" + d.Name, Name: d.Name, Running: true, Labels: spec.Labels})
+	}
+	for _, it := range Plan(Input{Desired: ds, Observed: observed, Scope: scope}) {
+		if it.Action != Unchanged {
+			t.Errorf("%s: %s %q, want unchanged", it.Name, it.Action, it.Reasons)
+		}
+	}
+	if Changes(Plan(Input{Desired: ds, Observed: observed, Scope: scope})) {
+		t.Error("Changes = true for a plan of unchanged containers")
+	}
+	if !Changes(Plan(Input{Desired: ds, Scope: scope})) {
+		t.Error("Changes = false for a plan of creates")
+	}
+}
+
+// TestPlanChanges checks which actions count as changing the engine.
+func TestPlanChanges(t *testing.T) {
+	for action, want := range map[string]bool{
+		Create: true, Recreate: true, Remove: true,
+		Unchanged: false, Held: false, Deferred: false, Orphan: false, Conflict: false,
+	} {
+		if got := Changes([]Item{{Action: Unchanged}, {Action: action}}); got != want {
+			t.Errorf("Changes(%s) = %v, want %v", action, got, want)
+		}
+	}
+}
