@@ -313,3 +313,32 @@ func snapshot(t testing.TB, d *state.Dir) map[string]string {
 	}
 	return out
 }
+
+// TestRecreateClearsLeftoverAside: a recreate that died half way leaves
+// "m.a.meshctl-old" behind; the next recreate of m.a removes that leftover
+// (it is ours, and m.a itself exists) instead of failing at the rename for
+// ever.
+func TestRecreateClearsLeftoverAside(t *testing.T) {
+	d, eng := stateDir(t), newFakeEngine(busybox)
+	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", command: [one]}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The leftover: a copy of m.a under the aside name, as a dead recreate
+	// would have left it.
+	spec := eng.byName("m.a").spec
+	if _, err := eng.Create(context.Background(), "m.a.meshctl-old", spec); err != nil {
+		t.Fatal(err)
+	}
+	eng.changes()
+	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", command: [two]}"), func(o *Options) { o.Prune = false })
+	if err != nil {
+		t.Fatalf("recreate with a leftover aside container: %v", err)
+	}
+	if got := rep.Containers[0]; got.Name != "m.a" || got.Action != Recreate {
+		t.Fatalf("m.a: %+v", got)
+	}
+	want := []string{"stop m.a", "remove m.a.meshctl-old", "rename m.a m.a.meshctl-old", "create m.a", "start m.a", "remove m.a.meshctl-old"}
+	if got := eng.changes(); !slices.Equal(got, want) {
+		t.Fatalf("changes:\n got %q\nwant %q", got, want)
+	}
+}

@@ -50,7 +50,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 			return fmt.Errorf("stop %s: %w", d.Name, err)
 		}
 	}
-	if err := x.Engine.Rename(ctx, old.ID, oldName(d.Name)); err != nil {
+	if err := x.renameAside(ctx, d.Name, old); err != nil {
 		return errors.Join(fmt.Errorf("rename %s aside: %w", d.Name, err), x.restart(ctx, old))
 	}
 	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
@@ -68,6 +68,24 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		return fmt.Errorf("remove the old %s (now %s): %w", d.Name, oldName(d.Name), err)
 	}
 	return nil
+}
+
+// renameAside renames old out of the way of its replacement. A container
+// already under the aside name is a leftover of a recreate that died half
+// way (the service itself is old, which exists): if it is ours, it goes.
+func (x Executor) renameAside(ctx context.Context, name string, old engine.Container) error {
+	err := x.Engine.Rename(ctx, old.ID, oldName(name))
+	if err == nil {
+		return nil
+	}
+	left, ierr := x.Engine.Inspect(ctx, oldName(name))
+	if ierr != nil || left.ID == old.ID || left.Labels[LabelManaged] != x.Scope {
+		return err
+	}
+	if rerr := x.Engine.Remove(ctx, left.ID); rerr != nil {
+		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", oldName(name), rerr))
+	}
+	return x.Engine.Rename(ctx, old.ID, oldName(name))
 }
 
 // putBack undoes a failed recreate: it runs even after a signal.
