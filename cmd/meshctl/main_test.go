@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -107,6 +108,7 @@ var cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 	"waitfile":  cmdWaitFile,
 	"lock":      cmdLock,
 	"exits":     cmdExits,
+	"capture":   cmdCapture,
 	"sigwindow": cmdSigWindow,
 	"waithold":  cmdWaitHold,
 	"unlock":    cmdUnlock,
@@ -116,6 +118,9 @@ var cmds = map[string]func(ts *testscript.TestScript, neg bool, args []string){
 	"jsonval":   cmdJSONVal,
 	"jsonlen":   cmdJSONLen,
 	"winreap":   cmdReapWindows,
+	"waithttp":  cmdWaitHTTP,
+	"ctrlogs":   cmdCtrLogs,
+	"oldctr":    cmdOldCtr,
 }
 
 // held are the locks scripts took; scripts run in parallel.
@@ -394,4 +399,19 @@ func findHold(ts *testscript.TestScript, module string) *holds.Hold {
 		}
 	}
 	return nil
+}
+
+// cmdCapture sets an environment variable from the last command's stdout:
+// capture VAR REGEXP sets VAR to the first submatch (or the whole match).
+func cmdCapture(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: capture VAR REGEXP")
+	}
+	re, err := regexp.Compile("(?m)" + args[1])
+	ts.Check(err)
+	m := re.FindStringSubmatch(ts.ReadFile("stdout"))
+	if m == nil {
+		ts.Fatalf("capture %s: no match for %s in stdout", args[0], args[1])
+	}
+	ts.Setenv(args[0], m[len(m)-1])
 }

@@ -5,7 +5,9 @@ package status
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
@@ -173,17 +175,17 @@ func summary(rep *Report) string {
 			bad++
 		}
 	}
-	open := 0
+	var open []string
 	for _, w := range rep.Windows {
 		if holds.Honoured(w.State) {
-			open++
+			open = append(open, fmt.Sprintf("window %s %s/%s %s", w.ID, w.Module, w.Step, w.State))
 		}
 	}
 	switch {
 	case bad > 0:
 		return "attention: some containers are not running as the last apply wants; run meshctl apply"
-	case open > 0:
-		return "working: a maintenance window is open; its containers come back when it closes"
+	case len(open) > 0:
+		return "working: " + strings.Join(open, "; ") + "; its held containers come back when it closes"
 	case rep.LastApply != nil && rep.LastApply.Result != "ok":
 		return "attention: the last apply failed"
 	default:

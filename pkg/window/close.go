@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
@@ -114,13 +115,13 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 			w.opts.Progress("creating %s\n", name)
 			err = x.Create(ctx, d)
 		case d != nil && len(apply.SpecDiff(c, d.Spec)) > 0:
-			w.opts.Progress("recreating %s: an apply deferred a change (%v)\n", name, apply.SpecDiff(c, d.Spec))
+			w.opts.Progress("recreating %s: an apply deferred a change (%s)\n", name, strings.Join(apply.SpecDiff(c, d.Spec), ", "))
 			if err = x.Recreate(ctx, d, c); err != nil {
 				// The old container is back as it was: stopped. Run it.
-				err = errors.Join(err, w.restartAsBefore(ctx, c))
+				err = errors.Join(err, w.restartAsBefore(ctx, c, d))
 			}
 		default:
-			err = w.restartAsBefore(ctx, c)
+			err = w.restartAsBefore(ctx, c, d)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
@@ -132,8 +133,14 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 }
 
 // restartAsBefore puts the container's restart policy back and starts it.
-func (w *window) restartAsBefore(ctx context.Context, c engine.Container) error {
+// The policy is the one the last apply wants, where one was applied: the
+// policy seen at open may be the "no" of a dead window that held the
+// container before, which nothing else would ever undo.
+func (w *window) restartAsBefore(ctx context.Context, c engine.Container, d *apply.Desired) error {
 	policy := w.hold.Restart[c.Name]
+	if d != nil {
+		policy = d.EngineSpec(w.scope).Restart
+	}
 	if policy == "" {
 		policy = mesh.DefaultRestart
 	}

@@ -153,11 +153,17 @@ func (w *window) runStep(ctx context.Context) {
 		code, err = w.runExec(stepCtx)
 	}
 	w.stepEnd = time.Now()
+	// A kill that failed must not be hidden behind "timeout" or
+	// "interrupted"; the context's own error says nothing new.
+	var also error
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		also = err
+	}
 	switch {
 	case ctx.Err() != nil:
-		w.result, w.stepErr = ResultInterrupted, fmt.Errorf("step %s interrupted", w.step)
+		w.result, w.stepErr = ResultInterrupted, errors.Join(fmt.Errorf("step %s interrupted", w.step), also)
 	case stepCtx.Err() != nil:
-		w.result, w.stepErr = ResultTimeout, fmt.Errorf("step %s killed after its timeout of %s", w.step, w.timeout)
+		w.result, w.stepErr = ResultTimeout, errors.Join(fmt.Errorf("step %s killed after its timeout of %s", w.step, w.timeout), also)
 	case err != nil:
 		w.result, w.stepErr = ResultFailed, fmt.Errorf("step %s: %w", w.step, err)
 	case code != 0:
@@ -165,10 +171,15 @@ func (w *window) runStep(ctx context.Context) {
 	default:
 		w.result = ResultOK
 	}
-	if err == nil || code != 0 {
-		w.stepCode = &code
+	took := w.stepEnd.Sub(w.stepStart).Round(time.Millisecond)
+	// Only an exit status the step really had is recorded: not the -1 of a
+	// step that never started or whose container could not be waited for.
+	if err != nil || code < 0 {
+		w.opts.Progress("step %s ended after %s without an exit status\n", w.step, took)
+		return
 	}
-	w.opts.Progress("step %s finished in %s with exit %d\n", w.step, w.stepEnd.Sub(w.stepStart).Round(time.Millisecond), code)
+	w.stepCode = &code
+	w.opts.Progress("step %s finished in %s with exit %d\n", w.step, took, code)
 }
 
 // runExec runs an exec: step on the host: argv, never a shell. The child is
@@ -191,8 +202,16 @@ func (w *window) runExec(ctx context.Context) (int, error) {
 	}()
 	err := cmd.Wait()
 	close(done)
+	// What the step left running in its process group (a daemon it forked)
+	// must not go on past the step either.
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
+		// Killed by a signal: 128+signal, as a shell and the engine say
+		// (ExitCode is -1 then).
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
 		return exitErr.ExitCode(), nil
 	}
 	if err != nil {
@@ -210,10 +229,22 @@ func (w *window) runContainer(ctx context.Context) (int, error) {
 	}
 	name := w.hold.StepContainer
 	cleanup := cleanupContext(ctx)
-	// A step container left by a window that died is gone by now (its hold
-	// was stale, or this window would not have opened); its name is ours.
-	if err := w.eng.Remove(ctx, name); err != nil && !engine.IsNotFound(err) {
-		return -1, fmt.Errorf("remove leftover %s: %w", name, err)
+	// A step container left by a window that died has exited by now (its
+	// hold was stale, or this window would not have opened): remove it. A
+	// container of that name that is not this state directory's step
+	// container belongs to someone else (another state directory on the
+	// same engine, or nobody's): never touch it.
+	old, err := w.eng.Inspect(ctx, name)
+	switch {
+	case engine.IsNotFound(err):
+	case err != nil:
+		return -1, fmt.Errorf("inspect %s: %w", name, err)
+	case old.Labels[apply.LabelManaged] != w.scope || old.Labels[apply.LabelRole] != apply.RoleStep:
+		return -1, fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
+	default:
+		if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {
+			return -1, fmt.Errorf("remove leftover %s: %w", name, err)
+		}
 	}
 	id, err := w.eng.Create(ctx, name, spec)
 	if err != nil {

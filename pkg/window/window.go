@@ -132,6 +132,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	}
 
 	// One window per module: this lock is held for the window's life.
+	waitUntil := time.Now().Add(opts.Wait)
 	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock"})
 	var busy *state.BusyError
 	if errors.As(err, &busy) {
@@ -155,7 +156,21 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	}()
 
 	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id, scope: scope}
-	if err := w.open(ctx); err != nil {
+	for {
+		err = w.open(ctx)
+		// A dead window's step container still sweeping keeps the module
+		// busy without holding its lock: --wait waits for it too.
+		var busy *BusyError
+		if !errors.As(err, &busy) || w.hold != nil || !time.Now().Before(waitUntil) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(min(time.Second, time.Until(waitUntil))):
+		}
+	}
+	if err != nil {
 		if w.hold == nil {
 			return nil, err
 		}

@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# window.sh: what a maintenance window costs beyond the engine's own work (issue 4 item 7).
+# It times `meshctl window run` of a step that does nothing (exec: [/bin/true]) holding one
+# running container, against `docker stop` + `docker start` of that same container: the stop and
+# start the window must do anyway. The difference is meshctl's overhead: the state lock twice,
+# the holds and history files, the restart-policy changes, the list and inspect calls.
+#
+# Run by scripts/bench, which sets MESHCTL_BENCH_BIN, MESHCTL_BENCH_WORK and DOCKER_HOST (the
+# test engine). Standalone, it builds meshctl itself and uses $MESHCTL_TEST_DOCKER_HOST.
+#
+# Timing: a loop of MESHCTL_BENCH_WINDOW_RUNS runs (default 10) of each, interleaved, after
+# two warm-up runs; medians. The container (module wnbench, network none) and the state dir are
+# removed at the end.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/../lib.sh"
+
+readonly MODULE=wnbench
+runs=${MESHCTL_BENCH_WINDOW_RUNS:-10}
+
+export DOCKER_HOST=${DOCKER_HOST:-$ENGINE_HOST}
+export DOCKER_CONFIG=${DOCKER_CONFIG:-$ENGINE_DIR/cli}
+unset DOCKER_CONTEXT
+case $DOCKER_HOST in
+unix:///var/run/docker.sock | unix:///run/docker.sock)
+	die "DOCKER_HOST=$DOCKER_HOST is the host's own engine; benchmark the private test engine"
+	;;
+esac
+engine_answers || die "no engine answers at $DOCKER_HOST; run scripts/engine.sh start"
+
+own_work=0
+work=${MESHCTL_BENCH_WORK:-}
+if [[ -z $work ]]; then
+	work=$(mktemp -d "${TMPDIR:-/tmp}/meshctl-bench-window.XXXXXX")
+	own_work=1
+fi
+state=$work/state
+mesh=$work/mesh.yaml
+name=$MODULE.app
+
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+	local rc=$? id=
+	if [[ -s $state/id.json ]]; then
+		id=$(jq -r .id "$state/id.json")
+		# Only this run's containers: they carry the state dir's identity.
+		docker ps -aq --filter "label=io.meshctl.managed=$id" | xargs -r docker rm -f >/dev/null || true
+	fi
+	rm -rf "$state"
+	if ((own_work)); then rm -rf "$work"; fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+meshctl=${MESHCTL_BENCH_BIN:-}
+if [[ -z $meshctl ]]; then
+	log "building meshctl"
+	(cd "$here/../.." && go build -o "$work/meshctl" ./cmd/meshctl)
+	meshctl=$work/meshctl
+fi
+
+# The held container stops at once on SIGTERM, so that neither side waits out a stop timeout.
+cat >"$mesh" <<EOF
+modules:
+  $MODULE:
+    containers:
+      app:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["trap 'exit 0' TERM; while :; do sleep 1 & wait; done"]
+        network: none
+    steps:
+      noop:
+        while-stopped: [app]
+        exec: [/bin/true]
+EOF
+
+mc=("$meshctl" --state-dir "$state" --docker-host "$DOCKER_HOST")
+"${mc[@]}" -q apply -f "$mesh"
+[[ $(docker inspect -f '{{.State.Running}}' "$name") == true ]] || die "$name does not run after apply"
+
+# median prints the median of the numbers on stdin, one a line.
+median() {
+	sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# now_ms prints the wall clock in milliseconds, with fractions.
+now_ms() {
+	local t
+	t=$(date +%s%N)
+	echo "$((t / 1000000)).$(printf '%06d' $((t % 1000000)))"
+}
+
+window() { "${mc[@]}" -q window run "$MODULE" noop; }
+engine_only() { docker stop "$name" >/dev/null && docker start "$name" >/dev/null; }
+
+# Each side must leave the container running, or the other side's timing means nothing.
+check_running() {
+	[[ $(docker inspect -f '{{.State.Running}}' "$name") == true ]] || die "$name is not running after $1"
+}
+
+for ((i = 0; i < 2; i++)); do
+	window
+	check_running "a window"
+	engine_only
+	check_running "docker stop + start"
+done
+
+: >"$work/window.ms"
+: >"$work/engine.ms"
+for ((i = 0; i < runs; i++)); do
+	t0=$(now_ms)
+	window
+	t1=$(now_ms)
+	check_running "a window"
+	t2=$(now_ms)
+	engine_only
+	t3=$(now_ms)
+	check_running "docker stop + start"
+	awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }' >>"$work/window.ms"
+	awk -v a="$t2" -v b="$t3" 'BEGIN { print b - a }' >>"$work/engine.ms"
+done
+window_ms=$(median <"$work/window.ms")
+engine_ms=$(median <"$work/engine.ms")
+
+# Every window closed, and closed ok.
+results=$("${mc[@]}" -o json window list --history 1000 | jq -r '[.history[].result] | unique | join(",")')
+[[ $results == ok ]] || die "window results: $results (want only ok)"
+
+printf 'window run holding one container (exec: /bin/true) vs docker stop + docker start of it\n'
+printf '(a loop of %d runs each, interleaved, medians)\n' "$runs"
+printf '  meshctl window run     %8.1f ms\n' "$window_ms"
+printf '  docker stop + start    %8.1f ms\n' "$engine_ms"
+awk -v w="$window_ms" -v e="$engine_ms" 'BEGIN { printf "  window overhead       %8.1f ms  (%.2fx)\n", w - e, w / e }'
