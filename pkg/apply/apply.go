@@ -178,6 +178,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
 			return nil, nil, err
 		}
+		removeDeadSteps(ctx, eng, scope, classified, observed, opts)
 	}
 
 	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
@@ -186,6 +187,23 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		return rep, nil, errors.Join(runErr, err)
 	}
 	return rep, nil, runErr
+}
+
+// removeDeadSteps removes the exited step containers of the stale holds
+// just released: their windows died before they could.
+func removeDeadSteps(ctx context.Context, eng engine.Client, scope string, classified []holds.Classified, observed []engine.Container, opts Options) {
+	for _, c := range classified {
+		if c.State != holds.Stale || c.StepContainer == "" {
+			continue
+		}
+		for _, o := range observed {
+			if o.Name == c.StepContainer && o.Labels[LabelManaged] == scope && o.Labels[LabelRole] == RoleStep && !o.Running {
+				if err := eng.Remove(ctx, o.ID); err != nil && !engine.IsNotFound(err) {
+					opts.Progress("remove the dead window's step container %s: %v\n", o.Name, err)
+				}
+			}
+		}
+	}
 }
 
 // stepRunning answers, from the one list call, whether a window's step
