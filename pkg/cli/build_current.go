@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type buildCurrentOptions struct {
+	module string
+}
+
+func newBuildCurrentCmd(env *Env) *cobra.Command {
+	opts := &buildCurrentOptions{}
+	cmd := &cobra.Command{
+		Use:   "current MODULE",
+		Short: "Print the image of a module's current build",
+		Long: `Print the image reference of a module's current build: the one that
+'artifact: MODULE' in a mesh file resolves to. A module with no current build
+exits 2.`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.module = args[0]
+			return runBuildCurrent(cmd.Context(), env, opts)
+		},
+	}
+	return cmd
+}
+
+type buildCurrentJSON struct {
+	Module      string    `json:"module"`
+	ID          string    `json:"id"`
+	Image       string    `json:"image"`
+	RequestedAt time.Time `json:"requested_at"`
+	FinishedAt  time.Time `json:"finished_at"`
+}
+
+func runBuildCurrent(ctx context.Context, env *Env, opts *buildCurrentOptions) error {
+	l, err := openLedger(env)
+	if err != nil {
+		return err
+	}
+	b, err := l.Current(opts.module)
+	if err != nil {
+		return err
+	}
+	if env.JSON() {
+		return env.PrintJSON(buildCurrentJSON{Module: b.Module, ID: b.ID, Image: b.Image,
+			RequestedAt: b.RequestedAt.UTC(), FinishedAt: b.FinishedAt.UTC()})
+	}
+	env.Printf("%s\n", b.Image)
+	return nil
+}

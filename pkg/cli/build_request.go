@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type buildRequestOptions struct {
+	modules []string
+	plan    string
+}
+
+func newBuildRequestCmd(env *Env) *cobra.Command {
+	opts := &buildRequestOptions{}
+	cmd := &cobra.Command{
+		Use:   "request MODULE... [--plan ID]",
+		Short: "Issue a build id per module, before building",
+		Long: `Issue one build id per module, in the order given, before the builds start.
+
+The modules of one call form a plan. It prints the plan id, then a line
+"MODULE ID" per build:
+
+  p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
+  store b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E
+
+--plan ID adds the builds to a plan that an earlier request opened (an
+unknown plan exits 2), for a pipeline that asks for its builds in steps; the
+plan is settled again only once they too are recorded.
+
+Ids are strictly increasing in request order across processes: it is the
+order of requests, not of records, that decides which build is current.`,
+		Args: usageArgs(cobra.MinimumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.modules = args
+			return runBuildRequest(cmd.Context(), env, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.plan, "plan", "", "add the builds to this existing plan (p-…)")
+	return cmd
+}
+
+type buildRequestJSON struct {
+	Plan   string                  `json:"plan"`
+	Builds []buildRequestBuildJSON `json:"builds"`
+}
+
+type buildRequestBuildJSON struct {
+	ID          string    `json:"id"`
+	Module      string    `json:"module"`
+	RequestedAt time.Time `json:"requested_at"`
+}
+
+func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) error {
+	l, err := openLedger(env)
+	if err != nil {
+		return err
+	}
+	p, err := l.Request(ctx, opts.modules, opts.plan)
+	if err != nil {
+		return err
+	}
+	if env.JSON() {
+		out := buildRequestJSON{Plan: p.ID, Builds: []buildRequestBuildJSON{}}
+		for _, b := range p.Builds {
+			out.Builds = append(out.Builds, buildRequestBuildJSON{ID: b.ID, Module: b.Module, RequestedAt: b.RequestedAt.UTC()})
+		}
+		return env.PrintJSON(out)
+	}
+	env.Printf("%s\n", p.ID)
+	for _, b := range p.Builds {
+		env.Printf("%s %s\n", b.Module, b.ID)
+	}
+	return nil
+}

@@ -1,0 +1,115 @@
+package ledger
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// Id prefixes: a build id reads "b-…", a plan id "p-…".
+const (
+	buildPrefix = "b-"
+	planPrefix  = "p-"
+)
+
+// idLen is the length of an id's body: 128 bits in Crockford base32, the
+// first character carrying only 3 bits, as in a ULID.
+const idLen = 26
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// seq is the 128-bit value of an id: 48 bits of Unix milliseconds, then 80
+// bits that are random when the clock has moved on and count up when it has
+// not. Its fixed-width base32 text sorts as its value does.
+type seq struct{ hi, lo uint64 }
+
+func (s seq) less(t seq) bool { return s.hi < t.hi || s.hi == t.hi && s.lo < t.lo }
+
+func (s seq) inc() seq {
+	s.lo++
+	if s.lo == 0 {
+		s.hi++
+	}
+	return s
+}
+
+// ms is the id's time in Unix milliseconds.
+func (s seq) ms() int64 { return int64(s.hi >> 16) }
+
+func (s seq) String() string {
+	var b [idLen]byte
+	hi, lo := s.hi, s.lo
+	for i := idLen - 1; i >= 0; i-- {
+		b[i] = crockford[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	return string(b[:])
+}
+
+func parseSeq(body string) (seq, bool) {
+	if len(body) != idLen || body[0] > '7' {
+		return seq{}, false
+	}
+	var s seq
+	for i := 0; i < idLen; i++ {
+		v := strings.IndexByte(crockford, body[i])
+		if v < 0 {
+			return seq{}, false
+		}
+		s.hi = s.hi<<5 | s.lo>>59
+		s.lo = s.lo<<5 | uint64(v)
+	}
+	return s, true
+}
+
+// nextSeq issues the id after last at the time now: the clock's millisecond
+// with fresh random low bits when the clock is past last, else last+1. So
+// ids increase strictly even within one millisecond or when the clock steps
+// back; they then carry the last issued time until the clock catches up.
+func nextSeq(last seq, now time.Time, entropy io.Reader) (seq, error) {
+	ms := now.UnixMilli()
+	if ms < 0 || ms >= 1<<48 {
+		return seq{}, fmt.Errorf("clock reads %s, outside what an id can carry", now)
+	}
+	if ms > last.ms() {
+		var r [8]byte
+		if _, err := io.ReadFull(entropy, r[:]); err != nil {
+			return seq{}, fmt.Errorf("read randomness for an id: %w", err)
+		}
+		// 64 random bits under 80: the 16 zero bits above them leave room to
+		// count up within the millisecond without ever touching the time.
+		return seq{hi: uint64(ms) << 16, lo: binary.BigEndian.Uint64(r[:])}, nil
+	}
+	next := last.inc()
+	if next.less(last) || next == (seq{}) {
+		return seq{}, errors.New("build ids are exhausted")
+	}
+	return next, nil
+}
+
+// ParseID checks that id is a well-formed build ("b-…") or plan ("p-…") id
+// and returns the time it carries: its request time, or a little later than
+// it if the clock stepped back.
+func ParseID(id string) (time.Time, error) {
+	var body string
+	switch {
+	case strings.HasPrefix(id, buildPrefix):
+		body = id[len(buildPrefix):]
+	case strings.HasPrefix(id, planPrefix):
+		body = id[len(planPrefix):]
+	default:
+		return time.Time{}, fmt.Errorf("%q is not a build or plan id (b-… or p-…)", id)
+	}
+	s, ok := parseSeq(body)
+	if !ok {
+		return time.Time{}, fmt.Errorf("%q is not a build or plan id: want %d base32 characters after the prefix", id, idLen)
+	}
+	return time.UnixMilli(s.ms()).UTC(), nil
+}
+
+var defaultEntropy io.Reader = rand.Reader

@@ -1,0 +1,59 @@
+package ledger
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"regexp"
+
+	"github.com/distribution/reference"
+)
+
+// Image is a checked image reference.
+type Image struct {
+	// Ref is the reference as given; it is what the ledger records and what
+	// apply runs.
+	Ref string
+	// Normalized is its fully qualified form (docker.io/library/…:latest),
+	// which decides whether two records name the same image.
+	Normalized string
+	// Pinned is true when the reference carries a digest: only then does it
+	// name one image for good. A tag-only reference is accepted, with a
+	// warning, since its tag may be moved.
+	Pinned bool
+}
+
+// ParseImage checks ref as a Docker image reference.
+func ParseImage(ref string) (Image, error) {
+	if ref == "" {
+		return Image{}, &ImageError{Ref: ref, Err: errors.New("it is empty")}
+	}
+	named, err := reference.ParseNormalizedNamed(ref)
+	if err != nil {
+		return Image{}, &ImageError{Ref: ref, Err: err}
+	}
+	named = reference.TagNameOnly(named)
+	_, pinned := named.(reference.Digested)
+	return Image{Ref: ref, Normalized: named.String(), Pinned: pinned}, nil
+}
+
+// resultFailed is the result of a build recorded as failed, in conflict
+// messages and in compact records.
+const resultFailed = "failed"
+
+// resultKey is what two records of one build must agree on: the normalized
+// image, or "failed". A compact record keeps only its hash.
+func resultHash(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:8])
+}
+
+var moduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// CheckModule reports whether name is a valid module name.
+func CheckModule(name string) error {
+	if !moduleName.MatchString(name) {
+		return &ModuleError{Name: name}
+	}
+	return nil
+}
