@@ -59,3 +59,27 @@ engine_answers() {
 	timeout 10 env -u DOCKER_CONTEXT DOCKER_CONFIG="$ENGINE_DIR/cli" \
 		docker -H "$ENGINE_HOST" version --format '{{.Server.Version}}' >/dev/null 2>&1
 }
+
+# bench_env NAME: the engine and scratch directory of a scripts/bench.d script. It exports
+# DOCKER_HOST and DOCKER_CONFIG for the test engine (never the host's own), and sets work (a
+# scratch directory: MESHCTL_BENCH_WORK, else a new one) and own_work (1 when made here, for the
+# script to remove).
+bench_env() {
+	export DOCKER_HOST=${DOCKER_HOST:-$ENGINE_HOST}
+	export DOCKER_CONFIG=${DOCKER_CONFIG:-$ENGINE_DIR/cli}
+	unset DOCKER_CONTEXT
+	case $DOCKER_HOST in
+	unix:///var/run/docker.sock | unix:///run/docker.sock)
+		die "DOCKER_HOST=$DOCKER_HOST is the host's own engine; benchmark the private test engine"
+		;;
+	esac
+	engine_answers || die "no engine answers at $DOCKER_HOST; run scripts/engine.sh start"
+	# shellcheck disable=SC2034 # used by the bench.d scripts
+	own_work=0
+	work=${MESHCTL_BENCH_WORK:-}
+	if [[ -z $work ]]; then
+		work=$(mktemp -d "${TMPDIR:-/tmp}/meshctl-bench-$1.XXXXXX")
+		# shellcheck disable=SC2034
+		own_work=1
+	fi
+}

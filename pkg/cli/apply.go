@@ -64,11 +64,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	dir, err := env.State()
-	if err != nil {
-		return err
-	}
-	eng, err := env.Engine()
+	dir, eng, err := env.StateAndEngine()
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,20 @@ func (e *Env) Engine() (engine.Client, error) {
 	return c, err
 }
 
+// StateAndEngine opens the state directory and connects to the engine, for
+// the commands that need both; the caller closes the engine.
+func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
+	d, err := e.State()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := e.Engine()
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, c, nil
+}
+
 // LockOptions returns how long to wait for a lock, per --lock-timeout.
 func (e *Env) LockOptions(what string) state.LockOptions {
 	return state.LockOptions{Timeout: e.Global.LockTimeout, What: what}

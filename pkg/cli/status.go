@@ -30,11 +30,7 @@ purpose and come back when the window closes.`,
 }
 
 func runStatus(ctx context.Context, env *Env) error {
-	dir, err := env.State()
-	if err != nil {
-		return err
-	}
-	eng, err := env.Engine()
+	dir, eng, err := env.StateAndEngine()
 	if err != nil {
 		return err
 	}

@@ -63,11 +63,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		}
 		file = f
 	}
-	dir, err := env.State()
-	if err != nil {
-		return err
-	}
-	eng, err := env.Engine()
+	dir, eng, err := env.StateAndEngine()
 	if err != nil {
 		return err
 	}

@@ -20,22 +20,7 @@ readonly N_CONTAINERS=40 MODULE=apbench
 export LC_ALL=C # EPOCHREALTIME and awk must agree on the decimal point
 runs=${MESHCTL_BENCH_RUNS:-20}
 
-export DOCKER_HOST=${DOCKER_HOST:-$ENGINE_HOST}
-export DOCKER_CONFIG=${DOCKER_CONFIG:-$ENGINE_DIR/cli}
-unset DOCKER_CONTEXT
-case $DOCKER_HOST in
-unix:///var/run/docker.sock | unix:///run/docker.sock)
-	die "DOCKER_HOST=$DOCKER_HOST is the host's own engine; benchmark the private test engine"
-	;;
-esac
-engine_answers || die "no engine answers at $DOCKER_HOST; run scripts/engine.sh start"
-
-own_work=0
-work=${MESHCTL_BENCH_WORK:-}
-if [[ -z $work ]]; then
-	work=$(mktemp -d "${TMPDIR:-/tmp}/meshctl-bench-apply.XXXXXX")
-	own_work=1
-fi
+bench_env apply
 state=$work/state
 mesh=$work/mesh.yaml
 

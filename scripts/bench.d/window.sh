@@ -20,22 +20,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 readonly MODULE=wnbench
 runs=${MESHCTL_BENCH_WINDOW_RUNS:-10}
 
-export DOCKER_HOST=${DOCKER_HOST:-$ENGINE_HOST}
-export DOCKER_CONFIG=${DOCKER_CONFIG:-$ENGINE_DIR/cli}
-unset DOCKER_CONTEXT
-case $DOCKER_HOST in
-unix:///var/run/docker.sock | unix:///run/docker.sock)
-	die "DOCKER_HOST=$DOCKER_HOST is the host's own engine; benchmark the private test engine"
-	;;
-esac
-engine_answers || die "no engine answers at $DOCKER_HOST; run scripts/engine.sh start"
-
-own_work=0
-work=${MESHCTL_BENCH_WORK:-}
-if [[ -z $work ]]; then
-	work=$(mktemp -d "${TMPDIR:-/tmp}/meshctl-bench-window.XXXXXX")
-	own_work=1
-fi
+bench_env window
 state=$work/state
 mesh=$work/mesh.yaml
 name=$MODULE.app
