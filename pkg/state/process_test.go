@@ -1,6 +1,7 @@
 package state
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -65,6 +66,9 @@ func childChurn() int {
 	if err != nil {
 		return 1
 	}
+	// Tell the parent the loop starts, so that its kill lands in the
+	// writes and not in the process's start, however slow the machine.
+	fmt.Println("writing")
 	for seq := 0; ; seq++ {
 		var p payload
 		err := Update(context.Background(), d, "churn", "payload.json", LockOptions{Timeout: time.Minute}, &p, func() error {
@@ -139,10 +143,17 @@ func TestKillNeverTearsAFile(t *testing.T) {
 	for i := 0; i < kills; i++ {
 		cmd := child(t, "churn", dir)
 		cmd.Stderr = nil
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(rand.IntN(15000)) * time.Microsecond)
+		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+			t.Fatalf("kill %d: the child did not start writing: %v", i, err)
+		}
+		time.Sleep(time.Duration(rand.IntN(8000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
