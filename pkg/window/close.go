@@ -27,6 +27,18 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	}
 	defer lock.Unlock()
 
+	// A run: step whose container could not be stopped may still be
+	// sweeping: bringing the held containers back now is the incident this
+	// window exists to prevent. The hold stays; it reads orphaned once this
+	// process is gone, and stale (released, the containers converged) once
+	// the container exits.
+	if name, running := w.stepStillRuns(ctx); running {
+		err := fmt.Errorf("window %s on %s/%s: its step container %s still runs and could not be stopped; "+
+			"the hold stays so nothing is started mid-step; once it exits, the next apply or window releases "+
+			"the hold and brings %s back", w.id, w.module, w.step, name, strings.Join(w.held, ", "))
+		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
+	}
+
 	// The most recent apply may have come mid-window: read what it wants now.
 	applied, ok, err := apply.LoadApplied(w.d)
 	if err != nil {
@@ -85,6 +97,21 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 		return &e, &FailedError{Entry: e, Err: fmt.Errorf("window %s on %s/%s: %w", w.id, w.module, w.step, failure), Interrupted: interrupted}
 	}
 	return &e, nil
+}
+
+// stepStillRuns reports whether this window's run: step container still
+// runs, after the step ended or was killed.
+func (w *window) stepStillRuns(ctx context.Context) (string, bool) {
+	if w.hold == nil || w.hold.StepContainer == "" {
+		return "", false
+	}
+	c, err := w.eng.Inspect(ctx, w.hold.StepContainer)
+	if err != nil {
+		// Gone (the usual case: removed after the step) or unknowable; an
+		// engine that cannot answer cannot start the held containers either.
+		return "", false
+	}
+	return c.Name, c.Running && c.Labels[apply.LabelWindow] == w.id
 }
 
 // bringBack starts each held container again, or recreates it where the
