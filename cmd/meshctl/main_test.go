@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -64,8 +65,30 @@ func setup(env *testscript.Env) error {
 	env.Setenv("DOCKER_HOST", host)
 	env.Setenv("MESHCTL_TEST_DOCKER_HOST", host)
 	env.Setenv("CI", os.Getenv("CI"))
+	// REPO lets a script run the project's own scripts (scripts/engine.sh).
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		return err
+	}
+	env.Setenv("REPO", repo)
+	// ENGDIR is where a script may start a private engine of its own (kept
+	// short: a unix socket path is limited to 107 bytes). Whatever runs
+	// there is stopped when the script ends.
+	engdir := filepath.Join(os.TempDir(), fmt.Sprintf("mcs-%d-%d", os.Getpid(), engineSeq.Add(1)))
+	env.Setenv("ENGDIR", engdir)
+	env.Defer(func() {
+		if _, err := os.Stat(filepath.Join(engdir, "dockerd.pid")); err == nil {
+			cmd := exec.Command(filepath.Join(repo, "scripts", "engine.sh"), "stop")
+			cmd.Env = append(os.Environ(), "MESHCTL_ENGINE_DIR="+engdir, "MESHCTL_TEST_DOCKER_HOST=unix://"+engdir+"/docker.sock")
+			_ = cmd.Run()
+		}
+		_ = os.RemoveAll(engdir)
+	})
 	return nil
 }
+
+// engineSeq numbers the scripts' own engine directories.
+var engineSeq atomic.Int64
 
 var (
 	engineOnce sync.Once
