@@ -72,11 +72,13 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
-	scope, err := scopeOf(d, opts.DryRun)
-	if err != nil {
+	// The engine first: an apply that cannot reach it leaves the state
+	// directory as it found it.
+	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
-	if err := eng.Ping(ctx); err != nil {
+	scope, err := scopeOf(d, opts.DryRun)
+	if err != nil {
 		return nil, err
 	}
 	tried := map[string]error{} // images pulled (or failed to) by this apply

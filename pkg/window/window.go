@@ -123,11 +123,11 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err != nil {
 		return nil, err
 	}
-	scope, err := d.ID()
-	if err != nil {
+	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
-	if err := eng.Ping(ctx); err != nil {
+	scope, err := d.ID()
+	if err != nil {
 		return nil, err
 	}
 
