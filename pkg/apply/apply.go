@@ -82,6 +82,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 		return nil, err
 	}
 	tried := map[string]error{} // images pulled (or failed to) by this apply
+	if err := pullAlways(ctx, eng, desired, opts, tried); err != nil {
+		return nil, err
+	}
 	for {
 		rep, missing, err := runLocked(ctx, d, eng, scope, desired, opts, tried)
 		if len(missing) == 0 || opts.DryRun {
@@ -98,6 +101,41 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 			}
 		}
 	}
+}
+
+// pullAlways pulls, without the lock, the images of pull: always containers
+// (a dry run changes no image: it compares with what the engine has), and
+// notes on each the id its tag names now.
+func pullAlways(ctx context.Context, eng engine.Client, desired []Desired, opts Options, tried map[string]error) error {
+	ids := map[string]string{}
+	for i := range desired {
+		d := &desired[i]
+		if d.Def.PullPolicy() != "always" {
+			continue
+		}
+		ref := d.Image
+		if _, done := ids[ref]; !done {
+			if _, pulled := tried[ref]; !pulled && !opts.DryRun {
+				opts.Progress("pulling %s\n", ref)
+				tried[ref] = eng.Pull(ctx, ref, nil)
+				if tried[ref] != nil {
+					opts.Progress("pull %s failed: %v\n", ref, tried[ref])
+				}
+			}
+			id, err := eng.ImageID(ctx, ref)
+			if err != nil && !engine.IsNotFound(err) {
+				return fmt.Errorf("image %s: %w", ref, err)
+			}
+			if tried[ref] != nil && id != "" {
+				// The registry is away, the image is here: run what we have.
+				opts.Progress("using the local %s\n", ref)
+				tried[ref] = nil
+			}
+			ids[ref] = id
+		}
+		d.PulledID = ids[ref]
+	}
+	return ctx.Err()
 }
 
 // runLocked makes the plan and carries it out under the state lock. It

@@ -342,3 +342,53 @@ func TestRecreateClearsLeftoverAside(t *testing.T) {
 		t.Fatalf("changes:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestPullAlwaysRecreatesOnNewerImage: pull: always pulls on every apply
+// (without the lock) and recreates a container whose tag now names another
+// image; a dry run pulls nothing; a pull that fails with the image at hand
+// runs what is at hand.
+func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
+	d, eng := stateDir(t), newFakeEngine()
+	eng.pullable[busybox] = true
+	f := meshOf(t, "a: {image: "+busybox+", pull: always}")
+	if rep, err := run(t, d, eng, f, nil); err != nil || rep.Containers[0].Action != Create {
+		t.Fatalf("first apply: %v, %+v", err, rep)
+	}
+	if got := eng.changes(); !slices.Equal(got, []string{"pull " + busybox, "create m.a", "start m.a"}) {
+		t.Fatalf("first apply changes: %q", got)
+	}
+
+	// Same image upstream: pulled again, nothing else.
+	rep, err := run(t, d, eng, f, nil)
+	if err != nil || rep.Containers[0].Action != Unchanged {
+		t.Fatalf("same image: %v, %+v", err, rep.Containers)
+	}
+	if got := eng.changes(); !slices.Equal(got, []string{"pull " + busybox}) {
+		t.Fatalf("same image changes: %q", got)
+	}
+
+	// The tag moved upstream: a dry run says so and pulls nothing.
+	eng.pullIDs[busybox] = "id:newer"
+	rep, err = run(t, d, eng, f, func(o *Options) { o.DryRun = true })
+	if err != nil || rep.Containers[0].Action != Unchanged {
+		t.Fatalf("dry run before the pull: %v, %+v", err, rep.Containers)
+	}
+	if got := eng.changes(); len(got) != 0 {
+		t.Fatalf("dry run changed the engine: %q", got)
+	}
+	rep, err = run(t, d, eng, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Containers[0]; c.Action != Recreate || !slices.Equal(c.Reasons, []string{ReasonNewerPull}) {
+		t.Fatalf("moved tag: %+v", c)
+	}
+
+	// The registry goes away: the image at hand still runs; nothing recreated.
+	eng.pullable[busybox] = false
+	eng.changes()
+	rep, err = run(t, d, eng, f, nil)
+	if err != nil || rep.Containers[0].Action != Unchanged {
+		t.Fatalf("registry away: %v, %+v", err, rep.Containers)
+	}
+}

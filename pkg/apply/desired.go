@@ -36,6 +36,9 @@ type Desired struct {
 	Image     string // resolved image
 	Build     string // build id when the image came from an artifact
 	Spec      mesh.Spec
+	// PulledID is, for pull: always, the id of the image as this apply
+	// pulled it: a container running another id is recreated.
+	PulledID string
 }
 
 // Resolver returns the current image of a module's artifact, and the build

@@ -29,10 +29,14 @@ type fakeEngine struct {
 	// failCreate and failStart make Create and Start of that image fail;
 	// pullable is what Pull can fetch.
 	failCreate, failStart, pullable map[string]bool
+	// imageIDs are the images' ids (default "id:REF"); pullIDs what a pull
+	// makes them (a tag that moved upstream).
+	imageIDs, pullIDs map[string]string
 }
 
 type fakeCtr struct {
 	id, name string
+	imageID  string
 	spec     engine.Spec
 	running  bool
 	state    string
@@ -40,7 +44,8 @@ type fakeCtr struct {
 
 func newFakeEngine(images ...string) *fakeEngine {
 	f := &fakeEngine{ctrs: map[string]*fakeCtr{}, images: map[string]bool{},
-		failCreate: map[string]bool{}, failStart: map[string]bool{}, pullable: map[string]bool{}}
+		failCreate: map[string]bool{}, failStart: map[string]bool{}, pullable: map[string]bool{},
+		imageIDs: map[string]string{}, pullIDs: map[string]string{}}
 	for _, im := range images {
 		f.images[im] = true
 	}
@@ -66,7 +71,7 @@ func (f *fakeEngine) find(idOrName string) (*fakeCtr, error) {
 }
 
 func (c *fakeCtr) view() engine.Container {
-	return engine.Container{ID: c.id, Name: c.name, Image: c.spec.Image, State: c.state, Running: c.running,
+	return engine.Container{ID: c.id, Name: c.name, Image: c.spec.Image, ImageID: c.imageID, State: c.state, Running: c.running,
 		Labels: maps.Clone(c.spec.Labels), RestartPolicy: c.spec.Restart}
 }
 
@@ -109,7 +114,25 @@ func (f *fakeEngine) Pull(_ context.Context, ref string, _ io.Writer) error {
 		return fmt.Errorf("pull %s: manifest unknown", ref)
 	}
 	f.images[ref] = true
+	if id, ok := f.pullIDs[ref]; ok {
+		f.imageIDs[ref] = id
+	}
 	return nil
+}
+
+func (f *fakeEngine) ImageID(_ context.Context, ref string) (string, error) {
+	defer f.begin()()
+	return f.imageID(ref)
+}
+
+func (f *fakeEngine) imageID(ref string) (string, error) {
+	if !f.images[ref] {
+		return "", fmt.Errorf("no such image %s: %w", ref, engine.ErrNotFound)
+	}
+	if id, ok := f.imageIDs[ref]; ok {
+		return id, nil
+	}
+	return "id:" + ref, nil
 }
 
 func (f *fakeEngine) Create(_ context.Context, name string, spec engine.Spec) (string, error) {
@@ -126,7 +149,8 @@ func (f *fakeEngine) Create(_ context.Context, name string, spec engine.Spec) (s
 	}
 	f.nextID++
 	id := fmt.Sprintf("id%03d", f.nextID)
-	f.ctrs[id] = &fakeCtr{id: id, name: name, spec: spec, state: "created"}
+	imageID, _ := f.imageID(spec.Image)
+	f.ctrs[id] = &fakeCtr{id: id, name: name, spec: spec, state: "created", imageID: imageID}
 	return id, nil
 }
 

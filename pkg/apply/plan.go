@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -24,6 +25,10 @@ const (
 // ReasonNotRunning is the reason for recreating a stopped container that no
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
+
+// ReasonNewerPull is the reason for recreating a pull: always container
+// whose image tag now names another image than the one it runs.
+const ReasonNewerPull = "image (newer pull)"
 
 // HoldRef says which live window holds a container.
 type HoldRef struct {
@@ -104,6 +109,9 @@ func planOne(d *Desired, c *engine.Container, in Input) Item {
 	var diff []string
 	if c != nil {
 		diff = SpecDiff(*c, d.Spec)
+		if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
+			diff = append([]string{ReasonNewerPull}, diff...)
+		}
 	}
 	if hold, held := in.Holds[d.Name]; held {
 		it.Window = hold.Window

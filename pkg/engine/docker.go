@@ -224,6 +224,16 @@ func (c *dockerClient) ImagePresent(ctx context.Context, ref string) (bool, erro
 	return err == nil, err
 }
 
+func (c *dockerClient) ImageID(ctx context.Context, ref string) (string, error) {
+	var id string
+	err := c.do(ctx, "inspect image "+ref, func(ctx context.Context) error {
+		r, err := c.api.ImageInspect(ctx, ref)
+		id = r.ID
+		return err
+	})
+	return id, err
+}
+
 func (c *dockerClient) Pull(ctx context.Context, ref string, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard

@@ -31,6 +31,9 @@ type Client interface {
 	Inspect(ctx context.Context, idOrName string) (Container, error)
 	// ImagePresent reports whether the engine holds the image ref.
 	ImagePresent(ctx context.Context, ref string) (bool, error)
+	// ImageID returns the id ("sha256:…") of the image ref in the engine,
+	// or an error matching ErrNotFound when the engine lacks it.
+	ImageID(ctx context.Context, ref string) (string, error)
 	// Pull pulls ref, writing the engine's progress lines to progress (nil
 	// discards them), and returns the error the engine reports in the stream.
 	Pull(ctx context.Context, ref string, progress io.Writer) error

@@ -369,6 +369,12 @@ func TestNotFound(t *testing.T) {
 	if ok, err := c.ImagePresent(ctx, enginetest.Image); !ok || err != nil {
 		t.Errorf("image present %s: got %v, %v; want true, nil", enginetest.Image, ok, err)
 	}
+	if id, err := c.ImageID(ctx, enginetest.Image); err != nil || !strings.HasPrefix(id, "sha256:") {
+		t.Errorf("image id %s: got %q, %v; want sha256:…", enginetest.Image, id, err)
+	}
+	if _, err := c.ImageID(ctx, "meshtest/absent:0"); !engine.IsNotFound(err) {
+		t.Errorf("image id of a missing image: got %v, want not found", err)
+	}
 	// Create never pulls: a missing image is an error the caller can tell apart.
 	if _, err := c.Create(ctx, missing, engine.Spec{Image: "meshtest/absent:0"}); !engine.IsNotFound(err) {
 		t.Errorf("create from a missing image: got %v, want not found", err)
