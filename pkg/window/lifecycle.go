@@ -182,13 +182,23 @@ func (w *window) runStep(ctx context.Context) {
 	w.opts.Progress("step %s finished in %s with exit %d\n", w.step, took, code)
 }
 
-// runExec runs an exec: step on the host: argv, never a shell. The child is
-// in its own process group, killed whole on timeout or signal, and gets
-// SIGKILL if the window's process dies (it must not outlive the window).
+// stepSupervisor runs an exec: step's argv ("$@", never through a shell's
+// parsing) in the background and waits for it. It gets SIGTERM when the
+// window's process dies (parent-death signal) and then SIGKILLs its whole
+// process group: the step and whatever the step started (a gc.sh whose
+// child does the sweep) die with the window.
+const stepSupervisor = `trap 'kill -KILL 0' TERM; "$@" & wait $!`
+
+// runExec runs an exec: step on the host: argv, never a shell. The step is
+// in its own process group, killed whole on timeout or signal, and killed
+// whole if the window's process dies (it must not outlive the window).
 func (w *window) runExec(ctx context.Context) (int, error) {
-	cmd := exec.Command(w.def.Exec[0], w.def.Exec[1:]...)
+	if _, err := exec.LookPath(w.def.Exec[0]); err != nil {
+		return -1, err
+	}
+	cmd := exec.Command("/bin/sh", append([]string{"-c", stepSupervisor, w.step}, w.def.Exec...)...)
 	cmd.Stdout, cmd.Stderr = w.opts.StepOutput, w.opts.StepOutput
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	if err := cmd.Start(); err != nil {
 		return -1, err
 	}
