@@ -64,12 +64,19 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
 			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), v.Deadline.Local().Format("15:04:05"), strings.Join(v.Containers, ","))
 	}
+	if err := tw.Flush(); err != nil || len(hist) == 0 {
+		return err
+	}
+	// Closed windows, newest last, in a table of their own.
+	fmt.Fprintln(env.Stdout)
+	tw = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLOSED WINDOW\tMODULE/STEP\tRESULT\tEXIT\tOPENED\tCLOSED")
 	for _, e := range hist {
 		code := "-"
 		if e.StepExitCode != nil {
 			code = fmt.Sprint(*e.StepExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\tclosed: %s (exit %s)\t-\t%s\t%s\t-\n", e.ID, e.Module, e.Step, e.Result, code,
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.ID, e.Module, e.Step, e.Result, code,
 			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), e.ClosedAt.Local().Format("15:04:05"))
 	}
 	return tw.Flush()
