@@ -142,18 +142,25 @@ func pullAlways(ctx context.Context, eng engine.Client, desired []Desired, opts 
 // returns, without changing anything, the images the plan needs that are
 // missing and not yet tried.
 func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, desired []Desired, opts Options, tried map[string]error) (*Report, []string, error) {
-	lock, err := d.Lock(ctx, holds.StateLock, opts.Lock)
-	if err != nil {
-		return nil, nil, err
+	// A dry run reads snapshots and takes no lock: it changes nothing in
+	// the state directory, not even the lock file's holder line.
+	var lock *state.Lock
+	read := d.Read
+	if !opts.DryRun {
+		var err error
+		if lock, err = d.Lock(ctx, holds.StateLock, opts.Lock); err != nil {
+			return nil, nil, err
+		}
+		defer lock.Unlock()
+		read = lock.Read
 	}
-	defer lock.Unlock()
 
 	var hd holds.Doc
 	var hist holds.History
-	if _, err := lock.Read(holds.File, &hd); err != nil {
+	if _, err := read(holds.File, &hd); err != nil {
 		return nil, nil, err
 	}
-	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+	if _, err := read(holds.HistoryFile, &hist); err != nil {
 		return nil, nil, err
 	}
 	observed, err := eng.List(ctx, Managed(scope))
