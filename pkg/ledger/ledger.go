@@ -124,6 +124,28 @@ func (l *Ledger) lock(ctx context.Context) (*state.Lock, error) {
 	return l.Dir.Lock(ctx, lockName, state.LockOptions{Timeout: l.LockTimeout, What: lockWhat})
 }
 
+// lockIndex takes the ledger lock and reads the index under it; the caller
+// unlocks.
+func (l *Ledger) lockIndex(ctx context.Context) (*state.Lock, *indexDoc, error) {
+	lk, err := l.lock(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	idx, err := readIndex(lk)
+	if err != nil {
+		lk.Unlock()
+		return nil, nil, err
+	}
+	return lk, idx, nil
+}
+
+// readPlans reads the plans file under the lock.
+func readPlans(lk *state.Lock) (*plansDoc, error) {
+	plans := &plansDoc{}
+	_, err := lk.Read(plansFile, plans)
+	return plans, err
+}
+
 func readIndex(r reader) (*indexDoc, error) {
 	idx := &indexDoc{}
 	if _, err := r.Read(indexFile, idx); err != nil {
@@ -175,17 +197,13 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 		}
 	}
 
-	lk, err := l.lock(ctx)
+	lk, idx, err := l.lockIndex(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
 	defer lk.Unlock()
-	idx, err := readIndex(lk)
+	plans, err := readPlans(lk)
 	if err != nil {
-		return Plan{}, err
-	}
-	plans := &plansDoc{}
-	if _, err := lk.Read(plansFile, plans); err != nil {
 		return Plan{}, err
 	}
 	last, ok := parseSeq(idx.Last)
@@ -395,15 +413,11 @@ func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason strin
 		key, newResult = img.Normalized, "image "+img.Ref
 	}
 
-	lk, err := l.lock(ctx)
+	lk, idx, err := l.lockIndex(ctx)
 	if err != nil {
 		return Recorded{}, err
 	}
 	defer lk.Unlock()
-	idx, err := readIndex(lk)
-	if err != nil {
-		return Recorded{}, err
-	}
 
 	p, pending := idx.Pending[id]
 	if !pending {
@@ -616,15 +630,11 @@ func (l *Ledger) List(ctx context.Context, module string) ([]Build, error) {
 		}
 	}
 	// Under the lock: a list reads several files, which must agree.
-	lk, err := l.lock(ctx)
+	lk, idx, err := l.lockIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer lk.Unlock()
-	idx, err := readIndex(lk)
-	if err != nil {
-		return nil, err
-	}
 	ms := []string{module}
 	if module == "" {
 		if ms, err = modules(l.Dir); err != nil {
@@ -664,17 +674,13 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 	if err := checkID(id, planPrefix, "plan"); err != nil {
 		return Plan{}, err
 	}
-	lk, err := l.lock(ctx)
+	lk, idx, err := l.lockIndex(ctx)
 	if err != nil {
 		return Plan{}, err
 	}
 	defer lk.Unlock()
-	idx, err := readIndex(lk)
+	plans, err := readPlans(lk)
 	if err != nil {
-		return Plan{}, err
-	}
-	plans := &plansDoc{}
-	if _, err := lk.Read(plansFile, plans); err != nil {
 		return Plan{}, err
 	}
 	var pr planRec
