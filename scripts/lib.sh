@@ -83,3 +83,28 @@ bench_env() {
 		own_work=1
 	fi
 }
+
+# bench_cleanup is a bench.d script's EXIT trap: it removes the containers of
+# the run's state dir ($state; they carry its identity), the state dir, and
+# the scratch directory if the script made it.
+bench_cleanup() {
+	local rc=$? id=
+	# shellcheck disable=SC2154 # $state is the bench.d script's
+	if [[ -s $state/id.json ]]; then
+		id=$(jq -r .id "$state/id.json")
+		docker ps -aq --filter "label=io.meshctl.managed=$id" | xargs -r docker rm -f >/dev/null || true
+	fi
+	rm -rf "$state"
+	if ((own_work)); then rm -rf "$work"; fi
+	exit "$rc"
+}
+
+# bench_meshctl sets meshctl to $MESHCTL_BENCH_BIN, else builds one in $work.
+bench_meshctl() {
+	meshctl=${MESHCTL_BENCH_BIN:-}
+	if [[ -z $meshctl ]]; then
+		log "building meshctl"
+		(cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o "$work/meshctl" ./cmd/meshctl)
+		meshctl=$work/meshctl
+	fi
+}

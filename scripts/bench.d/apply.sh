@@ -24,28 +24,11 @@ bench_env apply
 state=$work/state
 mesh=$work/mesh.yaml
 
-# shellcheck disable=SC2317 # run by the EXIT trap
-cleanup() {
-	local rc=$? id=
-	if [[ -s $state/id.json ]]; then
-		id=$(jq -r .id "$state/id.json")
-		# Only this run's containers: they carry the state dir's identity.
-		docker ps -aq --filter "label=io.meshctl.managed=$id" | xargs -r docker rm -f >/dev/null || true
-	fi
-	rm -rf "$state"
-	if ((own_work)); then rm -rf "$work"; fi
-	exit "$rc"
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-meshctl=${MESHCTL_BENCH_BIN:-}
-if [[ -z $meshctl ]]; then
-	log "building meshctl"
-	(cd "$here/../.." && go build -o "$work/meshctl" ./cmd/meshctl)
-	meshctl=$work/meshctl
-fi
+bench_meshctl
 
 {
 	echo "modules:"
