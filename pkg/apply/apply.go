@@ -169,7 +169,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	}
 
 	now := opts.Now()
-	live := holds.Liveness{Dir: d, StepRunning: stepRunning(observed)}
+	live := holds.Liveness{Dir: d, StepRunning: StepRunning(observed)}
 	classified, err := live.Classify(&hd, now)
 	if err != nil {
 		return nil, nil, err
@@ -253,9 +253,9 @@ func removeDeadSteps(ctx context.Context, eng engine.Client, scope string, class
 	}
 }
 
-// stepRunning answers, from the one list call, whether a window's step
+// StepRunning answers, from one list call, whether a window's step
 // container still runs.
-func stepRunning(observed []engine.Container) func(string) bool {
+func StepRunning(observed []engine.Container) func(string) bool {
 	running := map[string]bool{}
 	for _, c := range observed {
 		if c.Labels[LabelRole] == RoleStep && c.Running {

@@ -123,10 +123,13 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 	return nil
 }
 
-// cleanupContext returns a context that survives ctx's cancellation, bounded
-// in time: cleanup after SIGINT must still happen, but not forever.
-func cleanupContext(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+// cleanupContext is CleanupContext bounded by cleanupTimeout.
+func cleanupContext(ctx context.Context) context.Context { return CleanupContext(ctx, cleanupTimeout) }
+
+// CleanupContext returns a context that survives ctx's cancellation, bounded
+// by d: cleanup after SIGINT must still happen, but not forever.
+func CleanupContext(ctx context.Context, d time.Duration) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
 	_ = cancel // released by its timer; the context lives as long as the cleanup
 	return c
 }

@@ -13,6 +13,7 @@ package holds
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/state"
@@ -164,21 +165,14 @@ func ViewOf(h Hold, st string) View {
 // Describe is the one-line text form: "window w-… store/garbage-collect open
 // since 03:30:02, holds store.registry".
 func (v View) Describe() string {
+	held := strings.Join(v.Containers, ", ")
+	if held == "" {
+		held = "nothing"
+	}
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
-		v.OpenedAt.Local().Format("15:04:05"), joinNames(v.Containers))
+		v.OpenedAt.Local().Format("15:04:05"), held)
 	if v.State == Orphaned {
 		s += " (its process is gone; its step container still runs)"
-	}
-	return s
-}
-
-func joinNames(names []string) string {
-	if len(names) == 0 {
-		return "nothing"
-	}
-	s := names[0]
-	for _, n := range names[1:] {
-		s += ", " + n
 	}
 	return s
 }

@@ -6,6 +6,8 @@ package status
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,16 +85,13 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	running := map[string]bool{}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if c.Labels[apply.LabelRole] == apply.RoleStep {
-			running[c.Name] = c.Running
-			continue
+		if c.Labels[apply.LabelRole] != apply.RoleStep {
+			byName[c.Name] = c
 		}
-		byName[c.Name] = c
 	}
-	classified, err := holds.Liveness{Dir: d, StepRunning: func(n string) bool { return running[n] }}.Classify(&hd, now)
+	classified, err := holds.Liveness{Dir: d, StepRunning: apply.StepRunning(observed)}.Classify(&hd, now)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +128,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	}
 	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
 
-	for _, m := range sortedKeys(modules) {
+	for _, m := range slices.Sorted(maps.Keys(modules)) {
 		b, ok, err := ledger.Current(d, m)
 		if err != nil {
 			return nil, err
@@ -155,11 +154,15 @@ func containerState(name, module string, c engine.Container, exists bool, d *app
 		st.Reasons = []string{"window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State}
 		return st
 	}
+	var diff []string
+	if exists && d != nil {
+		diff = apply.SpecDiff(c, d.Spec)
+	}
 	switch {
 	case !exists:
 		st.State = Missing
-	case d != nil && len(apply.SpecDiff(c, d.Spec)) > 0:
-		st.State, st.Reasons = Drifted, apply.SpecDiff(c, d.Spec)
+	case len(diff) > 0:
+		st.State, st.Reasons = Drifted, diff
 	case c.Running:
 		st.State = Running
 	default:
@@ -191,13 +194,4 @@ func summary(rep *Report) string {
 	default:
 		return "ok"
 	}
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

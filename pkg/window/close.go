@@ -20,7 +20,7 @@ import (
 // outlives a signal.
 func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	interrupted := ctx.Err() != nil
-	ctx = cleanupContext(ctx)
+	ctx = apply.CleanupContext(ctx, cleanupTimeout)
 	lock, err := w.d.Lock(ctx, holds.StateLock, state.LockOptions{Timeout: max(w.opts.Lock.Timeout, closeLockWait), What: "state lock"})
 	if err != nil {
 		return nil, fmt.Errorf("close window %s: %w; its containers stay stopped until the next apply", w.id, err)
@@ -134,6 +134,10 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	for _, name := range w.held {
 		c, exists := byName[name]
 		d := desired[name]
+		var diff []string
+		if exists && d != nil {
+			diff = apply.SpecDiff(c, d.Spec)
+		}
 		var err error
 		switch {
 		case !exists && d == nil:
@@ -141,8 +145,8 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 		case !exists:
 			w.opts.Progress("creating %s\n", name)
 			err = x.Create(ctx, d)
-		case d != nil && len(apply.SpecDiff(c, d.Spec)) > 0:
-			w.opts.Progress("recreating %s: an apply deferred a change (%s)\n", name, strings.Join(apply.SpecDiff(c, d.Spec), ", "))
+		case len(diff) > 0:
+			w.opts.Progress("recreating %s: an apply deferred a change (%s)\n", name, strings.Join(diff, ", "))
 			if err = x.Recreate(ctx, d, c); err != nil {
 				// The old container is back as it was: stopped. Run it.
 				err = errors.Join(err, w.restartAsBefore(ctx, c, d))
@@ -178,10 +182,4 @@ func (w *window) restartAsBefore(ctx context.Context, c engine.Container, d *app
 		return fmt.Errorf("start: %w", err)
 	}
 	return nil
-}
-
-func cleanupContext(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
-	_ = cancel // released by its timer
-	return c
 }

@@ -58,7 +58,7 @@ func (w *window) open(ctx context.Context) error {
 		return fmt.Errorf("list containers: %w", err)
 	}
 	now := w.opts.Now()
-	classified, err := holds.Liveness{Dir: w.d, StepRunning: stepRunning(observed)}.Classify(&hd, now)
+	classified, err := holds.Liveness{Dir: w.d, StepRunning: apply.StepRunning(observed)}.Classify(&hd, now)
 	if err != nil {
 		return err
 	}
@@ -126,17 +126,6 @@ func (w *window) open(ctx context.Context) error {
 		w.opts.Progress("stopped %s\n", name)
 	}
 	return errors.Join(errs...)
-}
-
-func stepRunning(observed []engine.Container) func(string) bool {
-	return func(name string) bool {
-		for _, c := range observed {
-			if c.Name == name && c.Labels[apply.LabelRole] == apply.RoleStep && c.Running {
-				return true
-			}
-		}
-		return false
-	}
 }
 
 // runStep runs the step, killed past the timeout or on a signal.
@@ -238,7 +227,7 @@ func (w *window) runContainer(ctx context.Context) (int, error) {
 		return -1, err
 	}
 	name := w.hold.StepContainer
-	cleanup := cleanupContext(ctx)
+	cleanup := apply.CleanupContext(ctx, cleanupTimeout)
 	// A step container left by a window that died has exited by now (its
 	// hold was stale, or this window would not have opened): remove it. A
 	// container of that name that is not this state directory's step

@@ -94,6 +94,10 @@ const (
 	ResultInterrupted = "interrupted"
 )
 
+// cleanupTimeout bounds what a window does after a signal: killing its step
+// and bringing the held containers back.
+const cleanupTimeout = 5 * time.Minute
+
 // closeLockWait is how long a close waits for the state lock: much longer
 // than an apply would, because giving up leaves the containers stopped.
 const closeLockWait = 10 * time.Minute
