@@ -101,4 +101,3 @@ func (w *window) open(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
-
