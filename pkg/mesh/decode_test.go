@@ -132,6 +132,39 @@ modules:
 	}
 }
 
+// TestDecodeValidImages accepts every form of reference the engine takes,
+// in a container and in a run step, and keys that are odd but valid.
+func TestDecodeValidImages(t *testing.T) {
+	for _, image := range []string{
+		"meshtest/busybox:1",
+		"busybox",
+		"127.0.0.1:5000/x/y:2",
+		"localhost/x",
+		"reg.example/store@sha256:" + strings.Repeat("2", 64),
+		"reg.example:443/team/store:v1.2@sha256:" + strings.Repeat("a", 64),
+		"sha256:" + strings.Repeat("b", 64), // an image id
+	} {
+		t.Run(image, func(t *testing.T) {
+			_, err := Decode("mesh.yaml", []byte(src(fmt.Sprintf(`
+modules:
+  store:
+    containers:
+      registry:
+        image: %[1]q
+        env: {a.b-c: x, _X1: "", "ÄÖ": y}
+        labels: {com.example.team: infra, io.meshctl: x, meshctl.io/x: y}
+    steps:
+      gc:
+        while-stopped: [registry]
+        run: {image: %[1]q}
+`, image))))
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+		})
+	}
+}
+
 // base is a valid file; refusals below change one thing in it.
 const base = `
 modules:
@@ -442,6 +475,86 @@ modules: # <-
           A: x
           "A=B": x # <-
 `, field: "modules.store.containers.registry.env.A=B", msg: `"A=B" is not a variable name`},
+		{name: "empty env name", src: base + `
+        env:
+          "": x # <-
+`, field: "modules.store.containers.registry.env.", msg: `"" is not a variable name`},
+		{name: "env name with a NUL", src: base + `
+        env: {"A\0B": x} # <-
+`, field: "modules.store.containers.registry.env.A\x00B", msg: `"A\x00B" is not a variable name`},
+		{name: "env name with a tab", src: base + `
+        env:
+          "A\tB": x # <-
+`, field: "modules.store.containers.registry.env.A\tB", msg: `"A\tB" is not a variable name`},
+		{name: "env name with a carriage return", src: base + `
+        env:
+          "A\r": x # <-
+`, field: "modules.store.containers.registry.env.A\r", msg: `"A\r" is not a variable name`},
+		{name: "bad env name in a run step", src: base + `
+    steps:
+      gc:
+        while-stopped: [registry]
+        run:
+          command: [gc]
+          env:
+            "GC MODE": x # <-
+`, field: "modules.store.steps.gc.run.env.GC MODE", msg: `"GC MODE" is not a variable name`},
+		{name: "empty label key", src: base + `
+        labels:
+          "": infra # <-
+`, field: "modules.store.containers.registry.labels.", msg: `"" is not a label key`},
+		{name: "label key with a space", src: base + `
+        labels:
+          "my team": infra # <-
+`, field: "modules.store.containers.registry.labels.my team", msg: `"my team" is not a label key`},
+		{name: "label key with '='", src: base + `
+        labels:
+          team=infra: x # <-
+`, field: "modules.store.containers.registry.labels.team=infra", msg: `"team=infra" is not a label key`},
+		{name: "label key with a newline", src: base + `
+        labels: {"a\nb": x} # <-
+`, field: "modules.store.containers.registry.labels.a\nb", msg: `"a\nb" is not a label key`},
+
+		// Image references: refused at decode, not by the engine mid-apply.
+		{name: "image upper case", src: `
+modules:
+  store:
+    containers:
+      registry:
+        image: meshtest/Registry:1 # <-
+`, field: "modules.store.containers.registry.image", msg: `"meshtest/Registry:1" is not an image reference: invalid reference format: repository name (meshtest/Registry) must be lowercase`},
+		{name: "image with a space", src: `
+modules:
+  store:
+    containers:
+      registry:
+        image: "meshtest/registry: 1" # <-
+`, field: "modules.store.containers.registry.image", msg: `"meshtest/registry: 1" is not an image reference: invalid reference format`},
+		{name: "image with two tags", src: `
+modules:
+  store:
+    containers:
+      registry:
+        image: meshtest/registry:1:2 # <-
+`, field: "modules.store.containers.registry.image", msg: `is not an image reference`},
+		{name: "image with a bad digest", src: `
+modules:
+  store:
+    containers:
+      registry:
+        image: meshtest/registry@sha256:123 # <-
+`, field: "modules.store.containers.registry.image", msg: `is not an image reference`},
+		{name: "image in one-line JSON",
+			src:  `{"modules": {"store": {"containers": {"registry": {"image": "-x-"}}}}}`,
+			line: 1, field: "modules.store.containers.registry.image", msg: `"-x-" is not an image reference`},
+		{name: "bad image in a run step", src: base + `
+    steps:
+      gc:
+        while-stopped: [registry]
+        run:
+          image: "registry gc" # <-
+          command: [gc]
+`, field: "modules.store.steps.gc.run.image", msg: `"registry gc" is not an image reference`},
 		{name: "artifact not a module name", src: `
 modules:
   store:

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode"
 
+	"github.com/distribution/reference"
 	"gopkg.in/yaml.v3"
 )
 
@@ -74,19 +76,18 @@ func (v *validator) container(p []string, c *Container) {
 		v.fail(at("artifact"), "give either image or artifact, not both")
 	case c.Artifact != "" && !ValidName(c.Artifact):
 		v.fail(at("artifact"), "%q is not a module name", c.Artifact)
-	case c.Image != "" && strings.ContainsAny(c.Image, " \t\n"):
-		v.fail(at("image"), "%q is not an image reference", c.Image)
+	case c.Image != "":
+		v.image(at("image"), c.Image)
 	}
 	v.oneOf(at("restart"), c.Restart, restartPolicies)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
+	v.env(at("env"), c.Env)
 	// In order: with two bad keys, the same one is named every time.
-	for _, k := range sortedKeys(c.Env) {
-		if k == "" || strings.ContainsAny(k, "= \t\n") {
-			v.fail(append(at("env"), k), "%q is not a variable name", k)
-		}
-	}
 	for _, k := range sortedKeys(c.Labels) {
-		if strings.HasPrefix(k, LabelPrefix) {
+		switch {
+		case k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, badKeyRune) >= 0:
+			v.fail(append(at("labels"), k), "%q is not a label key: it must be non-empty, without '=' or spaces", k)
+		case strings.HasPrefix(k, LabelPrefix):
 			v.fail(append(at("labels"), k), "label prefix %q is reserved for meshctl", LabelPrefix)
 		}
 	}
@@ -129,6 +130,10 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		if s.Run.Image == "" && len(s.WhileStopped) == 0 {
 			v.fail(append(at("run"), "image"), "is needed when the step holds no container")
 		}
+		if s.Run.Image != "" {
+			v.image(append(at("run"), "image"), s.Run.Image)
+		}
+		v.env(append(at("run"), "env"), s.Run.Env)
 		for i, cn := range s.Run.VolumesFrom {
 			if _, ok := m.Containers[cn]; !ok {
 				v.fail(append(at("run"), "volumes-from", index(i)), "unknown container %q", cn)
@@ -141,6 +146,31 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		}
 	}
 }
+
+// image checks ref as the engine will read it: a name with an optional
+// registry, tag and digest (meshtest/busybox:1, 127.0.0.1:5000/x/y:2,
+// x@sha256:…), or an image id.
+func (v *validator) image(p []string, ref string) {
+	if _, err := reference.ParseAnyReference(ref); err != nil {
+		v.fail(p, "%q is not an image reference: %v", ref, err)
+	}
+}
+
+// env checks the names of environment variables: the engine passes each as
+// "NAME=value", so a name may hold neither '=' nor a NUL, and one with
+// spaces could not be used by the program it is for.
+func (v *validator) env(p []string, env map[string]string) {
+	// In order: with two bad keys, the same one is named every time.
+	for _, k := range sortedKeys(env) {
+		if k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, badKeyRune) >= 0 {
+			v.fail(append(append([]string{}, p...), k), "%q is not a variable name: it must be non-empty, without '=', spaces or control characters", k)
+		}
+	}
+}
+
+// badKeyRune reports the runes no env or label key may hold: white space
+// and control characters (NUL among them).
+func badKeyRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
 
 func (v *validator) oneOf(p []string, val string, allowed []string) {
 	if val == "" {
