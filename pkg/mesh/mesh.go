@@ -25,9 +25,12 @@ type Module struct {
 
 // Container is one container of a module, as the file asks for it.
 type Container struct {
-	Image      string            `yaml:"image,omitempty" json:"image,omitempty"`
-	Artifact   string            `yaml:"artifact,omitempty" json:"artifact,omitempty"`
-	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitempty"`
+	Image    string `yaml:"image,omitempty" json:"image,omitempty"`
+	Artifact string `yaml:"artifact,omitempty" json:"artifact,omitempty"`
+	// Entrypoint overrides the image's; "entrypoint: []" (empty, not nil)
+	// clears it. omitzero, not omitempty: the applied.json a window's close
+	// reads must keep [] apart from no entrypoint at all.
+	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
 	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
 	Env        map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`
@@ -49,8 +52,9 @@ type Step struct {
 
 // RunStep is a step run as a one-off container.
 type RunStep struct {
-	Image      string            `yaml:"image,omitempty" json:"image,omitempty"`
-	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitempty"`
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// Entrypoint is as a container's: [] clears the image's.
+	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
 	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
 	Env        map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
 	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`

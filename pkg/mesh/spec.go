@@ -14,7 +14,14 @@ import (
 // A spec recorded by an older meshctl lacks the fields added since; they read
 // as their defaults, so an upgrade never recreates a container whose
 // effective spec did not change.
-const SpecVersion = 1
+//
+// Version 2 records "entrypoint": [] (the image's entrypoint cleared) apart
+// from no entrypoint; version 1 recorded both alike.
+const SpecVersion = 2
+
+// clearedEntrypointVersion is the first spec version that tells an empty
+// entrypoint from none.
+const clearedEntrypointVersion = 2
 
 // Spec is the canonical, comparable form of a container's desired state. It
 // is recorded on the container (label io.meshctl.spec) when meshctl creates
@@ -26,7 +33,8 @@ const SpecVersion = 1
 type Spec struct {
 	V          int               `json:"v"`
 	Image      string            `json:"image"`
-	Entrypoint []string          `json:"entrypoint,omitempty"`
+	// Entrypoint is nil for the image's, empty (recorded as []) to clear it.
+	Entrypoint []string          `json:"entrypoint,omitzero"`
 	Command    []string          `json:"command,omitempty"`
 	Env        map[string]string `json:"env,omitempty"` // name → "sha256:…" of the value
 	Volumes    []string          `json:"volumes,omitempty"`
@@ -73,8 +81,10 @@ func (s Spec) Normalize() Spec {
 	}
 	s.Volumes = sortedOrNil(s.Volumes)
 	s.Ports = sortedOrNil(s.Ports)
-	if len(s.Entrypoint) == 0 {
+	if s.Entrypoint == nil || len(s.Entrypoint) == 0 && s.V < clearedEntrypointVersion {
 		s.Entrypoint = nil
+	} else if len(s.Entrypoint) == 0 {
+		s.Entrypoint = []string{}
 	}
 	if len(s.Command) == 0 {
 		s.Command = nil
@@ -125,7 +135,7 @@ func Diff(have, want Spec) []string {
 	if have.Image != want.Image {
 		d = append(d, "image")
 	}
-	if !slices.Equal(have.Entrypoint, want.Entrypoint) {
+	if !sameEntrypoint(have, want) {
 		d = append(d, "entrypoint")
 	}
 	if !slices.Equal(have.Command, want.Command) {
@@ -146,6 +156,17 @@ func Diff(have, want Spec) []string {
 	}
 	d = append(d, diffMap("labels.", have.Labels, want.Labels)...)
 	return d
+}
+
+// sameEntrypoint compares entrypoints, an empty one (cleared) apart from
+// none (the image's). A spec older than clearedEntrypointVersion recorded an
+// empty entrypoint as none, so its none matches either: the upgrade rule
+// prefers leaving such a container alone to recreating it for nothing.
+func sameEntrypoint(have, want Spec) bool {
+	if have.Entrypoint == nil && have.V < clearedEntrypointVersion && len(want.Entrypoint) == 0 {
+		return true
+	}
+	return slices.Equal(have.Entrypoint, want.Entrypoint) && (have.Entrypoint == nil) == (want.Entrypoint == nil)
 }
 
 func diffMap(prefix string, have, want map[string]string) []string {

@@ -32,8 +32,10 @@ func TestDiffEqual(t *testing.T) {
 	}{
 		{"same container", registry(), registry()},
 		{"image only", &Container{Image: "x"}, &Container{Image: "x"}},
+		// Not the entrypoint: an empty one clears the image's
+		// (TestEntrypointCleared).
 		{"empty lists and maps are unset", &Container{Image: "x"}, &Container{
-			Image: "x", Entrypoint: []string{}, Command: []string{}, Env: map[string]string{},
+			Image: "x", Command: []string{}, Env: map[string]string{},
 			Volumes: []string{}, Ports: []string{}, Labels: map[string]string{},
 		}},
 		{"restart unset is unless-stopped", &Container{Image: "x"}, &Container{Image: "x", Restart: "unless-stopped"}},
@@ -79,6 +81,7 @@ func TestDiffReasons(t *testing.T) {
 		{name: "resolved artifact image", image: "store@sha256:2", change: func(*Container) {}, want: []string{"image"}},
 		{name: "entrypoint", change: func(c *Container) { c.Entrypoint = []string{"/bin/sh", "-c"} }, want: []string{"entrypoint"}},
 		{name: "entrypoint removed", change: func(c *Container) { c.Entrypoint = nil }, want: []string{"entrypoint"}},
+		{name: "entrypoint cleared", change: func(c *Container) { c.Entrypoint = []string{} }, want: []string{"entrypoint"}},
 		{name: "command", change: func(c *Container) { c.Command[1] = "/etc/other.yml" }, want: []string{"command"}},
 		{name: "command order", change: func(c *Container) { slices.Reverse(c.Command) }, want: []string{"command"}},
 		{name: "env changed", change: func(c *Container) { c.Env["REGISTRY_SECRET"] = "n3w-" + secret }, want: []string{"env.REGISTRY_SECRET"}},
@@ -266,5 +269,95 @@ func TestDecodeSpecRefusesGarbage(t *testing.T) {
 		if _, err := DecodeSpec(label); err == nil {
 			t.Errorf("DecodeSpec(%q) accepted", label)
 		}
+	}
+}
+
+// TestEntrypointCleared follows "entrypoint: []" (clear the image's
+// entrypoint) from the file to the recorded spec: at each step it stays apart
+// from no entrypoint (the image's).
+func TestEntrypointCleared(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		cleared   bool
+	}{
+		{"flow", "modules:\n  m:\n    containers:\n      c: {image: x, entrypoint: []}\n", true},
+		{"block", "modules:\n  m:\n    containers:\n      c:\n        image: x\n        entrypoint: []\n", true},
+		{"json", `{"modules": {"m": {"containers": {"c": {"image": "x", "entrypoint": []}}}}}`, true},
+		{"absent", "modules:\n  m:\n    containers:\n      c: {image: x}\n", false},
+		{"null", "modules:\n  m:\n    containers:\n      c: {image: x, entrypoint: null}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := Decode("mesh.yaml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			check := func(step string, ep []string) {
+				t.Helper()
+				if cleared := ep != nil && len(ep) == 0; cleared != tt.cleared || !tt.cleared && ep != nil {
+					t.Errorf("%s: entrypoint = %#v, want cleared=%v", step, ep, tt.cleared)
+				}
+			}
+			c := f.Modules["m"].Containers["c"]
+			check("decode", c.Entrypoint)
+
+			// applied.json records the file as JSON.
+			b, err := json.Marshal(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back File
+			if err := json.Unmarshal(b, &back); err != nil {
+				t.Fatal(err)
+			}
+			check("file JSON round trip "+string(b), back.Modules["m"].Containers["c"].Entrypoint)
+
+			s := c.Spec(c.Image)
+			check("spec", s.Entrypoint)
+			label := s.Encode()
+			if got := strings.Contains(label, `"entrypoint":[]`); got != tt.cleared {
+				t.Errorf("label %s: records an empty entrypoint = %v, want %v", label, got, tt.cleared)
+			}
+			have, err := DecodeSpec(label)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check("recorded spec", have.Entrypoint)
+			if d := Diff(have, s); len(d) != 0 {
+				t.Errorf("Diff after round trip = %q", d)
+			}
+			// And the other way round is a change.
+			other := *c
+			if tt.cleared {
+				other.Entrypoint = nil
+			} else {
+				other.Entrypoint = []string{}
+			}
+			if d := Diff(have, other.Spec(c.Image)); !slices.Equal(d, []string{"entrypoint"}) {
+				t.Errorf("Diff(%s, other) = %q, want [entrypoint]", label, d)
+			}
+		})
+	}
+}
+
+// TestEntrypointClearedFromOlderMeshctl: a version 1 spec recorded an empty
+// entrypoint as none, so its none is no reason to recreate a container whose
+// file says "entrypoint: []"; a real entrypoint still is.
+func TestEntrypointClearedFromOlderMeshctl(t *testing.T) {
+	want := (&Container{Image: "x", Entrypoint: []string{}}).Spec("x")
+	for _, label := range []string{`{"v":1,"image":"x"}`, `{"v":1,"image":"x","entrypoint":[]}`, `{"image":"x"}`} {
+		have, err := DecodeSpec(label)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d := Diff(have, want); len(d) != 0 {
+			t.Errorf("Diff(%s, cleared) = %q, want none", label, d)
+		}
+	}
+	have, err := DecodeSpec(`{"v":1,"image":"x","entrypoint":["/bin/sh"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := Diff(have, want); !slices.Equal(d, []string{"entrypoint"}) {
+		t.Errorf("Diff = %q, want [entrypoint]", d)
 	}
 }
