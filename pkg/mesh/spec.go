@@ -31,8 +31,8 @@ const clearedEntrypointVersion = 2
 // Env values are recorded as hashes: the label repeats no secret, and a diff
 // names the variable, never its value.
 type Spec struct {
-	V          int               `json:"v"`
-	Image      string            `json:"image"`
+	V     int    `json:"v"`
+	Image string `json:"image"`
 	// Entrypoint is nil for the image's, empty (recorded as []) to clear it.
 	Entrypoint []string          `json:"entrypoint,omitzero"`
 	Command    []string          `json:"command,omitempty"`
