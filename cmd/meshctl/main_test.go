@@ -157,8 +157,7 @@ var (
 func cmdLock(ts *testscript.TestScript, neg bool, args []string) {
 	d, err := state.Open(ts.Getenv("MESHCTL_STATE_DIR"))
 	ts.Check(err)
-	state.Command = "meshctl test-holder"
-	l, err := d.Lock(context.Background(), args[0], state.LockOptions{})
+	l, err := d.Lock(context.Background(), args[0], state.LockOptions{Command: "meshctl test-holder"})
 	ts.Check(err)
 	key := ts.Getenv("WORK") + "/" + args[0]
 	heldMu.Lock()

@@ -8,8 +8,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-
-	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // Exit statuses of CONTRACT §3.
@@ -50,7 +48,6 @@ func (e *SilentError) ExitCode() int { return e.Code }
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	state.Command = "meshctl " + strings.Join(os.Args[1:], " ")
 	return Run(ctx, NewEnv(os.Stdin, os.Stdout, os.Stderr), os.Args[1:])
 }
 

@@ -9,14 +9,15 @@
 package state
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // Version is the only document version this meshctl reads and writes.
@@ -42,6 +43,17 @@ func DefaultPath() string {
 // Dir is an opened, permission-checked state directory.
 type Dir struct {
 	path string
+	// readOnly is set by Peek: the directory is only read, never created
+	// or written, and takes no lock.
+	readOnly bool
+	// missing is set by Peek when the directory does not exist: it reads
+	// as empty.
+	missing bool
+	// fsync makes a directory's entries durable (syncDir); tests record it.
+	fsync func(dir string) error
+	// beforeRename, if set, runs in Write between the temp file's fsync and
+	// its rename: tests kill a writer there.
+	beforeRename func(tmp string)
 }
 
 // DirError reports a state directory meshctl refuses to use; it is bad
@@ -67,6 +79,18 @@ func (e *DirError) ExitCode() int { return 2 }
 // missing parents) when it does not exist. It refuses a directory that is
 // group- or world-writable or owned by another user.
 func Open(path string) (*Dir, error) {
+	return open(path, false, syncDir)
+}
+
+// Peek checks the state directory at path for reading only: it never
+// creates it, nor anything in it, and the Dir it returns takes no lock. A
+// missing directory reads as empty (see Exists). It is for the commands
+// that must change nothing: status and apply --dry-run.
+func Peek(path string) (*Dir, error) {
+	return open(path, true, syncDir)
+}
+
+func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 	if path == "" {
 		return nil, &DirError{Path: `""`, Reason: "is empty", Fix: "set --state-dir"}
 	}
@@ -74,12 +98,13 @@ func Open(path string) (*Dir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", path, err)
 	}
+	d := &Dir{path: abs, readOnly: readOnly, fsync: fsync}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
-		if err := os.MkdirAll(abs, 0o700); err != nil {
-			return nil, fmt.Errorf("create state dir %s: %w", abs, err)
+		if readOnly {
+			d.missing = true
+			return d, nil
 		}
-		// MkdirAll honours the umask; the contract says 0700 exactly.
-		if err := os.Chmod(abs, 0o700); err != nil {
+		if err := d.mkdirAll(abs); err != nil {
 			return nil, fmt.Errorf("create state dir %s: %w", abs, err)
 		}
 	}
@@ -93,8 +118,53 @@ func Open(path string) (*Dir, error) {
 	if err := checkOwner(abs, fi); err != nil {
 		return nil, err
 	}
-	return &Dir{path: abs}, nil
+	return d, nil
 }
+
+// mkdirAll creates dir and its missing parents, mode 0700, and fsyncs the
+// parent of each directory it creates, so that a crash cannot lose a
+// directory that files were then written into.
+func (d *Dir) mkdirAll(dir string) error {
+	var missing []string
+	for p := dir; ; p = filepath.Dir(p) {
+		_, err := os.Stat(p)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, p)
+		if filepath.Dir(p) == p {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+			return err
+		}
+		// Mkdir honours the umask; the contract says 0700 exactly.
+		if err := os.Chmod(missing[i], 0o700); err != nil {
+			return err
+		}
+		if err := d.syncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// syncDir fsyncs the directory dir.
+func (d *Dir) syncDir(dir string) error {
+	if d.fsync == nil {
+		return syncDir(dir)
+	}
+	return d.fsync(dir)
+}
+
+// Exists reports whether the directory exists: false only for a Dir from
+// Peek whose directory is missing.
+func (d *Dir) Exists() bool { return !d.missing }
 
 func checkOwner(path string, fi os.FileInfo) error {
 	if fi.Mode().Perm()&0o022 != 0 {
@@ -136,23 +206,42 @@ type idDoc struct {
 // ID returns the state directory's identity, made once at random. meshctl
 // labels the containers it manages with it, so that two state directories
 // on one engine (a test run beside a host's own) never take each other's
-// containers for their own.
+// containers for their own. It is made under the lock "id", like every other
+// write, so that the temp file of a writer killed mid-write is removed by
+// the next one.
 func (d *Dir) ID() (string, error) {
-	var doc idDoc
-	for range 3 {
-		ok, err := d.Read(idFile, &doc)
-		if err != nil {
-			return "", err
-		}
-		if ok && doc.ID != "" {
-			return doc.ID, nil
-		}
-		if err := d.createID(); err != nil {
-			return "", err
-		}
+	if id, ok, err := d.PeekID(); err != nil || ok {
+		return id, err
 	}
-	return "", fmt.Errorf("state dir %s: cannot create %s", d.path, idFile)
+	if d.readOnly {
+		return "", fmt.Errorf("state dir %s has no identity yet, and was opened read-only", d.path)
+	}
+	l, err := d.Lock(context.Background(), idLock, LockOptions{Timeout: idLockWait, What: "state dir identity lock"})
+	if err != nil {
+		return "", err
+	}
+	defer l.Unlock()
+	// Re-check under the lock: another process may have made it meanwhile.
+	var doc idDoc
+	if ok, err := l.Read(idFile, &doc); err != nil || ok && doc.ID != "" {
+		return doc.ID, err
+	}
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	doc.ID = hex.EncodeToString(b)
+	if err := l.Write(idFile, &doc); err != nil {
+		return "", err
+	}
+	return doc.ID, nil
 }
+
+// The identity is made under its own lock, held for one small write.
+const (
+	idLock     = "id"
+	idLockWait = 30 * time.Second
+)
 
 // PeekID returns the state directory's identity if it has one yet, without
 // making one (for a dry run, which must change nothing).
@@ -160,39 +249,4 @@ func (d *Dir) PeekID() (string, bool, error) {
 	var doc idDoc
 	ok, err := d.Read(idFile, &doc)
 	return doc.ID, ok && doc.ID != "", err
-}
-
-// createID writes a new identity without a lock: the file is made whole
-// beside its place and hard-linked into it, which fails if another process
-// won the race (its identity then stands).
-func (d *Dir) createID() error {
-	b := make([]byte, 8)
-	if _, err := rand.Read(b); err != nil {
-		return err
-	}
-	doc := idDoc{Header: Header{Version: Version}, ID: hex.EncodeToString(b)}
-	data, err := json.Marshal(doc)
-	if err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(d.path, "."+idFile+".tmp-id-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(data, '\n')); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Link(tmp.Name(), filepath.Join(d.path, idFile)); err != nil && !errors.Is(err, os.ErrExist) {
-		return err
-	}
-	return syncDir(d.path)
 }

@@ -45,13 +45,20 @@ func (e *FileError) ExitCode() int { return 2 }
 
 // Read reads the file name into doc without a lock: a snapshot, which is
 // always whole because writers replace files by rename. A missing file leaves
-// doc as it is (its zero value) and reports false.
+// doc as it is (its zero value) and reports false. A file that cannot be
+// read (a symlink, a directory or FIFO in its place, no permission, a
+// symlinked directory on its path) is a *FileError.
 func (d *Dir) Read(name string, doc Document) (bool, error) {
 	p, err := d.join(name)
 	if err != nil {
 		return false, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	if err := d.checkParents(p); err != nil {
+		return false, err
+	}
+	// O_NONBLOCK: a FIFO in a file's place must not block the open; it is
+	// refused below, as not a regular file.
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
@@ -59,12 +66,19 @@ func (d *Dir) Read(name string, doc Document) (bool, error) {
 		return false, symlinkError(p)
 	}
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", p, err)
+		return false, unreadable(p, err)
 	}
 	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, unreadable(p, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return false, &FileError{Path: p, Err: fmt.Errorf("is not a regular file (%s); it was left as it is: move it aside", fi.Mode().Type())}
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", p, err)
+		return false, unreadable(p, err)
 	}
 	if len(data) > maxFileSize {
 		return false, &FileError{Path: p, Err: errors.New("is larger than 64 MiB; it was left as it is")}
@@ -73,6 +87,40 @@ func (d *Dir) Read(name string, doc Document) (bool, error) {
 		return false, &FileError{Path: p, Err: fmt.Errorf("cannot be read: %w; it was left as it is: fix it or move it aside", err)}
 	}
 	return true, nil
+}
+
+func unreadable(p string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return &FileError{Path: p, Err: fmt.Errorf("cannot be read: %w; it was left as it is: fix it or move it aside", err)}
+}
+
+// checkParents refuses a path inside the directory whose intermediate
+// directories (ledger/ …) are symlinks or not directories: O_NOFOLLOW guards
+// only the last component. A missing one is fine: the file is missing too.
+func (d *Dir) checkParents(p string) error {
+	rel, err := filepath.Rel(d.path, filepath.Dir(p))
+	if err != nil || rel == "." {
+		return err
+	}
+	cur := d.path
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			return nil
+		case err != nil:
+			return unreadable(cur, err)
+		case fi.Mode()&os.ModeSymlink != 0:
+			return symlinkError(cur)
+		case !fi.IsDir():
+			return &FileError{Path: cur, Err: errors.New("is not a directory; move it aside")}
+		}
+	}
+	return nil
 }
 
 // decode checks the version, then decodes strictly: an unknown field is an
@@ -151,6 +199,9 @@ func (l *Lock) Write(name string, doc Document) error {
 	if err := tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", p, err)
 	}
+	if l.dir.beforeRename != nil {
+		l.dir.beforeRename(tmpName)
+	}
 	if err := refuseSymlink(p); err != nil {
 		return err
 	}
@@ -158,7 +209,7 @@ func (l *Lock) Write(name string, doc Document) error {
 		return fmt.Errorf("rename %s: %w", tmpName, err)
 	}
 	ok = true
-	return syncDir(dir)
+	return l.dir.syncDir(dir)
 }
 
 // Remove deletes the file name under the lock (a missing file is fine).
@@ -170,7 +221,7 @@ func (l *Lock) Remove(name string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	return syncDir(filepath.Dir(p))
+	return l.dir.syncDir(filepath.Dir(p))
 }
 
 // Update is the one helper for changing a single file: it takes the lock,
@@ -194,10 +245,14 @@ func Update(ctx context.Context, d *Dir, lock, name string, opts LockOptions, do
 
 // List returns the names of the regular files in the subdirectory sub of the
 // state directory whose names end in suffix, sorted. Temp and lock files are
-// skipped; a missing subdirectory is empty.
+// skipped; a missing subdirectory is empty, a symlinked one refused.
 func (d *Dir) List(sub, suffix string) ([]string, error) {
 	p, err := d.join(sub)
 	if err != nil {
+		return nil, err
+	}
+	// The subdirectory itself is checked as a parent of what is in it.
+	if err := d.checkParents(filepath.Join(p, "x")); err != nil {
 		return nil, err
 	}
 	entries, err := os.ReadDir(p)
@@ -205,7 +260,7 @@ func (d *Dir) List(sub, suffix string) ([]string, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, unreadable(p, err)
 	}
 	var names []string
 	for _, e := range entries {
@@ -227,7 +282,8 @@ func (d *Dir) mkdirFor(p string) error {
 		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("create %s: %w", dir, err)
 		}
-		return nil
+		// The new directory's entry is durable before files go into it.
+		return d.syncDir(d.path)
 	case err != nil:
 		return err
 	case fi.Mode()&os.ModeSymlink != 0:

@@ -54,16 +54,24 @@ type Lock struct {
 	f    *os.File
 }
 
-// Command is the description of this process written into the lock files it
-// takes ("meshctl apply -f mesh.yaml"); the CLI sets it once at start.
-var Command = strings.Join(os.Args, " ")
-
 // LockOptions says how long to wait for a lock and how to describe it.
 type LockOptions struct {
 	// Timeout is how long to wait; 0 tries once.
 	Timeout time.Duration
 	// What names the lock in a busy error ("state lock"); default the file name.
 	What string
+	// Command describes the holder in the lock file, for the busy errors of
+	// others; default this process's command line (CommandLine(os.Args)).
+	Command string
+}
+
+// CommandLine describes a process by its arguments for a lock file: the
+// program's base name and its arguments, "meshctl apply -f mesh.yaml".
+func CommandLine(args []string) string {
+	if len(args) == 0 {
+		return ""
+	}
+	return strings.Join(append([]string{filepath.Base(args[0])}, args[1:]...), " ")
 }
 
 // Lock takes the exclusive lock name (a file "name.lock" in the directory),
@@ -72,6 +80,9 @@ type LockOptions struct {
 // held: every writer of those files holds this lock, so any left over are
 // from a process that died mid-write.
 func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
+	if d.readOnly {
+		return nil, fmt.Errorf("state dir %s was opened read-only: cannot take its %s lock", d.path, name)
+	}
 	f, err := d.openLockFile(name)
 	if err != nil {
 		return nil, err
@@ -108,7 +119,11 @@ func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, e
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 	l := &Lock{dir: d, name: name, f: f}
-	l.writeHolder()
+	cmd := opts.Command
+	if cmd == "" {
+		cmd = CommandLine(os.Args)
+	}
+	l.writeHolder(cmd)
 	l.removeStaleTemps()
 	return l, nil
 }
@@ -134,12 +149,18 @@ func (d *Dir) Held(name string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err := d.checkParents(p); err != nil {
+		return false, err
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
+	if errors.Is(err, syscall.ELOOP) {
+		return false, symlinkError(p)
+	}
 	if err != nil {
-		return false, fmt.Errorf("open %s: %w", p, err)
+		return false, unreadable(p, err)
 	}
 	defer f.Close()
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
@@ -158,7 +179,10 @@ func (d *Dir) HolderOf(name string) Holder {
 	if err != nil {
 		return Holder{}
 	}
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if d.checkParents(p) != nil {
+		return Holder{}
+	}
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return Holder{}
 	}
@@ -207,13 +231,17 @@ func (d *Dir) openLockFile(name string) (*os.File, error) {
 		if errors.Is(err, syscall.ELOOP) {
 			return nil, symlinkError(p)
 		}
-		return nil, fmt.Errorf("open lock %s: %w", p, err)
+		return nil, &FileError{Path: p, Err: fmt.Errorf("cannot be opened as a lock file: %w; move it aside", err)}
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, &FileError{Path: p, Err: errors.New("is not a regular file; move it aside")}
 	}
 	return f, nil
 }
 
-func (l *Lock) writeHolder() {
-	h := Holder{PID: os.Getpid(), Command: Command, Since: time.Now().UTC().Truncate(time.Second)}
+func (l *Lock) writeHolder(cmd string) {
+	h := Holder{PID: os.Getpid(), Command: cmd, Since: time.Now().UTC().Truncate(time.Second)}
 	b, _ := json.Marshal(h)
 	// Best effort: the holder line only serves error messages.
 	if err := l.f.Truncate(0); err == nil {

@@ -26,6 +26,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childIncrement())
 	case "churn":
 		os.Exit(childChurn())
+	case "stall":
+		os.Exit(childStall())
 	}
 	os.Exit(m.Run())
 }

@@ -178,8 +178,7 @@ func TestNeverFollowsSymlinks(t *testing.T) {
 
 func TestBusyNamesHolderAndHonoursTimeout(t *testing.T) {
 	d := openTemp(t)
-	Command = "meshctl apply -f x.yaml"
-	l, err := d.Lock(context.Background(), "state", LockOptions{})
+	l, err := d.Lock(context.Background(), "state", LockOptions{Command: "meshctl apply -f x.yaml"})
 	if err != nil {
 		t.Fatal(err)
 	}
