@@ -93,7 +93,11 @@
 // module's next record drops it from the index. Killed before the catalog,
 // the chunk is still kept, and the next flush archives it; a segment no
 // catalog names is removed then. A request writes the index (which issues
-// the ids) before plans.json.
+// the ids) before plans.json. Killed between the two, its builds are pending
+// in the index only: a plan counts the pending builds that name it, so it
+// does not read settled, and the plan's next request writes plans.json
+// whole. Settled is computed, never stored, and a plan with no build is not
+// settled.
 //
 // Readers: Current reads only the module's head, a lock-free snapshot, for
 // apply. List and Plan read several files and so take the lock.

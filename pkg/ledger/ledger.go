@@ -224,6 +224,8 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 	if plan != "" {
 		i := slices.IndexFunc(plans.Plans, func(p planRec) bool { return p.ID == plan })
 		if i >= 0 {
+			// Repair a plans.json that a kill kept from following the index.
+			plans.Plans[i] = withPending(plans.Plans[i], idx)
 			pr = &plans.Plans[i]
 		} else {
 			// An old plan, out of plans.json: find it from its builds.
@@ -291,6 +293,25 @@ func (l *Ledger) trimPlans(plans []planRec, idx *indexDoc) []planRec {
 	}
 	slices.Reverse(out)
 	return out
+}
+
+// withPending adds to pr the pending builds of the index that name its plan
+// and that it lacks. The index is written before plans.json, so a request
+// killed between the two has issued builds that only the index knows; the
+// plan must count them, or it would read settled while they are pending.
+func withPending(pr planRec, idx *indexDoc) planRec {
+	var extra []planBuild
+	for id, p := range idx.Pending {
+		if p.Plan == pr.ID && !slices.ContainsFunc(pr.Builds, func(b planBuild) bool { return b.ID == id }) {
+			extra = append(extra, planBuild{ID: id, Module: p.Module})
+		}
+	}
+	if len(extra) == 0 {
+		return pr
+	}
+	sort.Slice(extra, func(i, j int) bool { return extra[i].ID < extra[j].ID })
+	pr.Builds = append(slices.Clone(pr.Builds), extra...)
+	return pr
 }
 
 // derivePlan rebuilds the record of plan from the plan ids its builds carry:
@@ -685,7 +706,7 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 	}
 	var pr planRec
 	if i := slices.IndexFunc(plans.Plans, func(p planRec) bool { return p.ID == id }); i >= 0 {
-		pr = plans.Plans[i]
+		pr = withPending(plans.Plans[i], idx)
 	} else {
 		var ok bool
 		if pr, ok, err = derivePlan(lk, idx, id); err != nil {
@@ -695,7 +716,9 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 			return Plan{}, &UnknownError{Kind: "plan", ID: id}
 		}
 	}
-	out := Plan{ID: pr.ID, RequestedAt: pr.RequestedAt, Settled: true}
+	// Settled is computed from the builds, never stored: a plan with no
+	// build has nothing recorded, and one with a build pending is open.
+	out := Plan{ID: pr.ID, RequestedAt: pr.RequestedAt, Settled: len(pr.Builds) > 0}
 	mods := map[string]*moduleDoc{}
 	for _, pb := range pr.Builds {
 		mod, ok := mods[pb.Module]
