@@ -87,3 +87,16 @@ func LoadApplied(d *state.Dir) (*Applied, bool, error) {
 	ok, err := d.Read(AppliedFile, &a)
 	return &a, ok, err
 }
+
+// CheckRecords reads, under the state lock, the two files an apply replaces
+// (applied.json and last-apply.json), discarding what they hold. A file this
+// meshctl cannot use (it does not parse, or a newer meshctl wrote it) is a
+// *state.FileError naming it (exit 2): the apply must stop before it changes
+// anything, and never overwrite it. Call it before carrying out the plan.
+func CheckRecords(lock *state.Lock) error {
+	if _, err := lock.Read(AppliedFile, &Applied{}); err != nil {
+		return err
+	}
+	_, err := lock.Read(ReportFile, &LastReport{})
+	return err
+}
