@@ -106,7 +106,7 @@ func (d Desired) EngineSpec(scope string) engine.Spec {
 	}
 	return engine.Spec{
 		Image:       d.Image,
-		Entrypoint:  slices.Clone(d.Def.Entrypoint),
+		Entrypoint:  slices.Clone(d.Def.Entrypoint), // keeps [] (clear the image's) apart from nil
 		Cmd:         slices.Clone(d.Def.Command),
 		Env:         envList(d.Def.Env),
 		Binds:       slices.Clone(d.Def.Volumes),
