@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -34,21 +36,56 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // (state.BusyError → 3, mesh.DecodeError → 2, ledger.ConflictError → 4 …).
 type exitCoder interface{ ExitCode() int }
 
-// SilentError carries an exit status whose explanation the command has
-// already printed (a window whose step failed, an apply with a failed
-// container): Main prints nothing more.
-type SilentError struct{ Code int }
-
-func (e *SilentError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
-
-// ExitCode returns the carried status.
-func (e *SilentError) ExitCode() int { return e.Code }
-
 // Main runs meshctl with the process's arguments and returns its exit status.
 func Main() int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, NewEnv(os.Stdin, os.Stdout, os.Stderr), os.Args[1:])
+	// A reader that goes away (meshctl … | head -1, a log shipper that dies)
+	// must not kill meshctl mid-apply or mid-window: with SIGPIPE notified,
+	// a write to the closed pipe returns EPIPE instead. Notified, not
+	// ignored: an ignored signal would stay ignored in the programs meshctl
+	// execs, a notified one is reset to its default there. The channel is
+	// never read; a full one drops the signal.
+	sigpipe := make(chan os.Signal, 1)
+	signal.Notify(sigpipe, syscall.SIGPIPE)
+	defer signal.Stop(sigpipe)
+	stdout, stderr := &outputWriter{w: os.Stdout}, &outputWriter{w: os.Stderr}
+	code := Run(ctx, NewEnv(os.Stdin, stdout, stderr), os.Args[1:])
+	// The exit status is the work's: results that could not be written do
+	// not undo an apply that was done. A reader that left (EPIPE) chose to;
+	// any other failure is said, if stderr still works.
+	if err := stdout.Err(); err != nil && !errors.Is(err, syscall.EPIPE) {
+		fmt.Fprintf(stderr, "meshctl: writing the result to stdout: %v\n", err)
+	}
+	return code
+}
+
+// outputWriter is stdout or stderr as the commands see it: a failed write (a
+// closed pipe, a full disk) is kept for Main, not returned, so that no
+// output error fails or interrupts the work, and later writes are dropped.
+// It is safe for concurrent use (an apply's workers report progress).
+type outputWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+func (o *outputWriter) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.err == nil {
+		if _, err := o.w.Write(p); err != nil {
+			o.err = err
+		}
+	}
+	return len(p), nil
+}
+
+// Err returns the first write error, nil if none.
+func (o *outputWriter) Err() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.err
 }
 
 // Run runs meshctl with args in env and returns its exit status. Each error
@@ -60,16 +97,12 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	if err == nil {
 		return exitOK
 	}
-	code := exitCode(ctx, err)
-	var silent *SilentError
-	if !errors.As(err, &silent) {
-		fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)
-		var usage *UsageError
-		if errors.As(err, &usage) && usage.Cmd != "" {
-			fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", usage.Cmd)
-		}
+	fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)
+	var usage *UsageError
+	if errors.As(err, &usage) && usage.Cmd != "" {
+		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", usage.Cmd)
 	}
-	return code
+	return exitCode(ctx, err)
 }
 
 // exitCode maps an error to the exit status of CONTRACT §3; this is the one
@@ -88,8 +121,12 @@ func exitCode(ctx context.Context, err error) int {
 		return exitInterrupted
 	case strings.HasPrefix(err.Error(), "unknown command"),
 		strings.HasPrefix(err.Error(), "unknown flag"),
-		strings.HasPrefix(err.Error(), "unknown shorthand flag"):
-		// cobra's own usage errors are untyped.
+		strings.HasPrefix(err.Error(), "unknown shorthand flag"),
+		strings.HasPrefix(err.Error(), "if any flags in the group"),
+		strings.HasPrefix(err.Error(), "at least one of the flags in the group"),
+		strings.HasPrefix(err.Error(), "required flag"):
+		// cobra's own usage errors are untyped: those of flag groups
+		// (--quiet with --verbose) do not pass through SetFlagErrorFunc.
 		return exitUsage
 	default:
 		return exitFailed
