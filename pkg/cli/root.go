@@ -4,8 +4,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/state"
@@ -65,7 +68,93 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	for _, add := range commands {
 		root.AddCommand(add(env))
 	}
+	root.SetHelpCommand(newHelpCmd())
+	root.InitDefaultCompletionCmd() // now, not at Execute, for strictGroups to see it
+	strictGroups(root)
 	return root
+}
+
+// strictGroups makes meshctl and each command group (window, build) refuse
+// words that are none of their subcommands: exit 2, the error and a "did
+// you mean" on stderr, nothing on stdout. Cobra's default prints the help on
+// stdout and exits 0, so a mistyped cron line would "succeed" every night.
+//
+// A bare group ("meshctl window") is refused alike, its usage printed on
+// stderr: a cron line or script that names no subcommand is a mistake too.
+// Only a bare "meshctl" prints its help on stdout and exits 0.
+func strictGroups(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		strictGroups(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = groupArgs
+	c.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if !cmd.HasParent() && len(args) == 0 {
+			return cmd.Help()
+		}
+		return groupArgs(cmd, args) // not reached: cobra checks Args first
+	}
+}
+
+// groupArgs is the Args of a command group: no word after it is valid, since
+// cobra has already matched every subcommand.
+func groupArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		if !cmd.HasParent() {
+			return nil
+		}
+		fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+		return &UsageError{Err: fmt.Errorf("%s needs a subcommand: %s", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", ")), Cmd: cmd.CommandPath()}
+	}
+	return unknownCommand(cmd, args[0])
+}
+
+// unknownCommand is the usage error for a word that is none of cmd's
+// subcommands, with the nearest ones as suggestions.
+func unknownCommand(cmd *cobra.Command, word string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", word, cmd.CommandPath())
+	if s := cmd.SuggestionsFor(word); len(s) > 0 {
+		for i := range s {
+			s[i] = strconv.Quote(s[i])
+		}
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	} else {
+		msg += fmt.Sprintf("; it has: %s", strings.Join(subcommandNames(cmd), ", "))
+	}
+	return &UsageError{Err: errors.New(msg), Cmd: cmd.CommandPath()}
+}
+
+// subcommandNames are the names of cmd's visible subcommands.
+func subcommandNames(cmd *cobra.Command) []string {
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	return names
+}
+
+// newHelpCmd replaces cobra's help command, which prints the root's help and
+// exits 0 for a topic it does not know.
+func newHelpCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil {
+				return &UsageError{Err: err, Cmd: "meshctl help"}
+			}
+			if len(rest) > 0 && target.HasSubCommands() {
+				return unknownCommand(target, rest[0])
+			}
+			return target.Help()
+		},
+	}
 }
 
 // commands are the constructors of the domain commands, each registered by

@@ -28,10 +28,13 @@ process is gone and no step container runs: the next apply or window releases
 it and its containers are converged as usual).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.history < 0 {
+				return &UsageError{Err: fmt.Errorf("--history must be 0 or more, not %d", opts.history), Cmd: cmd.CommandPath()}
+			}
 			return runWindowList(cmd.Context(), env, opts)
 		},
 	}
-	cmd.Flags().IntVar(&opts.history, "history", 20, "how many closed windows to show")
+	cmd.Flags().IntVar(&opts.history, "history", 20, "how many closed windows to show (0: none)")
 	return cmd
 }
 
