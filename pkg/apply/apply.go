@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -27,6 +29,9 @@ type Options struct {
 	Now      func() time.Time
 	// Progress reports what apply does, one line at a time (stderr).
 	Progress func(format string, args ...any)
+	// Warn reports what the operator should act on, even under -q;
+	// default Progress.
+	Warn func(format string, args ...any)
 }
 
 // ConflictError is an apply refused before any change because an unmanaged
@@ -58,6 +63,8 @@ func (e *FailedError) ExitCode() int { return 1 }
 // and if it needs an image the engine lacks, the lock is released, the image
 // pulled, and the plan made again. A slow pull never holds up a window's
 // open or close, and a no-op apply costs two engine requests (ping, list).
+// Every artifact: is resolved where the plan is made, under the lock, and so
+// again after every pull: a build recorded while this apply pulled wins.
 func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*Report, error) {
 	if opts.Parallel < 1 {
 		opts.Parallel = 1
@@ -68,6 +75,11 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	if opts.Progress == nil {
 		opts.Progress = func(string, ...any) {}
 	}
+	if opts.Warn == nil {
+		opts.Warn = opts.Progress
+	}
+	// Resolved once before anything is touched: a module without a current
+	// build fails here, with nothing changed.
 	desired, err := Desire(opts.File, opts.Resolve, nil)
 	if err != nil {
 		return nil, err
@@ -81,67 +93,113 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	if err != nil {
 		return nil, err
 	}
-	tried := map[string]error{} // images pulled (or failed to) by this apply
-	if err := pullAlways(ctx, eng, desired, opts, tried); err != nil {
-		return nil, err
+	p := &pulls{eng: eng, opts: opts, tried: map[string]error{}, ids: map[string]string{}}
+	for i := range desired {
+		if desired[i].Def.PullPolicy() == "always" {
+			if err := p.pullAlways(ctx, desired[i].Image); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if !opts.DryRun {
+		p.stepImages(ctx, opts.File)
 	}
 	for {
-		rep, missing, err := runLocked(ctx, d, eng, scope, desired, opts, tried)
+		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
 		if len(missing) == 0 || opts.DryRun {
 			return rep, err
 		}
 		for _, ref := range missing {
-			opts.Progress("pulling %s\n", ref)
-			tried[ref] = eng.Pull(ctx, ref, nil)
-			if tried[ref] != nil {
-				opts.Progress("pull %s failed: %v\n", ref, tried[ref])
-			}
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			if err := p.pullMissing(ctx, ref); err != nil {
+				return nil, err
 			}
 		}
 	}
 }
 
-// pullAlways pulls, without the lock, the images of pull: always containers
-// (a dry run changes no image: it compares with what the engine has), and
-// notes on each the id its tag names now.
-func pullAlways(ctx context.Context, eng engine.Client, desired []Desired, opts Options, tried map[string]error) error {
-	ids := map[string]string{}
-	for i := range desired {
-		d := &desired[i]
-		if d.Def.PullPolicy() != "always" {
-			continue
-		}
-		ref := d.Image
-		if _, done := ids[ref]; !done {
-			if _, pulled := tried[ref]; !pulled && !opts.DryRun {
-				opts.Progress("pulling %s\n", ref)
-				tried[ref] = eng.Pull(ctx, ref, nil)
-				if tried[ref] != nil {
-					opts.Progress("pull %s failed: %v\n", ref, tried[ref])
-				}
-			}
-			id, err := eng.ImageID(ctx, ref)
-			if err != nil && !engine.IsNotFound(err) {
-				return fmt.Errorf("image %s: %w", ref, err)
-			}
-			if tried[ref] != nil && id != "" {
-				// The registry is away, the image is here: run what we have.
-				opts.Progress("using the local %s\n", ref)
-				tried[ref] = nil
-			}
-			ids[ref] = id
-		}
-		d.PulledID = ids[ref]
+// pulls is what one apply pulled, and what the tags it pulls named then.
+type pulls struct {
+	eng  engine.Client
+	opts Options
+	// tried holds each image this apply pulled, or failed to.
+	tried map[string]error
+	// ids holds, for pull: always images, the id their tag names now.
+	ids    map[string]string
+	always map[string]bool
+}
+
+// pull pulls ref once for this apply.
+func (p *pulls) pull(ctx context.Context, ref string) {
+	if _, done := p.tried[ref]; done {
+		return
 	}
+	p.opts.Progress("pulling %s\n", ref)
+	p.tried[ref] = p.eng.Pull(ctx, ref, nil)
+	if p.tried[ref] != nil {
+		p.opts.Progress("pull %s failed: %v\n", ref, p.tried[ref])
+	}
+}
+
+// pullAlways pulls a pull: always image (a dry run changes no image: it
+// compares with what the engine has) and notes the id its tag names now.
+func (p *pulls) pullAlways(ctx context.Context, ref string) error {
+	if _, done := p.ids[ref]; done {
+		return nil
+	}
+	if !p.opts.DryRun {
+		p.pull(ctx, ref)
+	}
+	id, err := p.eng.ImageID(ctx, ref)
+	if err != nil && !engine.IsNotFound(err) {
+		return fmt.Errorf("image %s: %w", ref, err)
+	}
+	if p.tried[ref] != nil && id != "" {
+		// The registry is away, the image is here: run what we have.
+		p.opts.Progress("using the local %s\n", ref)
+		p.tried[ref] = nil
+	}
+	p.ids[ref] = id
 	return ctx.Err()
+}
+
+// pullMissing pulls an image the plan found missing.
+func (p *pulls) pullMissing(ctx context.Context, ref string) error {
+	if p.always[ref] {
+		return p.pullAlways(ctx, ref)
+	}
+	p.pull(ctx, ref)
+	return ctx.Err()
+}
+
+// stepImages gets ready, without the lock, the image of each step that
+// names its own (run.image): a window refuses to open without its step's
+// image, so an apply says early when it cannot be had. A step's default
+// image is a container's, which the plan gets ready already.
+func (p *pulls) stepImages(ctx context.Context, f *mesh.File) {
+	for _, mn := range f.ModuleNames() {
+		m := f.Modules[mn]
+		for _, sn := range slices.Sorted(maps.Keys(m.Steps)) {
+			st := m.Steps[sn]
+			if st.Run == nil || st.Run.Image == "" {
+				continue
+			}
+			ref := st.Run.Image
+			present, err := p.eng.ImagePresent(ctx, ref)
+			if err == nil && !present {
+				p.pull(ctx, ref)
+				err = p.tried[ref]
+			}
+			if err != nil {
+				p.opts.Warn("step %s/%s: image %s cannot be had (%v); the window will refuse to run until it can\n", mn, sn, ref, err)
+			}
+		}
+	}
 }
 
 // runLocked makes the plan and carries it out under the state lock. It
 // returns, without changing anything, the images the plan needs that are
 // missing and not yet tried.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, desired []Desired, opts Options, tried map[string]error) (*Report, []string, error) {
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*Report, []string, error) {
 	// A dry run reads snapshots and takes no lock: it changes nothing in
 	// the state directory, not even the lock file's holder line.
 	var lock *state.Lock
@@ -163,16 +221,41 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if _, err := read(holds.HistoryFile, &hist); err != nil {
 		return nil, nil, err
 	}
-	observed, err := eng.List(ctx, Managed(scope))
+	// Resolved here, under the lock: "current" is what the ledger says now,
+	// not what it said before a pull that took minutes.
+	desired, err := Desire(opts.File, opts.Resolve, nil)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list containers: %w", err)
+		return nil, nil, err
+	}
+	var newAlways []string
+	for i := range desired {
+		dc := &desired[i]
+		if dc.Def.PullPolicy() != "always" {
+			continue
+		}
+		id, ok := p.ids[dc.Image]
+		if !ok {
+			// An artifact that moved while this apply pulled: pull it too.
+			if p.always == nil {
+				p.always = map[string]bool{}
+			}
+			p.always[dc.Image] = true
+			newAlways = append(newAlways, dc.Image)
+		}
+		dc.PulledID = id
+	}
+	if len(newAlways) > 0 && !opts.DryRun {
+		return nil, newAlways, nil
 	}
 
 	now := opts.Now()
-	live := holds.Liveness{Dir: d, StepRunning: StepRunning(observed)}
-	classified, err := live.Classify(&hd, now)
+	var observed []engine.Container
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
 	if err != nil {
 		return nil, nil, err
+	}
+	if listErr != nil {
+		return nil, nil, fmt.Errorf("list containers: %w", listErr)
 	}
 	rep := &Report{DryRun: opts.DryRun, Containers: []ContainerReport{}, Windows: []holds.View{}}
 	held := map[string]HoldRef{}
@@ -195,38 +278,46 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if len(in.Taken) > 0 {
 		items = Plan(in)
 	}
-	missing, absent, err := missingImages(ctx, eng, items, tried)
+	missing, absent, err := missingImages(ctx, eng, items, p.tried)
 	if err != nil {
 		return nil, nil, err
 	}
 	if len(missing) > 0 && !opts.DryRun {
 		return nil, missing, nil
 	}
-	fillReport(rep, items, absent)
-	rep.Changed = Changes(items)
 	if conflicts := conflictNames(items); len(conflicts) > 0 {
-		rep.Changed = false
+		fillReport(rep, items, absent)
 		rep.EngineCalls = eng.Calls()
 		return rep, nil, &ConflictError{Names: conflicts}
 	}
 	if opts.DryRun {
+		fillReport(rep, items, absent)
+		rep.Changed = Changes(items)
 		rep.EngineCalls = eng.Calls()
 		return rep, nil, nil
 	}
-
 	if len(rep.Released) > 0 {
-		holds.ReleaseStale(&hd, &hist, classified, now)
-		for _, v := range rep.Released {
-			opts.Progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", v.ID, v.Module, v.Step, v.PID)
+		policies := map[string]string{}
+		for i := range desired {
+			policies[desired[i].Name] = desired[i].EngineSpec(scope).Restart
 		}
-		if err := lock.Write(holds.File, &hd); err != nil {
+		x := Executor{Engine: eng, Scope: scope}
+		back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, opts.Progress)
+		if err != nil {
 			return nil, nil, err
 		}
-		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
-			return nil, nil, err
+		// The released containers run again, as their window's close would
+		// have left them: plan once more from what the engine has now.
+		for i := range observed {
+			if back[observed[i].Name] {
+				observed[i].Running = true
+			}
 		}
-		removeDeadSteps(ctx, eng, scope, classified, observed, opts)
+		in.Observed = observed
+		items = Plan(in)
 	}
+	fillReport(rep, items, absent)
+	rep.Changed = Changes(items)
 
 	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
 	rep.EngineCalls = eng.Calls()
@@ -234,35 +325,6 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		return rep, nil, errors.Join(runErr, err)
 	}
 	return rep, nil, runErr
-}
-
-// removeDeadSteps removes the exited step containers of the stale holds
-// just released: their windows died before they could.
-func removeDeadSteps(ctx context.Context, eng engine.Client, scope string, classified []holds.Classified, observed []engine.Container, opts Options) {
-	for _, c := range classified {
-		if c.State != holds.Stale || c.StepContainer == "" {
-			continue
-		}
-		for _, o := range observed {
-			if o.Name == c.StepContainer && o.Labels[LabelManaged] == scope && o.Labels[LabelRole] == RoleStep && !o.Running {
-				if err := eng.Remove(ctx, o.ID); err != nil && !engine.IsNotFound(err) {
-					opts.Progress("remove the dead window's step container %s: %v\n", o.Name, err)
-				}
-			}
-		}
-	}
-}
-
-// StepRunning answers, from one list call, whether a window's step
-// container still runs.
-func StepRunning(observed []engine.Container) func(string) bool {
-	running := map[string]bool{}
-	for _, c := range observed {
-		if c.Labels[LabelRole] == RoleStep && c.Running {
-			running[c.Name] = true
-		}
-	}
-	return func(name string) bool { return running[name] }
 }
 
 // takenNames asks the engine, for each container the plan would create,
@@ -288,15 +350,22 @@ func takenNames(ctx context.Context, eng engine.Client, scope string, items []It
 	return taken, nil
 }
 
-// missingImages returns the images that creates and recreates need and the
-// engine lacks: to pull (not tried yet, pull policy allows), and absent
+// needsImage reports whether carrying out it needs its image: a create, a
+// recreate, or a change deferred until a window's close, which then must
+// not wait for a pull (or fail on "No such image").
+func needsImage(it Item) bool {
+	return it.Desired != nil && (it.Action == Create || it.Action == Recreate || it.Action == Deferred)
+}
+
+// missingImages returns the images that creates, recreates and deferred
+// changes need and the engine lacks: to pull (not tried yet, pull policy allows), and absent
 // (tried and failed, or pull: never) with why.
 func missingImages(ctx context.Context, eng engine.Client, items []Item, tried map[string]error) ([]string, map[string]string, error) {
 	absent := map[string]string{}
 	var missing []string
 	seen := map[string]bool{}
 	for _, it := range items {
-		if (it.Action != Create && it.Action != Recreate) || seen[it.Desired.Image] {
+		if !needsImage(it) || seen[it.Desired.Image] {
 			continue
 		}
 		ref, policy := it.Desired.Image, it.Desired.Def.PullPolicy()
@@ -343,7 +412,7 @@ func fillReport(rep *Report, items []Item, absent map[string]string) {
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
 		if it.Desired != nil {
 			cr.Build = it.Desired.Build
-			if why, ok := absent[it.Desired.Image]; ok && (it.Action == Create || it.Action == Recreate) {
+			if why, ok := absent[it.Desired.Image]; ok && needsImage(it) {
 				cr.Reasons = append(cr.Reasons, it.Desired.Image+": "+why)
 			}
 		}

@@ -99,6 +99,16 @@ type History struct {
 	Windows []Entry `json:"windows"`
 }
 
+// Has reports whether the history has an entry for window id.
+func (h *History) Has(id string) bool {
+	for _, e := range h.Windows {
+		if e.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Append adds e, dropping the oldest entries past the limit.
 func (h *History) Append(e Entry) {
 	h.Windows = append(h.Windows, e)
@@ -112,7 +122,10 @@ const (
 	Open     = "open"
 	Overdue  = "overdue"  // alive past its deadline: still honoured
 	Orphaned = "orphaned" // its process is gone, its step container still runs: still honoured
-	Stale    = "stale"    // its process is gone and no step container runs: released
+	// Unknown is a window whose process is gone while the engine could not
+	// say whether its step container runs: still honoured (fail closed).
+	Unknown = "unknown"
+	Stale   = "stale" // its process is gone and no step container runs: released
 )
 
 // View is how a hold is reported (CONTRACT §5 and §6).
@@ -129,30 +142,37 @@ type View struct {
 
 // Honoured reports whether a window in this state still holds its
 // containers.
-func Honoured(st string) bool { return st == Open || st == Overdue || st == Orphaned }
-
-// Liveness answers the two questions that decide a hold's state.
-type Liveness struct {
-	Dir *state.Dir
-	// StepRunning reports whether the named step container runs.
-	StepRunning func(name string) bool
+func Honoured(st string) bool {
+	return st == Open || st == Overdue || st == Orphaned || st == Unknown
 }
 
-// StateOf classifies h at time now.
-func (l Liveness) StateOf(h Hold, now time.Time) (string, error) {
-	alive, err := l.Dir.Held(LockName(h.ID))
-	if err != nil {
-		return "", fmt.Errorf("window %s: %w", h.ID, err)
-	}
+// StepsFunc lists the step containers that run, once, and returns whether a
+// named one does; an error means the engine could not say.
+type StepsFunc func() (running func(name string) bool, err error)
+
+// Liveness answers the two questions that decide a hold's state: does the
+// window's process live (its lock), and does its step container run (the
+// engine).
+type Liveness struct {
+	Dir *state.Dir
+}
+
+// stateOf classifies h at time now from whether its window lives and, for a
+// dead window with a step container, what the engine said of it.
+func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now time.Time) string {
 	switch {
 	case alive && now.After(h.Deadline):
-		return Overdue, nil
+		return Overdue
 	case alive:
-		return Open, nil
-	case h.StepContainer != "" && l.StepRunning != nil && l.StepRunning(h.StepContainer):
-		return Orphaned, nil
+		return Open
+	case h.StepContainer == "":
+		return Stale
+	case stepsErr != nil || running == nil:
+		return Unknown
+	case running(h.StepContainer):
+		return Orphaned
 	default:
-		return Stale, nil
+		return Stale
 	}
 }
 
@@ -171,8 +191,11 @@ func (v View) Describe() string {
 	}
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
 		v.OpenedAt.Local().Format("15:04:05"), held)
-	if v.State == Orphaned {
+	switch v.State {
+	case Orphaned:
 		s += " (its process is gone; its step container still runs)"
+	case Unknown:
+		s += " (its process is gone; the engine cannot say whether its step container runs, so the hold stays)"
 	}
 	return s
 }
@@ -183,17 +206,28 @@ type Classified struct {
 	State string
 }
 
-// Classify gives each hold of doc its state.
-func (l Liveness) Classify(doc *Doc, now time.Time) ([]Classified, error) {
-	var out []Classified
-	for _, h := range doc.Holds {
-		st, err := l.StateOf(h, now)
-		if err != nil {
-			return nil, err
+// Classify gives each hold of doc its state. It checks every window's lock
+// first and only then calls steps, exactly once: a window that starts its
+// step container and then dies has done both before its lock reads free, so
+// a listing made after that check sees the container, where one made before
+// it could miss it. When steps fails, a dead window with a step container
+// reads Unknown and stays honoured; stepsErr returns that error so a caller
+// that needs the listing can fail.
+func (l Liveness) Classify(doc *Doc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
+	alive := make([]bool, len(doc.Holds))
+	for i, h := range doc.Holds {
+		if alive[i], err = l.Dir.Held(LockName(h.ID)); err != nil {
+			return nil, nil, fmt.Errorf("window %s: %w", h.ID, err)
 		}
-		out = append(out, Classified{Hold: h, State: st})
 	}
-	return out, nil
+	var running func(string) bool
+	if steps != nil {
+		running, stepsErr = steps()
+	}
+	for i, h := range doc.Holds {
+		out = append(out, Classified{Hold: h, State: stateOf(h, alive[i], running, stepsErr, now)})
+	}
+	return out, stepsErr, nil
 }
 
 // ReleaseStale drops the stale holds from doc and appends each to hist; it
@@ -205,6 +239,12 @@ func ReleaseStale(doc *Doc, hist *History, classified []Classified, now time.Tim
 			continue
 		}
 		doc.Drop(c.ID)
+		if hist.Has(c.ID) {
+			// A window that closed but could not bring everything back left
+			// its hold for the next apply to heal; its entry is written.
+			released = append(released, c)
+			continue
+		}
 		hist.Append(Entry{ID: c.ID, Module: c.Module, Step: c.Step, OpenedAt: c.OpenedAt, ClosedAt: now,
 			Result: Stale, Error: fmt.Sprintf("window process %d died without closing; hold released", c.PID)})
 		released = append(released, c)

@@ -3,6 +3,7 @@ package holds
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -46,7 +47,7 @@ func hold(id string) Hold {
 
 // TestStateOf classifies holds against real flocks: a hold is alive exactly
 // while some open file holds its window lock.
-func TestStateOf(t *testing.T) {
+func TestClassifyStates(t *testing.T) {
 	d := openTemp(t)
 	lockWindow(t, d, "w-alive")
 	// A window that ran and released its lock (the file stays).
@@ -71,25 +72,27 @@ func TestStateOf(t *testing.T) {
 		{"dead, its step container runs, past the deadline", withStep(hold("w-dead")), t0.Add(2 * time.Hour), running, Orphaned},
 		{"dead, its step container exited", withStep(hold("w-dead")), t0, exited, Stale},
 		{"dead, exec step (no step container)", hold("w-dead"), t0, running, Stale},
-		{"dead, engine not asked", withStep(hold("w-dead")), t0, nil, Stale},
+		{"dead, the engine could not say", withStep(hold("w-dead")), t0, nil, Unknown},
 		{"lock file never made", hold("w-never"), t0, exited, Stale},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var asked []string
-			live := Liveness{Dir: d}
-			if tt.running != nil {
-				live.StepRunning = func(name string) bool {
+			steps := func() (func(string) bool, error) {
+				if tt.running == nil {
+					return nil, errors.New("engine away")
+				}
+				return func(name string) bool {
 					asked = append(asked, name)
 					return tt.running(name)
-				}
+				}, nil
 			}
-			got, err := live.StateOf(tt.hold, tt.now)
+			got, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{tt.hold}}, tt.now, steps)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got != tt.want {
-				t.Errorf("state = %s, want %s", got, tt.want)
+			if got[0].State != tt.want {
+				t.Errorf("state = %s, want %s", got[0].State, tt.want)
 			}
 			if tt.hold.StepContainer == "" && len(asked) > 0 {
 				t.Errorf("asked the engine about %v for a hold without a step container", asked)
@@ -103,8 +106,36 @@ func TestStateOf(t *testing.T) {
 	}
 }
 
+// TestClassifyLocksBeforeEngine: the engine is listed once, after every
+// window lock was checked. Here the window dies during the listing, which
+// saw no step container yet: had the listing come first, the lock would then
+// read free and the hold stale, though the window may have started its step
+// container between the two. Checked first, the lock says the window lived.
+func TestClassifyLocksBeforeEngine(t *testing.T) {
+	d := openTemp(t)
+	release := lockWindow(t, d, "w-racing")
+	h := hold("w-racing")
+	h.StepContainer = "meshctl-window.store.garbage-collect"
+	calls := 0
+	steps := func() (func(string) bool, error) {
+		calls++
+		release() // the window dies while the engine is being listed
+		return func(string) bool { return false }, nil
+	}
+	got, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{h, hold("w-other")}}, t0, steps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].State != Open {
+		t.Errorf("state %s, want open: the lock was held when checked", got[0].State)
+	}
+	if calls != 1 {
+		t.Errorf("steps called %d times, want once", calls)
+	}
+}
+
 func TestHonoured(t *testing.T) {
-	for st, want := range map[string]bool{Open: true, Overdue: true, Orphaned: true, Stale: false, "": false} {
+	for st, want := range map[string]bool{Open: true, Overdue: true, Orphaned: true, Unknown: true, Stale: false, "": false} {
 		if got := Honoured(st); got != want {
 			t.Errorf("Honoured(%q) = %v, want %v", st, got, want)
 		}
@@ -152,17 +183,25 @@ func TestKilledWindowTurnsStale(t *testing.T) {
 		t.Fatalf("helper: %q, %v", line, err)
 	}
 
-	live := Liveness{Dir: d, StepRunning: func(string) bool { return false }}
+	stateOf := func(h Hold) (string, error) {
+		c, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{h}}, t0, func() (func(string) bool, error) {
+			return func(string) bool { return false }, nil
+		})
+		if err != nil {
+			return "", err
+		}
+		return c[0].State, nil
+	}
 	h := hold("w-child")
 	h.PID = cmd.Process.Pid
-	if st, err := live.StateOf(h, t0); err != nil || st != Open {
+	if st, err := stateOf(h); err != nil || st != Open {
 		t.Fatalf("while the window lives: %s, %v; want open", st, err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = cmd.Wait()
-	if st, err := live.StateOf(h, t0); err != nil || st != Stale {
+	if st, err := stateOf(h); err != nil || st != Stale {
 		t.Fatalf("after SIGKILL: %s, %v; want stale", st, err)
 	}
 }
@@ -181,8 +220,11 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 	stale.Module, stale.PID = "third", 777
 	doc := &Doc{Holds: []Hold{hold("w-open"), overdue, orphan, stale}}
 
-	live := Liveness{Dir: d, StepRunning: func(n string) bool { return n == "meshctl-window.other.gc" }}
-	classified, err := live.Classify(doc, t0)
+	live := Liveness{Dir: d}
+	steps := func() (func(string) bool, error) {
+		return func(n string) bool { return n == "meshctl-window.other.gc" }, nil
+	}
+	classified, _, err := live.Classify(doc, t0, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +262,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 	}
 
 	// Released once: a second pass finds nothing more to release.
-	classified, err = live.Classify(doc, now)
+	classified, _, err = live.Classify(doc, now, steps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,15 @@ type LastApply struct {
 
 // Get reads the state directory's snapshots (no lock) and lists the managed
 // containers in one engine call.
+//
+// It creates nothing, not even the state directory's identity. A state
+// directory that does not exist (state.Peek) reads as nothing applied yet,
+// without an engine call: eng may then be nil.
 func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
+	if !d.Exists() {
+		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
+			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}, nil
+	}
 	applied, _, err := apply.LoadApplied(d)
 	if err != nil {
 		return nil, err
@@ -77,23 +85,28 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	if _, err := d.Read(holds.File, &hd); err != nil {
 		return nil, err
 	}
-	scope, err := d.ID()
+	scope, ok, err := d.PeekID()
 	if err != nil {
 		return nil, err
 	}
-	observed, err := eng.List(ctx, apply.Managed(scope))
+	if !ok {
+		// No apply made an identity yet: no container is this directory's.
+		scope = "none-yet"
+	}
+	// Window locks first, then the one engine listing (holds.Liveness).
+	var observed []engine.Container
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, apply.Observe(ctx, eng, scope, &observed))
 	if err != nil {
 		return nil, err
+	}
+	if listErr != nil {
+		return nil, listErr
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
 		if c.Labels[apply.LabelRole] != apply.RoleStep {
 			byName[c.Name] = c
 		}
-	}
-	classified, err := holds.Liveness{Dir: d, StepRunning: apply.StepRunning(observed)}.Classify(&hd, now)
-	if err != nil {
-		return nil, err
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}
 	heldBy := map[string]holds.View{}

@@ -14,48 +14,68 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// close brings each held container to what the most recent apply wants,
-// restores restart policies, drops the hold and appends the window to the
-// history, under the state lock. It runs on every path, with a context that
-// outlives a signal.
+// closeLockWait is how long a close waits for the state lock: much longer
+// than an apply would, because giving up leaves the hold recorded until the
+// next apply or window releases it.
+const closeLockWait = 10 * time.Minute
+
+// bringBackTimeout bounds bringing one held container back, a pull of its
+// image included; each container's context is made when its turn comes.
+const bringBackTimeout = 10 * time.Minute
+
+// closeRounds bounds how often the close converges again because an apply
+// deferred a newer change while it was bringing the containers back.
+const closeRounds = 3
+
+// close runs on every path. With the state lock released it brings each
+// held container to what the most recent apply wants and restores its
+// restart policy; then, under the lock, it re-checks that no apply deferred
+// a newer change meanwhile, drops the hold and appends the window to the
+// history. While it works the window still lives, so its hold is honoured:
+// no apply touches the containers it is bringing back.
 func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	interrupted := ctx.Err() != nil
-	ctx = apply.CleanupContext(ctx, cleanupTimeout)
-	lock, err := w.d.Lock(ctx, holds.StateLock, state.LockOptions{Timeout: max(w.opts.Lock.Timeout, closeLockWait), What: "state lock"})
-	if err != nil {
-		return nil, fmt.Errorf("close window %s: %w; its containers stay stopped until the next apply", w.id, err)
-	}
-	defer lock.Unlock()
-
-	// A run: step whose container could not be stopped may still be
-	// sweeping: bringing the held containers back now is the incident this
-	// window exists to prevent. The hold stays; it reads orphaned once this
-	// process is gone, and stale (released, the containers converged) once
-	// the container exits.
-	if name, running := w.stepStillRuns(ctx); running {
-		err := fmt.Errorf("window %s on %s/%s: its step container %s still runs and could not be stopped; "+
-			"the hold stays so nothing is started mid-step; once it exits, the next apply or window releases "+
-			"the hold and brings %s back", w.id, w.module, w.step, name, strings.Join(w.held, ", "))
+	// A run: step whose container still runs, or of which the engine cannot
+	// say, may still be sweeping: bringing the held containers back now is
+	// the incident this window exists to prevent. The hold stays; it reads
+	// orphaned (or unknown) once this process is gone, and stale (released,
+	// the containers brought back) once the container is seen exited.
+	if err := w.stepStopped(ctx); err != nil {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
 
-	// The most recent apply may have come mid-window: read what it wants now.
-	applied, ok, err := apply.LoadApplied(w.d)
-	if err != nil {
-		return nil, err
-	}
-	desired := w.desired
-	if ok {
-		all, err := applied.Desired()
-		if err != nil {
+	var (
+		back    map[string]error
+		lock    *state.Lock
+		applied map[string]*apply.Desired
+		err     error
+	)
+	for round := 1; ; round++ {
+		if applied, err = w.appliedNow(w.d.Read); err != nil {
 			return nil, err
 		}
-		desired = map[string]*apply.Desired{}
-		for i := range all {
-			desired[all[i].Name] = &all[i]
+		back = w.bringBack(ctx, applied)
+		if lock, err = w.lockToClose(ctx); err != nil {
+			return nil, err
 		}
+		now, err := w.appliedNow(lock.Read)
+		if err != nil {
+			lock.Unlock()
+			return nil, err
+		}
+		changed := w.changedMeanwhile(applied, now)
+		if len(changed) == 0 {
+			break
+		}
+		if round == closeRounds {
+			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
+			break
+		}
+		// An apply deferred a newer change while the containers came back:
+		// bring them to it before the hold goes.
+		lock.Unlock()
 	}
-	convergeErr := w.bringBack(ctx, desired)
+	defer lock.Unlock()
 
 	var hd holds.Doc
 	var hist holds.History
@@ -74,14 +94,38 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	}
 	e := holds.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
-	failure := errors.Join(w.openErr, w.stepErr, convergeErr)
+	var convergeErrs []error
+	var notBack []string
+	for _, name := range w.held {
+		if err := back[name]; err != nil {
+			convergeErrs = append(convergeErrs, fmt.Errorf("%s: %w", name, err))
+			if !errors.Is(err, errPutBack) {
+				notBack = append(notBack, name)
+			}
+		}
+	}
+	if len(notBack) > 0 {
+		convergeErrs = append(convergeErrs, fmt.Errorf("%s not brought back; the hold on it stays until this window's process is gone, then the next apply or window brings it back",
+			strings.Join(notBack, ", ")))
+	}
+	failure := errors.Join(w.openErr, w.stepErr, errors.Join(convergeErrs...))
 	if failure != nil {
 		if e.Result == ResultOK {
 			e.Result = ResultFailed
 		}
 		e.Error = failure.Error()
 	}
-	hd.Drop(w.id)
+	// A container that did not come back keeps its hold: once this process
+	// is gone the hold reads stale, and the next apply or window brings the
+	// container back as this close would have (same container, restart
+	// policy restored), then converges it.
+	if h, ok := hd.Find(w.id); ok && len(notBack) > 0 {
+		hd.Drop(w.id)
+		h.Containers, h.StepContainer = notBack, ""
+		hd.Holds = append(hd.Holds, h)
+	} else {
+		hd.Drop(w.id)
+	}
 	hist.Append(e)
 	if err := lock.Write(holds.File, &hd); err != nil {
 		return &e, err
@@ -99,87 +143,191 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	return &e, nil
 }
 
-// stepStillRuns reports whether this window's run: step container still
-// runs, after the step ended or was killed.
-func (w *window) stepStillRuns(ctx context.Context) (string, bool) {
-	if w.hold == nil || w.hold.StepContainer == "" {
-		return "", false
-	}
-	c, err := w.eng.Inspect(ctx, w.hold.StepContainer)
+// lockToClose takes the state lock for the close, waiting as long as
+// closeLockWait (or --lock-timeout, if longer) whatever signal came: its
+// context is made now, for this wait alone.
+func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
+	wait := max(w.opts.Lock.Timeout, closeLockWait)
+	lockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Minute)
+	defer cancel()
+	lock, err := w.d.Lock(lockCtx, holds.StateLock, state.LockOptions{Timeout: wait, What: "state lock"})
 	if err != nil {
-		// Gone (the usual case: removed after the step) or unknowable; an
-		// engine that cannot answer cannot start the held containers either.
-		return "", false
+		return nil, fmt.Errorf("close window %s: %w; its containers are back, but its hold stays recorded until the next apply or window releases it", w.id, err)
 	}
-	return c.Name, c.Running && c.Labels[apply.LabelWindow] == w.id
+	return lock, nil
 }
 
-// bringBack starts each held container again, or recreates it where the
-// most recent apply wants another spec (a change deferred mid-window), or
-// creates it where it went missing.
-func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desired) error {
-	if w.hold == nil {
+// appliedNow reads what the most recent apply wants of the held containers.
+func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*apply.Desired, error) {
+	var a apply.Applied
+	ok, err := read(apply.AppliedFile, &a)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return w.desired, nil
+	}
+	all, err := desiredByName(&a)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*apply.Desired{}
+	for _, name := range w.held {
+		out[name] = all[name]
+	}
+	return out, nil
+}
+
+// changedMeanwhile names the held containers whose desired spec differs
+// between two reads of the applied state.
+func (w *window) changedMeanwhile(before, now map[string]*apply.Desired) []string {
+	var changed []string
+	for _, name := range w.held {
+		if !sameDesired(before[name], now[name]) {
+			changed = append(changed, name)
+		}
+	}
+	return changed
+}
+
+func sameDesired(a, b *apply.Desired) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy()
+}
+
+// stepStopped returns nil once this window's run: step container is known
+// not to run. It asks the engine, with a context of its own, the one
+// question apply and status ask too (apply.StepRunning); an engine that
+// cannot answer keeps the hold (fail closed).
+func (w *window) stepStopped(ctx context.Context) error {
+	if w.hold == nil || w.hold.StepContainer == "" {
 		return nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	var observed []engine.Container
+	running, err := apply.Observe(ctx, w.eng, w.scope, &observed)()
+	keep := fmt.Sprintf("the hold stays so nothing is started mid-step; once it has exited, the next apply or window releases the hold and brings %s back",
+		strings.Join(w.held, ", "))
+	switch {
+	case err != nil:
+		return fmt.Errorf("window %s on %s/%s: cannot tell whether its step container %s still runs (%v); %s",
+			w.id, w.module, w.step, w.hold.StepContainer, err, keep)
+	case running(w.hold.StepContainer):
+		return fmt.Errorf("window %s on %s/%s: its step container %s still runs and could not be stopped; %s",
+			w.id, w.module, w.step, w.hold.StepContainer, keep)
+	}
+	return nil
+}
+
+// errPutBack marks a deferred change that could not be carried out, where
+// the old container was put back and runs: it is back, though not changed.
+var errPutBack = errors.New("the old container was put back")
+
+// bringBack brings each held container back, with the state lock released:
+// it starts the same container (restart policy restored), unless an apply
+// deferred a change to it during this window, which it carries out
+// (recreate, pulling the image if it is still missing), or creates it where
+// it went missing. A spec that drifted before the window opened (an earlier
+// apply that failed) is not the window's to change: the same container is
+// started and the drift reported. It returns each container's error.
+func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desired) map[string]error {
+	out := map[string]error{}
+	if w.hold == nil {
+		return out
+	}
 	x := apply.Executor{Engine: w.eng, Scope: w.scope}
-	observed, err := w.eng.List(ctx, apply.Managed(w.scope))
+	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	observed, err := w.eng.List(listCtx, apply.Managed(w.scope))
+	cancel()
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		for _, name := range w.held {
+			out[name] = fmt.Errorf("list containers: %w", err)
+		}
+		return out
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		byName[c.Name] = c
+		if apply.IsService(c, w.scope) {
+			byName[c.Name] = c
+		}
 	}
-	var errs []error
 	for _, name := range w.held {
 		c, exists := byName[name]
 		d := desired[name]
-		var diff []string
-		if exists && d != nil {
-			diff = apply.SpecDiff(c, d.Spec)
-		}
-		var err error
-		switch {
-		case !exists && d == nil:
-			continue
-		case !exists:
-			w.opts.Progress("creating %s\n", name)
-			err = x.Create(ctx, d)
-		case len(diff) > 0:
-			w.opts.Progress("recreating %s: an apply deferred a change (%s)\n", name, strings.Join(diff, ", "))
-			if err = x.Recreate(ctx, d, c); err != nil {
-				// The old container is back as it was: stopped. Run it.
-				err = errors.Join(err, w.restartAsBefore(ctx, c, d))
-			}
-		default:
-			err = w.restartAsBefore(ctx, c, d)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		if !exists && d == nil {
 			continue
 		}
-		w.opts.Progress("started %s again\n", name)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
+		err := w.bringOne(cctx, x, name, c, exists, d)
+		cancel()
+		out[name] = err
+		if err == nil {
+			w.opts.Progress("started %s again\n", name)
+		}
 	}
-	return errors.Join(errs...)
+	return out
 }
 
-// restartAsBefore puts the container's restart policy back and starts it.
-// The policy is the one the last apply wants, where one was applied: the
-// policy seen at open may be the "no" of a dead window that held the
-// container before, which nothing else would ever undo.
-func (w *window) restartAsBefore(ctx context.Context, c engine.Container, d *apply.Desired) error {
-	policy := w.hold.Restart[c.Name]
+// bringOne brings one held container back (see bringBack).
+func (w *window) bringOne(ctx context.Context, x apply.Executor, name string, c engine.Container, exists bool, d *apply.Desired) error {
+	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
 	}
-	if policy == "" {
-		policy = mesh.DefaultRestart
+	if !exists {
+		w.opts.Progress("creating %s\n", name)
+		if err := w.ensureImage(ctx, d); err != nil {
+			return err
+		}
+		return x.Create(ctx, d)
 	}
-	if err := w.eng.SetRestart(ctx, c.ID, policy); err != nil {
-		return fmt.Errorf("restore restart policy %s: %w", policy, err)
+	var diff []string
+	if d != nil {
+		diff = apply.SpecDiff(c, d.Spec)
 	}
-	if err := w.eng.Start(ctx, c.ID); err != nil {
-		return fmt.Errorf("start: %w", err)
+	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
+	switch {
+	case deferred:
+		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
+		err := w.ensureImage(ctx, d)
+		if err == nil {
+			err = x.Recreate(ctx, d, c)
+		}
+		if err == nil {
+			return nil
+		}
+		// The old container is back as it was: stopped. Run it.
+		if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return fmt.Errorf("%w, and runs: %w", errPutBack, err)
+	case len(diff) > 0:
+		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
+			name, strings.Join(diff, ", "))
+	}
+	return x.Resume(ctx, c, policy)
+}
+
+// ensureImage pulls d's image if the engine still lacks it and its pull
+// policy allows: the apply that deferred the change should have got it
+// ready, but an image can go missing (pruned) meanwhile.
+func (w *window) ensureImage(ctx context.Context, d *apply.Desired) error {
+	present, err := w.eng.ImagePresent(ctx, d.Image)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", d.Image, err)
+	}
+	if present {
+		return nil
+	}
+	if d.Def.PullPolicy() == "never" {
+		return fmt.Errorf("image %s is missing and its pull policy is never", d.Image)
+	}
+	w.opts.Progress("pulling %s\n", d.Image)
+	if err := w.eng.Pull(ctx, d.Image, nil); err != nil {
+		return fmt.Errorf("pull %s: %w", d.Image, err)
 	}
 	return nil
 }

@@ -23,22 +23,34 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 	if _, err := d.Read(holds.HistoryFile, &hist); err != nil {
 		return nil, nil, err
 	}
-	live := holds.Liveness{Dir: d, StepRunning: func(name string) bool {
+	// The engine is asked only where a dead window's step container might
+	// still run; if it cannot say, such a hold reads unknown (kept).
+	steps := func() (func(string) bool, error) {
+		if !needsEngine(d, &hd) {
+			return func(string) bool { return false }, nil
+		}
+		scope, ok, err := d.PeekID()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			// No identity yet: this state directory made no container.
+			return func(string) bool { return false }, nil
+		}
 		eng, err := connect()
 		if err != nil {
-			warn("cannot tell whether step container %s still runs: %v\n", name, err)
-			return false
+			return nil, err
 		}
 		defer eng.Close()
-		c, err := eng.Inspect(ctx, name)
-		if err != nil && !engine.IsNotFound(err) {
-			warn("cannot tell whether step container %s still runs: %v\n", name, err)
-		}
-		return err == nil && c.Running && c.Labels[apply.LabelRole] == apply.RoleStep
-	}}
-	classified, err := live.Classify(&hd, now)
+		var observed []engine.Container
+		return apply.Observe(ctx, eng, scope, &observed)()
+	}
+	classified, stepsErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, steps)
 	if err != nil {
 		return nil, nil, err
+	}
+	if stepsErr != nil {
+		warn("cannot tell whether the step containers of dead windows still run: %v\n", stepsErr)
 	}
 	views := []holds.View{}
 	for _, c := range classified {
@@ -49,4 +61,18 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 		entries = []holds.Entry{}
 	}
 	return views, entries, nil
+}
+
+// needsEngine reports whether a hold of doc belongs to a dead window with a
+// step container: only then does listing windows need the engine.
+func needsEngine(d *state.Dir, doc *holds.Doc) bool {
+	for _, h := range doc.Holds {
+		if h.StepContainer == "" {
+			continue
+		}
+		if alive, err := d.Held(holds.LockName(h.ID)); err != nil || !alive {
+			return true
+		}
+	}
+	return false
 }

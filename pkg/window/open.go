@@ -12,92 +12,140 @@ import (
 	"github.com/meshctl/meshctl/pkg/holds"
 )
 
-// open records the hold and stops the held containers, under the state lock.
+// open records the hold under the state lock, then stops the held
+// containers with the lock released. The recorded hold already protects
+// them: every apply that plans after it sees it and leaves them alone, so a
+// slow graceful stop holds up no other window and no apply.
 func (w *window) open(ctx context.Context) error {
-	lock, err := w.d.Lock(ctx, holds.StateLock, w.opts.Lock)
+	stop, err := w.record(ctx)
 	if err != nil {
 		return err
+	}
+	var errs []error
+	for _, c := range stop {
+		// Restart policy first: an engine restart between the stop and the
+		// policy change must not revive the container.
+		if err := w.eng.SetRestart(ctx, c.ID, "no"); err != nil {
+			errs = append(errs, fmt.Errorf("set restart policy of %s to no: %w", c.Name, err))
+			continue
+		}
+		if c.Running {
+			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
+				continue
+			}
+		}
+		w.opts.Progress("stopped %s\n", c.Name)
+	}
+	return errors.Join(errs...)
+}
+
+// record records the hold under the state lock, and returns the held
+// containers to stop. Under the same lock it releases the holds of dead
+// windows, bringing their containers back, and re-checks that no window on
+// this module is still honoured.
+func (w *window) record(ctx context.Context) ([]engine.Container, error) {
+	lock, err := w.d.Lock(ctx, holds.StateLock, w.opts.Lock)
+	if err != nil {
+		return nil, err
 	}
 	defer lock.Unlock()
 	var hd holds.Doc
 	var hist holds.History
 	if _, err := lock.Read(holds.File, &hd); err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
-		return err
+		return nil, err
 	}
-	observed, err := w.eng.List(ctx, apply.Managed(w.scope))
+	var applied apply.Applied
+	if _, err := lock.Read(apply.AppliedFile, &applied); err != nil {
+		return nil, err
+	}
+	desired, err := desiredByName(&applied)
 	if err != nil {
-		return fmt.Errorf("list containers: %w", err)
+		return nil, err
 	}
 	now := w.opts.Now()
-	classified, err := holds.Liveness{Dir: w.d, StepRunning: apply.StepRunning(observed)}.Classify(&hd, now)
+	var observed []engine.Container
+	classified, listErr, err := holds.Liveness{Dir: w.d}.Classify(&hd, now, apply.Observe(ctx, w.eng, w.scope, &observed))
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if listErr != nil {
+		return nil, fmt.Errorf("list containers: %w", listErr)
 	}
 	// Re-check under the state lock: a dead window's step container may
 	// still be sweeping; its hold stays honoured.
 	for _, c := range classified {
 		if c.Module == w.module && holds.Honoured(c.State) {
-			return &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
+			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
-	released := holds.ReleaseStale(&hd, &hist, classified, now)
-	for _, r := range released {
-		w.opts.Progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
+	policies := map[string]string{}
+	for name, d := range desired {
+		policies[name] = d.EngineSpec(w.scope).Restart
+	}
+	x := apply.Executor{Engine: w.eng, Scope: w.scope}
+	back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, w.opts.Progress)
+	if err != nil {
+		return nil, err
 	}
 
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		byName[c.Name] = c
+		if apply.IsService(c, w.scope) {
+			if back[c.Name] {
+				c.Running = true
+			}
+			byName[c.Name] = c
+		}
 	}
 	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
 		Restart: map[string]string{}, OpenedAt: now.UTC(), Deadline: now.Add(w.timeout).UTC()}
 	if w.def.Run != nil {
 		h.StepContainer = StepContainerName(w.module, w.step)
 	}
-	for _, name := range w.held {
-		if _, ok := byName[name]; !ok {
-			continue
-		}
-		c, err := w.eng.Inspect(ctx, name)
-		if err != nil {
-			return fmt.Errorf("inspect %s: %w", name, err)
-		}
-		h.Restart[name] = c.RestartPolicy
-	}
-	// Record the hold before stopping anything: an apply that takes the lock
-	// after ours must already see it.
-	hd.Holds = append(hd.Holds, h)
-	if err := lock.Write(holds.File, &hd); err != nil {
-		return err
-	}
-	if len(released) > 0 {
-		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
-			return err
-		}
-	}
-	w.hold, w.openedAt = &h, now
-	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
-	var errs []error
+	var stop []engine.Container
 	for _, name := range w.held {
 		c, ok := byName[name]
 		if !ok {
 			w.opts.Progress("%s does not exist; the close creates it\n", name)
 			continue
 		}
-		if err := w.eng.SetRestart(ctx, c.ID, "no"); err != nil {
-			errs = append(errs, fmt.Errorf("set restart policy of %s to no: %w", name, err))
-			continue
+		full, err := w.eng.Inspect(ctx, c.ID)
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", name, err)
 		}
-		if c.Running {
-			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeout); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", name, err))
-				continue
-			}
-		}
-		w.opts.Progress("stopped %s\n", name)
+		h.Restart[name] = full.RestartPolicy
+		stop = append(stop, c)
 	}
-	return errors.Join(errs...)
+	hd.Holds = append(hd.Holds, h)
+	if err := lock.Write(holds.File, &hd); err != nil {
+		return nil, err
+	}
+	// What the last apply wanted when the window opened: the close carries
+	// out only the changes an apply deferred after this; older drift is
+	// not the window's to fix.
+	w.atOpen = map[string]*apply.Desired{}
+	for _, name := range w.held {
+		w.atOpen[name] = desired[name]
+	}
+	w.hold, w.openedAt = &h, now
+	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
+	return stop, nil
+}
+
+// desiredByName returns the containers an applied state wants, by engine
+// name; none where nothing was applied.
+func desiredByName(a *apply.Applied) (map[string]*apply.Desired, error) {
+	all, err := a.Desired()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*apply.Desired{}
+	for i := range all {
+		out[all[i].Name] = &all[i]
+	}
+	return out, nil
 }

@@ -98,10 +98,6 @@ const (
 // and bringing the held containers back.
 const cleanupTimeout = 5 * time.Minute
 
-// closeLockWait is how long a close waits for the state lock: much longer
-// than an apply would, because giving up leaves the containers stopped.
-const closeLockWait = 10 * time.Minute
-
 // plan is what a window will do, resolved before it opens.
 type plan struct {
 	module, step string
@@ -160,6 +156,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	}()
 
 	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id, scope: scope}
+	if err := w.prepareStep(ctx); err != nil {
+		return nil, err
+	}
 	for {
 		err = w.open(ctx)
 		// A dead window's step container still sweeping keeps the module

@@ -1,0 +1,97 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// resumeTimeout bounds bringing one held container back: setting its
+// restart policy and starting it.
+const resumeTimeout = 2 * time.Minute
+
+// Resume brings back a container that a window held, as the window's close
+// does: the same container, its restart policy set to policy ("" keeps the
+// default), started if it does not run. It works after a signal too: its
+// context is made here, bounded.
+func (x Executor) Resume(ctx context.Context, c engine.Container, policy string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	if policy == "" {
+		policy = mesh.DefaultRestart
+	}
+	if err := x.Engine.SetRestart(ctx, c.ID, policy); err != nil {
+		return fmt.Errorf("restore restart policy %s of %s: %w", policy, c.Name, err)
+	}
+	if err := x.Engine.Start(ctx, c.ID); err != nil {
+		return fmt.Errorf("start %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// ReleaseStale releases, under lock, the holds of dead windows in
+// classified: each held container is brought back as its window's close
+// would have done (Resume, with the restart policy policies names, else the
+// one recorded at open), the holds file and the history are written, and
+// the dead windows' exited step containers removed. Whatever instant a
+// window died at, the containers it held run again with their policy. It
+// returns the names of the containers it started again.
+func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.Doc, hist *holds.History,
+	classified []holds.Classified, observed []engine.Container, policies map[string]string, now time.Time,
+	progress func(string, ...any)) (map[string]bool, error) {
+	byName := map[string]engine.Container{}
+	for _, c := range observed {
+		byName[c.Name] = c
+	}
+	released := holds.ReleaseStale(hd, hist, classified, now)
+	back := map[string]bool{}
+	if len(released) == 0 {
+		return back, nil
+	}
+	for _, r := range released {
+		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
+		for _, name := range r.Containers {
+			c, ok := byName[name]
+			if !ok || !IsService(c, x.Scope) {
+				continue // missing: the plan creates it
+			}
+			policy, ok := policies[name]
+			if !ok {
+				policy = r.Restart[name]
+			}
+			if err := x.Resume(ctx, c, policy); err != nil {
+				progress("bring %s back: %v\n", name, err)
+				continue
+			}
+			back[name] = true
+		}
+	}
+	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
+		return back, err
+	}
+	x.removeDeadSteps(ctx, released, observed, progress)
+	return back, nil
+}
+
+// removeDeadSteps removes the exited step containers of the stale holds
+// just released: their windows died before they could.
+func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classified, observed []engine.Container, progress func(string, ...any)) {
+	for _, c := range released {
+		if c.StepContainer == "" {
+			continue
+		}
+		for _, o := range observed {
+			if o.Name == c.StepContainer && o.Labels[LabelManaged] == x.Scope && o.Labels[LabelRole] == RoleStep && !o.Running {
+				if err := x.Engine.Remove(cleanupContext(ctx), o.ID); err != nil && !engine.IsNotFound(err) {
+					progress("remove the dead window's step container %s: %v\n", o.Name, err)
+				}
+			}
+		}
+	}
+}
