@@ -64,7 +64,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	if err != nil {
 		return err
 	}
-	dir, eng, err := env.StateAndEngine()
+	dir, eng, err := env.OpenStateAndEngine(opts.dryRun) // a dry run creates nothing
 	if err != nil {
 		return err
 	}
@@ -79,6 +79,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Lock:     env.LockOptions("state lock"),
 		Now:      env.Now,
 		Progress: env.Progressf,
+		Warn:     env.Warnf,
 	})
 	if rep != nil {
 		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
