@@ -38,6 +38,7 @@ type Env struct {
 	Global    Global
 
 	stateDir *state.Dir
+	peekDir  *state.Dir
 }
 
 // NewEnv returns the Env of a real invocation.
@@ -65,6 +66,21 @@ func (e *Env) State() (*state.Dir, error) {
 	return e.stateDir, nil
 }
 
+// StateReadOnly checks the state directory for the commands that must change
+// nothing (status, apply --dry-run): it creates neither the directory nor
+// anything in it, and a missing directory reads as empty (Dir.Exists).
+func (e *Env) StateReadOnly() (*state.Dir, error) {
+	if e.peekDir == nil {
+		d, err := state.Peek(e.Global.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		e.peekDir = d
+		e.Log.Debug("state dir (read-only)", "path", d.Path(), "exists", d.Exists())
+	}
+	return e.peekDir, nil
+}
+
 // Engine connects to the configured Docker engine.
 func (e *Env) Engine() (engine.Client, error) {
 	c, err := e.NewEngine(e.Global.DockerHost)
@@ -77,7 +93,17 @@ func (e *Env) Engine() (engine.Client, error) {
 // StateAndEngine opens the state directory and connects to the engine, for
 // the commands that need both; the caller closes the engine.
 func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
-	d, err := e.State()
+	return e.OpenStateAndEngine(false)
+}
+
+// OpenStateAndEngine is StateAndEngine, with the state directory opened
+// read-only (StateReadOnly) when readOnly is set.
+func (e *Env) OpenStateAndEngine(readOnly bool) (*state.Dir, engine.Client, error) {
+	open := e.State
+	if readOnly {
+		open = e.StateReadOnly
+	}
+	d, err := open()
 	if err != nil {
 		return nil, nil, err
 	}

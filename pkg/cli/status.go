@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
 )
@@ -30,11 +31,18 @@ purpose and come back when the window closes.`,
 }
 
 func runStatus(ctx context.Context, env *Env) error {
-	dir, eng, err := env.StateAndEngine()
+	// Status changes nothing: not even a missing state directory is made.
+	dir, err := env.StateReadOnly()
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	var eng engine.Client
+	if dir.Exists() {
+		if eng, err = env.Engine(); err != nil {
+			return err
+		}
+		defer eng.Close()
+	}
 	rep, err := status.Get(ctx, dir, eng, env.Now())
 	if err != nil {
 		return err
