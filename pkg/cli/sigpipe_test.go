@@ -94,6 +94,45 @@ func TestClosedOutput(t *testing.T) {
 	}
 }
 
+// TestClosedOutputApply: an apply whose output nobody reads converges the
+// host all the same, records it, and exits 0.
+func TestClosedOutputApply(t *testing.T) {
+	host := os.Getenv("MESHCTL_TEST_DOCKER_HOST")
+	if host == "" || testing.Short() {
+		t.Skip("MESHCTL_TEST_DOCKER_HOST is not set")
+	}
+	dir := filepath.Join(t.TempDir(), "state")
+	mesh := filepath.Join(t.TempDir(), "mesh.yaml")
+	if err := os.WriteFile(mesh, []byte("modules:\n  sigp:\n    containers:\n      app: {image: meshtest/busybox:1, command: [sh, -c, 'trap \"exit 0\" TERM; sleep 600 & wait'], network: none}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.yaml")
+	if err := os.WriteFile(empty, []byte("modules:\n  sigp:\n    containers: {}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if code, out, errs := runMeshctl(t, dir, "--docker-host", host, "apply", "--prune", "-f", empty); code != 0 {
+			t.Logf("cleanup: exit %d\n%s%s", code, out, errs)
+		}
+	})
+	for _, args := range [][]string{{"apply", "-f", mesh}, {"apply", "-f", mesh, "-o", "json"}} {
+		ps := meshctlWithClosedOutput(t, append([]string{"--state-dir", dir, "--docker-host", host}, args...)...)
+		if ws := ps.Sys().(syscall.WaitStatus); ws.Signaled() {
+			t.Fatalf("meshctl %s was killed by %v", strings.Join(args, " "), ws.Signal())
+		}
+		if ps.ExitCode() != 0 {
+			t.Errorf("meshctl %s: exit %d, want 0", strings.Join(args, " "), ps.ExitCode())
+		}
+	}
+	code, out, errs := runMeshctl(t, dir, "--docker-host", host, "apply", "--dry-run", "-f", mesh)
+	if code != 0 || !strings.Contains(out, "sigp.app") || !strings.Contains(out, "unchanged") {
+		t.Errorf("after the applies: exit %d\n%s%s", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "applied.json")); err != nil {
+		t.Errorf("the apply was not recorded: %v", err)
+	}
+}
+
 // TestOutputWriterKeepsTheError: a write error is kept for Main and never
 // returned to the command, and later writes are dropped.
 func TestOutputWriterKeepsTheError(t *testing.T) {
