@@ -190,7 +190,9 @@ func finishGlobal(env *Env) error {
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return &UsageError{Err: err, Cmd: cmd.CommandPath()}
+			// Say what the command takes: "accepts 2 arg(s), received 1"
+			// alone does not.
+			return &UsageError{Err: fmt.Errorf("%w; usage: %s", err, cmd.UseLine()), Cmd: cmd.CommandPath()}
 		}
 		return nil
 	}
