@@ -1,11 +1,16 @@
 package ledger
 
 import (
+	"bufio"
+	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -139,4 +144,68 @@ func TestLedgerUnreadableFileIsBadInput(t *testing.T) {
 	check("Plan", index, err)
 	_, err = l.Record(ctx, p.Builds[0].ID, nil, "")
 	check("Record", index, err)
+}
+
+// TestKillLeavesNoTempAfterNextCommand SIGKILLs a process that requests and
+// records in a loop (writing the index, plans, heads, chunks, archive
+// segments and catalogs) at random instants: the next ledger command, which
+// takes the ledger lock, leaves no temp file behind, wherever the kill left
+// one.
+func TestKillLeavesNoTempAfterNextCommand(t *testing.T) {
+	kills := 20
+	if testing.Short() {
+		kills = 5
+	}
+	l, d := newTestLedger(t)
+	l.LockTimeout = 10 * time.Second
+	left := 0
+	for k := range kills {
+		cmd := child(t, "record-forever", d.Path())
+		ready, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
+			t.Fatalf("kill %d: the child did not start: %v", k, err)
+		}
+		time.Sleep(time.Duration(rand.IntN(20000)) * time.Microsecond)
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if len(temps(t, d.Path())) > 0 {
+			left++
+		}
+		if _, err := l.Request(ctx, []string{"app"}, ""); err != nil {
+			t.Fatalf("kill %d: the next request: %v", k, err)
+		}
+		if tmp := temps(t, d.Path()); len(tmp) > 0 {
+			t.Fatalf("kill %d: temp files left after the next command: %v", k, tmp)
+		}
+	}
+	if left == 0 {
+		t.Fatalf("none of %d kills landed mid-write: the test proved nothing", kills)
+	}
+	t.Logf("%d of %d kills left a temp file, each removed by the next command", left, kills)
+}
+
+func temps(t *testing.T, dir string) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if strings.Contains(e.Name(), ".tmp") {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
