@@ -6,7 +6,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
 )
@@ -32,17 +31,11 @@ purpose and come back when the window closes.`,
 
 func runStatus(ctx context.Context, env *Env) error {
 	// Status changes nothing: not even a missing state directory is made.
-	dir, err := env.StateReadOnly()
+	dir, eng, err := env.OpenStateAndEngine(true)
 	if err != nil {
 		return err
 	}
-	var eng engine.Client
-	if dir.Exists() {
-		if eng, err = env.Engine(); err != nil {
-			return err
-		}
-		defer eng.Close()
-	}
+	defer eng.Close()
 	rep, err := status.Get(ctx, dir, eng, env.Now())
 	if err != nil {
 		return err

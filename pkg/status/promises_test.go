@@ -11,17 +11,23 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
+func (f *fakeEngine) Ping(ctx context.Context) error { return nil }
+
 // TestMissingStateDirReadsNothingApplied: status of a state directory that
-// does not exist says so, asks the engine nothing, and creates nothing.
+// does not exist says so, lists nothing, and creates nothing.
 func TestMissingStateDirReadsNothingApplied(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "state")
 	d, err := state.Peek(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Get(context.Background(), d, nil, t0)
+	eng := &fakeEngine{}
+	rep, err := Get(context.Background(), d, eng, t0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if eng.lists != 0 {
+		t.Errorf("status listed containers of a state dir that does not exist")
 	}
 	if want := "no state directory at " + p + ": nothing applied yet"; rep.Summary != want {
 		t.Errorf("summary = %q, want %q", rep.Summary, want)

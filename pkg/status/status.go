@@ -67,9 +67,12 @@ type LastApply struct {
 //
 // It creates nothing, not even the state directory's identity. A state
 // directory that does not exist (state.Peek) reads as nothing applied yet,
-// without an engine call: eng may then be nil.
+// once the engine answers a ping: an unreachable engine is still a failure.
 func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
 	if !d.Exists() {
+		if err := eng.Ping(ctx); err != nil {
+			return nil, err
+		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
 			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}, nil
 	}
