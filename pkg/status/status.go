@@ -96,19 +96,20 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 		// No apply made an identity yet: no container is this directory's.
 		scope = "none-yet"
 	}
-	observed, err := eng.List(ctx, apply.Managed(scope))
+	// Window locks first, then the one engine listing (holds.Liveness).
+	var observed []engine.Container
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, apply.Observe(ctx, eng, scope, &observed))
 	if err != nil {
 		return nil, err
+	}
+	if listErr != nil {
+		return nil, listErr
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
 		if c.Labels[apply.LabelRole] != apply.RoleStep {
 			byName[c.Name] = c
 		}
-	}
-	classified, err := holds.Liveness{Dir: d, StepRunning: apply.StepRunning(observed)}.Classify(&hd, now)
-	if err != nil {
-		return nil, err
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}
 	heldBy := map[string]holds.View{}
