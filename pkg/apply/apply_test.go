@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -70,12 +71,12 @@ func TestRunNoOpCostsTwoCalls(t *testing.T) {
 			for i := range n {
 				cs = append(cs, fmt.Sprintf("c%03d: {image: %s, env: {N: %q}}", i, busybox, fmt.Sprint(i)))
 			}
-			f, d, eng := meshOf(t, cs...), stateDir(t), newFakeEngine(busybox)
+			f, d, eng := meshOf(t, cs...), stateDir(t), enginetest.NewFake(busybox)
 			if _, err := run(t, d, eng, f, nil); err != nil {
 				t.Fatal(err)
 			}
-			eng.changes()
-			eng.calls = 0
+			eng.Changes()
+			eng.ResetCalls()
 			rep, err := run(t, d, eng, f, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -88,7 +89,7 @@ func TestRunNoOpCostsTwoCalls(t *testing.T) {
 					t.Errorf("%s: %s, want unchanged", name, a)
 				}
 			}
-			if c := eng.changes(); len(c) > 0 {
+			if c := eng.Changes(); len(c) > 0 {
 				t.Errorf("no-op apply changed the engine: %q", c)
 			}
 		})
@@ -103,21 +104,21 @@ func TestRecreateRollsBack(t *testing.T) {
 	for _, tt := range []struct {
 		name       string
 		oldStopped bool
-		setup      func(f *fakeEngine)
+		setup      func(f *enginetest.Fake)
 		pull       string // pull policy of the new spec
 		wantLog    []string
 		wantErr    string
 	}{
 		{
 			name:  "start fails",
-			setup: func(f *fakeEngine) { f.images[bad], f.failStart[bad] = true, true },
+			setup: func(f *enginetest.Fake) { f.AddImages(bad); f.FailStart(bad, true) },
 			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a", "start m.a",
 				"remove m.a", "rename m.a.meshctl-old m.a", "start m.a"},
 			wantErr: "start new m.a",
 		},
 		{
 			name:  "create fails",
-			setup: func(f *fakeEngine) { f.images[bad], f.failCreate[bad] = true, true },
+			setup: func(f *enginetest.Fake) { f.AddImages(bad); f.FailCreate(bad, true) },
 			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a",
 				"rename m.a.meshctl-old m.a", "start m.a"},
 			wantErr: "create new m.a",
@@ -125,38 +126,37 @@ func TestRecreateRollsBack(t *testing.T) {
 		{
 			name:       "start fails, old was stopped: it stays stopped",
 			oldStopped: true,
-			setup:      func(f *fakeEngine) { f.images[bad], f.failStart[bad] = true, true },
+			setup:      func(f *enginetest.Fake) { f.AddImages(bad); f.FailStart(bad, true) },
 			wantLog: []string{"rename m.a m.a.meshctl-old", "create m.a", "start m.a",
 				"remove m.a", "rename m.a.meshctl-old m.a"},
 			wantErr: "start new m.a",
 		},
 		{
 			name:    "pull fails: the old one is not even stopped",
-			setup:   func(f *fakeEngine) {},
+			setup:   func(f *enginetest.Fake) {},
 			wantLog: []string{"pull " + bad},
 			wantErr: "pull failed",
 		},
 		{
 			name:    "missing with pull: never: nothing is asked",
-			setup:   func(f *fakeEngine) {},
+			setup:   func(f *enginetest.Fake) {},
 			pull:    "never",
 			wantLog: nil,
 			wantErr: "image missing and pull: never",
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			d, eng := stateDir(t), newFakeEngine(busybox)
+			d, eng := stateDir(t), enginetest.NewFake(busybox)
 			good := meshOf(t, "a: {image: "+busybox+"}")
 			if _, err := run(t, d, eng, good, nil); err != nil {
 				t.Fatal(err)
 			}
-			before := *eng.byName("m.a")
 			if tt.oldStopped {
-				eng.byName("m.a").running, eng.byName("m.a").state = false, "exited"
-				before = *eng.byName("m.a")
+				eng.SetRunning("m.a", false)
 			}
+			before, _ := eng.Get("m.a")
 			tt.setup(eng)
-			eng.changes()
+			eng.Changes()
 
 			spec := "a: {image: " + bad
 			if tt.pull != "" {
@@ -170,22 +170,23 @@ func TestRecreateRollsBack(t *testing.T) {
 			if a := actions(rep)["m.a"]; a != Failed {
 				t.Errorf("m.a: %s, want failed", a)
 			}
-			if got := eng.changes(); !slices.Equal(got, tt.wantLog) {
+			if got := eng.Changes(); !slices.Equal(got, tt.wantLog) {
 				t.Errorf("engine requests:\n got  %q\n want %q", got, tt.wantLog)
 			}
-			after := eng.byName("m.a")
-			if after == nil || after.id != before.id || after.running != before.running || after.spec.Image != busybox {
+			after, ok := eng.Get("m.a")
+			if !ok || after.ID != before.ID || after.Running != before.Running || after.Spec.Image != busybox {
 				t.Fatalf("m.a after the failed recreate: %+v, want the old one back: %+v", after, before)
 			}
-			if eng.byName(oldName("m.a")) != nil {
+			if _, ok := eng.Get(oldName("m.a")); ok {
 				t.Errorf("%s left behind", oldName("m.a"))
 			}
-			if len(eng.ctrs) != 1 {
-				t.Errorf("%d containers left, want only the old one", len(eng.ctrs))
+			if n := len(eng.Containers()); n != 1 {
+				t.Errorf("%d containers left, want only the old one", n)
 			}
 			// The old one still carries its recorded spec: the good file finds it
 			// unchanged (or, stopped, to be recreated).
-			eng.failStart, eng.failCreate = map[string]bool{}, map[string]bool{}
+			eng.FailStart(bad, false)
+			eng.FailCreate(bad, false)
 			rep, err = run(t, d, eng, good, func(o *Options) { o.DryRun = true })
 			if err != nil {
 				t.Fatal(err)
@@ -200,14 +201,14 @@ func TestRecreateRollsBack(t *testing.T) {
 // TestRunConflictChangesNothing checks that a name owned by a container
 // meshctl does not manage fails the whole apply before any change.
 func TestRunConflictChangesNothing(t *testing.T) {
-	d, eng := stateDir(t), newFakeEngine(busybox)
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+"}", "old: {image: "+busybox+"}"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := eng.Create(context.Background(), "m.b", engine.Spec{Image: busybox}); err != nil {
 		t.Fatal(err)
 	}
-	eng.changes()
+	eng.Changes()
 	applied, _ := os.ReadFile(d.Path() + "/" + AppliedFile)
 
 	rep, err := run(t, d, eng, meshOf(t,
@@ -220,7 +221,7 @@ func TestRunConflictChangesNothing(t *testing.T) {
 	if rep == nil || rep.Changed || actions(rep)["m.b"] != Conflict {
 		t.Errorf("report = %+v, want m.b conflict and changed false", rep)
 	}
-	if c := eng.changes(); len(c) > 0 {
+	if c := eng.Changes(); len(c) > 0 {
 		t.Errorf("a conflicting apply changed the engine: %q", c)
 	}
 	if now, _ := os.ReadFile(d.Path() + "/" + AppliedFile); string(now) != string(applied) {
@@ -233,8 +234,8 @@ func TestRunConflictChangesNothing(t *testing.T) {
 func TestRunPullsWithoutTheLock(t *testing.T) {
 	const img = "meshtest/new:1"
 	d := stateDir(t)
-	eng := &lockProbe{fakeEngine: newFakeEngine(), d: d}
-	eng.pullable[img] = true
+	eng := &lockProbe{Fake: enginetest.NewFake(), d: d}
+	eng.SetPullable(img, true)
 	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+img+"}"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -245,13 +246,13 @@ func TestRunPullsWithoutTheLock(t *testing.T) {
 	if eng.lockedDuringPull {
 		t.Error("the state lock was held during the pull")
 	}
-	if actions(rep)["m.a"] != Create || eng.byName("m.a") == nil || !eng.byName("m.a").running {
+	if c, ok := eng.Get("m.a"); actions(rep)["m.a"] != Create || !ok || !c.Running {
 		t.Errorf("m.a not created after the pull: %v", actions(rep))
 	}
 }
 
 type lockProbe struct {
-	*fakeEngine
+	*enginetest.Fake
 	d                        *state.Dir
 	pulled, lockedDuringPull bool
 }
@@ -262,18 +263,18 @@ func (p *lockProbe) Pull(ctx context.Context, ref string, w io.Writer) error {
 		return err
 	}
 	p.pulled, p.lockedDuringPull = true, held
-	return p.fakeEngine.Pull(ctx, ref, w)
+	return p.Fake.Pull(ctx, ref, w)
 }
 
 // TestRunDryRunChangesNothing checks that a dry run changes neither the
 // engine nor a state file, and still reports what it would do.
 func TestRunDryRunChangesNothing(t *testing.T) {
-	d, eng := stateDir(t), newFakeEngine(busybox)
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+"}", "b: {image: "+busybox+"}"), nil); err != nil {
 		t.Fatal(err)
 	}
-	eng.byName("m.b").running = false
-	eng.changes()
+	eng.SetRunning("m.b", false)
+	eng.Changes()
 	before := snapshot(t, d)
 	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", env: {FOO: x}}", "b: {image: "+busybox+"}", "c: {image: meshtest/absent:1}"),
 		func(o *Options) { o.DryRun = true })
@@ -284,7 +285,7 @@ func TestRunDryRunChangesNothing(t *testing.T) {
 	if got := actions(rep); !maps.Equal(got, want) || !rep.Changed || !rep.DryRun {
 		t.Errorf("dry run report: %v changed %v dry_run %v; want %v, true, true", got, rep.Changed, rep.DryRun, want)
 	}
-	if c := eng.changes(); len(c) > 0 {
+	if c := eng.Changes(); len(c) > 0 {
 		t.Errorf("a dry run changed the engine: %q", c)
 	}
 	if after := snapshot(t, d); !maps.Equal(before, after) {
@@ -319,17 +320,18 @@ func snapshot(t testing.TB, d *state.Dir) map[string]string {
 // (it is ours, and m.a itself exists) instead of failing at the rename for
 // ever.
 func TestRecreateClearsLeftoverAside(t *testing.T) {
-	d, eng := stateDir(t), newFakeEngine(busybox)
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", command: [one]}"), nil); err != nil {
 		t.Fatal(err)
 	}
 	// The leftover: a copy of m.a under the aside name, as a dead recreate
 	// would have left it.
-	spec := eng.byName("m.a").spec
+	a, _ := eng.Get("m.a")
+	spec := a.Spec
 	if _, err := eng.Create(context.Background(), "m.a.meshctl-old", spec); err != nil {
 		t.Fatal(err)
 	}
-	eng.changes()
+	eng.Changes()
 	rep, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", command: [two]}"), func(o *Options) { o.Prune = false })
 	if err != nil {
 		t.Fatalf("recreate with a leftover aside container: %v", err)
@@ -338,7 +340,7 @@ func TestRecreateClearsLeftoverAside(t *testing.T) {
 		t.Fatalf("m.a: %+v", got)
 	}
 	want := []string{"stop m.a", "remove m.a.meshctl-old", "rename m.a m.a.meshctl-old", "create m.a", "start m.a", "remove m.a.meshctl-old"}
-	if got := eng.changes(); !slices.Equal(got, want) {
+	if got := eng.Changes(); !slices.Equal(got, want) {
 		t.Fatalf("changes:\n got %q\nwant %q", got, want)
 	}
 }
@@ -348,13 +350,13 @@ func TestRecreateClearsLeftoverAside(t *testing.T) {
 // image; a dry run pulls nothing; a pull that fails with the image at hand
 // runs what is at hand.
 func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
-	d, eng := stateDir(t), newFakeEngine()
-	eng.pullable[busybox] = true
+	d, eng := stateDir(t), enginetest.NewFake()
+	eng.SetPullable(busybox, true)
 	f := meshOf(t, "a: {image: "+busybox+", pull: always}")
 	if rep, err := run(t, d, eng, f, nil); err != nil || rep.Containers[0].Action != Create {
 		t.Fatalf("first apply: %v, %+v", err, rep)
 	}
-	if got := eng.changes(); !slices.Equal(got, []string{"pull " + busybox, "create m.a", "start m.a"}) {
+	if got := eng.Changes(); !slices.Equal(got, []string{"pull " + busybox, "create m.a", "start m.a"}) {
 		t.Fatalf("first apply changes: %q", got)
 	}
 
@@ -363,17 +365,17 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 	if err != nil || rep.Containers[0].Action != Unchanged {
 		t.Fatalf("same image: %v, %+v", err, rep.Containers)
 	}
-	if got := eng.changes(); !slices.Equal(got, []string{"pull " + busybox}) {
+	if got := eng.Changes(); !slices.Equal(got, []string{"pull " + busybox}) {
 		t.Fatalf("same image changes: %q", got)
 	}
 
 	// The tag moved upstream: a dry run says so and pulls nothing.
-	eng.pullIDs[busybox] = "id:newer"
+	eng.SetPullID(busybox, "id:newer")
 	rep, err = run(t, d, eng, f, func(o *Options) { o.DryRun = true })
 	if err != nil || rep.Containers[0].Action != Unchanged {
 		t.Fatalf("dry run before the pull: %v, %+v", err, rep.Containers)
 	}
-	if got := eng.changes(); len(got) != 0 {
+	if got := eng.Changes(); len(got) != 0 {
 		t.Fatalf("dry run changed the engine: %q", got)
 	}
 	rep, err = run(t, d, eng, f, nil)
@@ -385,8 +387,8 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 	}
 
 	// The registry goes away: the image at hand still runs; nothing recreated.
-	eng.pullable[busybox] = false
-	eng.changes()
+	eng.SetPullable(busybox, false)
+	eng.Changes()
 	rep, err = run(t, d, eng, f, nil)
 	if err != nil || rep.Containers[0].Action != Unchanged {
 		t.Fatalf("registry away: %v, %+v", err, rep.Containers)
