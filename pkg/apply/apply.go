@@ -296,6 +296,11 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		rep.EngineCalls = eng.Calls()
 		return rep, nil, nil
 	}
+	// The files this apply replaces must be ones it may replace: a newer
+	// meshctl's, or one that does not parse, is reported and left alone.
+	if err := CheckRecords(lock); err != nil {
+		return nil, nil, err
+	}
 	if len(rep.Released) > 0 {
 		policies := map[string]string{}
 		for i := range desired {
