@@ -62,7 +62,8 @@ func (e *FailedError) ExitCode() int { return 1 }
 // Images are pulled without the state lock: the plan is made under the lock,
 // and if it needs an image the engine lacks, the lock is released, the image
 // pulled, and the plan made again. A slow pull never holds up a window's
-// open or close, and a no-op apply costs two engine requests (ping, list).
+// open or close, and a no-op apply costs two engine requests (ping, list),
+// plus one per step that names its own run.image.
 // Every artifact: is resolved where the plan is made, under the lock, and so
 // again after every pull: a build recorded while this apply pulled wins.
 func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*Report, error) {
