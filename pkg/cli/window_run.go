@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -54,6 +54,9 @@ output and what failed.`,
 	return cmd
 }
 
+// keptOutput is how much of the step's output -q keeps for a failure report.
+const keptOutput = 256 << 10
+
 func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	var file *mesh.File
 	if opts.file != "" {
@@ -69,11 +72,12 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	}
 	defer eng.Close()
 
-	// Under -q the step's output is kept, and shown only if the window fails.
+	// Under -q the step's output is kept, and shown only if the window
+	// fails: its tail, for a step of hours may say a lot.
 	var stepOut io.Writer = env.Stderr
-	var kept bytes.Buffer
+	kept := window.NewTail(keptOutput)
 	if env.Global.Quiet {
-		stepOut = &kept
+		stepOut = kept
 	}
 	entry, err := window.Run(ctx, dir, eng, window.Options{
 		Module:     opts.module,
@@ -86,8 +90,11 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		Progress:   env.Progressf,
 		StepOutput: stepOut,
 	})
-	if err != nil && kept.Len() > 0 {
-		env.Stderr.Write(kept.Bytes())
+	if out, cut := kept.Bytes(); err != nil && len(out) > 0 {
+		if cut {
+			fmt.Fprintf(env.Stderr, "(output truncated: last %d KiB shown)\n", keptOutput>>10)
+		}
+		env.Stderr.Write(out)
 	}
 	if entry != nil && env.JSON() {
 		if perr := env.PrintJSON(entry); perr != nil {

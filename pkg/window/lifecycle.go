@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +29,7 @@ type window struct {
 	scope string
 
 	hold     *holds.Hold
+	atOpen   map[string]*apply.Desired // what the last apply wanted of each held container at open
 	openedAt time.Time
 	openErr  error
 
@@ -36,18 +40,73 @@ type window struct {
 	result    string
 }
 
+// Bounds of what a step's end does with the engine and its output. Each is
+// counted from the moment that operation starts, never from the step's
+// start: a step of hours must still be killed, waited for and removed.
+const (
+	killTimeout     = 30 * time.Second
+	killWaitTimeout = time.Minute
+	removeTimeout   = time.Minute
+	// outputDrain is how long the step's output may still flow once the
+	// step has ended: what a child left holding it writes is not waited for.
+	outputDrain = 5 * time.Second
+)
+
+// killError is a step past its timeout, or interrupted, whose container
+// could not be killed: it may still run.
+type killError struct{ err error }
+
+func (e *killError) Error() string { return "its container could not be killed: " + e.err.Error() }
+func (e *killError) Unwrap() error { return e.err }
+
+// prepareStep checks, before anything is stopped, that the step can run: an
+// exec: step's program exists and is executable (else a *UsageError, exit
+// 2), a run: step's image is in the engine or pulled now (else exit 1). A
+// window never stops what its step cannot bring through. It takes no lock:
+// a pull may take minutes.
+func (w *window) prepareStep(ctx context.Context) error {
+	if w.def.Run == nil {
+		if len(w.def.Exec) == 0 {
+			return &UsageError{Msg: fmt.Sprintf("step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)}
+		}
+		if _, err := exec.LookPath(w.def.Exec[0]); err != nil {
+			return &UsageError{Msg: fmt.Sprintf("step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)}
+		}
+		return nil
+	}
+	spec, err := w.stepSpec()
+	if err != nil {
+		return fmt.Errorf("%w; nothing was stopped", err)
+	}
+	present, err := w.eng.ImagePresent(ctx, spec.Image)
+	if err == nil && present {
+		return nil
+	}
+	if err == nil {
+		w.opts.Progress("pulling %s for step %s\n", spec.Image, w.step)
+		err = w.eng.Pull(ctx, spec.Image, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("step %s/%s: image %s cannot be had: %w; nothing was stopped", w.module, w.step, spec.Image, err)
+	}
+	return nil
+}
+
 // runStep runs the step, killed past the timeout or on a signal.
 func (w *window) runStep(ctx context.Context) {
 	stepCtx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	w.stepStart = time.Now()
 	w.opts.Progress("step %s started (timeout %s)\n", w.step, w.timeout)
+	// stderr going away (a pipe whose reader died) must neither stop the
+	// step's output from draining nor fail the step.
+	out := &softWriter{w: w.opts.StepOutput}
 	var code int
 	var err error
 	if w.def.Run != nil {
-		code, err = w.runContainer(stepCtx)
+		code, err = w.runContainer(stepCtx, out)
 	} else {
-		code, err = w.runExec(stepCtx)
+		code, err = w.runExec(stepCtx, out)
 	}
 	w.stepEnd = time.Now()
 	// A kill that failed must not be hidden behind "timeout" or
@@ -56,7 +115,12 @@ func (w *window) runStep(ctx context.Context) {
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		also = err
 	}
+	var kerr *killError
 	switch {
+	case errors.As(err, &kerr) && ctx.Err() != nil:
+		w.result, w.stepErr = ResultInterrupted, fmt.Errorf("step %s interrupted, and %w", w.step, err)
+	case errors.As(err, &kerr):
+		w.result, w.stepErr = ResultTimeout, fmt.Errorf("step %s ran past its timeout of %s, and %w", w.step, w.timeout, err)
 	case ctx.Err() != nil:
 		w.result, w.stepErr = ResultInterrupted, errors.Join(fmt.Errorf("step %s interrupted", w.step), also)
 	case stepCtx.Err() != nil:
@@ -89,16 +153,43 @@ const stepSupervisor = `trap 'kill -KILL 0' TERM; "$@" & wait $!`
 // runExec runs an exec: step on the host: argv, never a shell. The step is
 // in its own process group, killed whole on timeout or signal, and killed
 // whole if the window's process dies (it must not outlive the window).
-func (w *window) runExec(ctx context.Context) (int, error) {
+func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	if _, err := exec.LookPath(w.def.Exec[0]); err != nil {
 		return -1, err
 	}
 	cmd := exec.Command("/bin/sh", append([]string{"-c", stepSupervisor, w.step}, w.def.Exec...)...)
-	cmd.Stdout, cmd.Stderr = w.opts.StepOutput, w.opts.StepOutput
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	if err := cmd.Start(); err != nil {
+	// The step writes to a pipe of ours, an *os.File: Wait then returns when
+	// the step exits, not when the last process holding its output (a child
+	// it left in the background) lets go of it, up to the step's timeout.
+	pr, pw, err := os.Pipe()
+	if err != nil {
 		return -1, err
 	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
+		return -1, err
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+	defer func() {
+		// Killing the group closed most writers; one that left it (setsid)
+		// is not waited for past outputDrain.
+		drain := time.NewTimer(outputDrain)
+		defer drain.Stop()
+		select {
+		case <-copied:
+		case <-drain.C:
+		}
+		pr.Close()
+		<-copied
+	}()
 	done := make(chan struct{})
 	go func() {
 		select {
@@ -107,7 +198,7 @@ func (w *window) runExec(ctx context.Context) (int, error) {
 		case <-done:
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(done)
 	// What the step left running in its process group (a daemon it forked)
 	// must not go on past the step either.
@@ -128,14 +219,13 @@ func (w *window) runExec(ctx context.Context) (int, error) {
 }
 
 // runContainer runs a run: step as a one-off container with the held
-// containers' volumes, streams its output, and removes it.
-func (w *window) runContainer(ctx context.Context) (int, error) {
+// containers' volumes, streams its output for its whole life, and removes it.
+func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 	spec, err := w.stepSpec()
 	if err != nil {
 		return -1, err
 	}
 	name := w.hold.StepContainer
-	cleanup := apply.CleanupContext(ctx, cleanupTimeout)
 	// A step container left by a window that died has exited by now (its
 	// hold was stale, or this window would not have opened): remove it. A
 	// container of that name that is not this state directory's step
@@ -158,29 +248,121 @@ func (w *window) runContainer(ctx context.Context) (int, error) {
 		return -1, fmt.Errorf("create step container: %w", err)
 	}
 	defer func() {
-		if err := w.eng.Remove(cleanup, id); err != nil {
+		rctx, cancel := boundedContext(ctx, removeTimeout)
+		defer cancel()
+		if err := w.eng.Remove(rctx, id); err != nil && !engine.IsNotFound(err) {
 			w.opts.Progress("remove step container %s: %v\n", name, err)
 		}
 	}()
 	if err := w.eng.Start(ctx, id); err != nil {
 		return -1, fmt.Errorf("start step container: %w", err)
 	}
+	// The log stream follows the step for as long as it runs, past a timeout
+	// or a signal too, until the step container has been waited for.
+	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLogs()
 	logsDone := make(chan struct{})
 	go func() {
 		defer close(logsDone)
-		_ = w.eng.Logs(cleanup, id, w.opts.StepOutput)
+		_ = w.eng.Logs(logCtx, id, out)
+	}()
+	defer func() {
+		drain := time.NewTimer(outputDrain)
+		defer drain.Stop()
+		select {
+		case <-logsDone:
+		case <-drain.C:
+			stopLogs()
+			<-logsDone
+		}
 	}()
 	code, err := w.eng.Wait(ctx, id)
-	if ctx.Err() != nil {
-		// Timeout or signal: the sweep must stop before the containers
-		// come back.
-		if kerr := w.eng.Kill(cleanup, id); kerr != nil && !engine.IsNotFound(kerr) {
-			return -1, fmt.Errorf("kill step container: %w", kerr)
-		}
-		code, err = w.eng.Wait(cleanup, id)
+	if ctx.Err() == nil {
+		return code, err
 	}
-	<-logsDone
-	return code, err
+	// Timeout or signal: the sweep must stop before the containers come
+	// back. The engine refuses to kill a container that has just exited by
+	// itself: the wait that follows tells the two apart.
+	kctx, cancel := boundedContext(ctx, killTimeout)
+	kerr := w.eng.Kill(kctx, id)
+	cancel()
+	if engine.IsNotFound(kerr) {
+		kerr = nil
+	}
+	wctx, cancel := boundedContext(ctx, killWaitTimeout)
+	code, err = w.eng.Wait(wctx, id)
+	cancel()
+	if err != nil {
+		if kerr != nil {
+			return -1, &killError{err: errors.Join(kerr, err)}
+		}
+		return -1, &killError{err: fmt.Errorf("wait after kill: %w", err)}
+	}
+	return code, nil
+}
+
+// boundedContext is a context for a cleanup that must happen after ctx is
+// done (a timeout, a signal), bounded by d from now.
+func boundedContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), d)
+}
+
+// softWriter passes writes on to w until one fails, then discards them. It
+// never fails: the step's output keeps draining when its destination is
+// gone, and that is not the step's failure.
+type softWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+func (s *softWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err == nil {
+		_, s.err = s.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// Tail keeps the last bytes written to it, at most its limit: the output of
+// a step of hours, kept for a failure report, stays bounded.
+type Tail struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+	cut   bool
+}
+
+// NewTail returns a Tail that keeps the last limit bytes.
+func NewTail(limit int) *Tail { return &Tail{limit: limit} }
+
+// Write keeps the end of p; it never fails.
+func (t *Tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) > t.limit {
+		p, t.cut = p[len(p)-t.limit:], true
+		t.buf = t.buf[:0]
+	}
+	t.buf = append(t.buf, p...)
+	// Trim at twice the limit, not at each write: amortised copies.
+	if len(t.buf) > 2*t.limit {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.limit:]...)
+		t.cut = true
+	}
+	return n, nil
+}
+
+// Bytes returns the kept tail, and whether anything before it was cut.
+func (t *Tail) Bytes() ([]byte, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) > t.limit {
+		return t.buf[len(t.buf)-t.limit:], true
+	}
+	return t.buf, t.cut
 }
 
 // stepSpec is the one-off container of a run: step. Its image defaults to
