@@ -40,7 +40,13 @@ recreated where an apply deferred a change) and its restart policy restored.
 
 Exit 0 if the step succeeded and every container runs again; else 1, or 130
 when interrupted. With -q nothing is printed on success; on failure the step's
-output and what failed.`,
+output (its last 256 KiB) and what failed.
+
+Before anything is stopped, the window checks that the step can run: an exec:
+program that is missing or not executable is refused (exit 2), a run: image
+not in the engine is pulled, and one that cannot be had fails the window
+(exit 1). The window closes when the step exits, whatever children it left
+holding its output; a closed stderr does not stop it.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module, opts.step = args[0], args[1]
