@@ -315,8 +315,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		// The released containers run again, as their window's close would
 		// have left them: plan once more from what the engine has now.
 		for i := range observed {
-			if back[observed[i].Name] {
-				observed[i].Running = true
+			if running, ok := back[observed[i].Name]; ok {
+				observed[i].Running = running
 			}
 		}
 		in.Observed = observed

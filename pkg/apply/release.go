@@ -40,8 +40,15 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 // would have done (Resume, with the restart policy policies names, else the
 // one recorded at open), the holds file and the history are written, and
 // the dead windows' exited step containers removed. Whatever instant a
-// window died at, the containers it held run again with their policy. It
-// returns the names of the containers it started again.
+// window died at, the containers it held run again with their policy.
+//
+// A window killed while the engine stopped a held container leaves that
+// stop to finish without it: the container still reads running, and would
+// be stopped for good just after a plain start. One that runs with restart
+// policy "no" (the window set it before stopping) is therefore stopped
+// first, which waits for a stop in flight, then started. It returns, for
+// each container it tried to bring back, whether it runs now, so the plan
+// that follows sees the engine as it is.
 func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.Doc, hist *holds.History,
 	classified []holds.Classified, observed []engine.Container, policies map[string]string, now time.Time,
 	progress func(string, ...any)) (map[string]bool, error) {
@@ -65,8 +72,13 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 			if !ok {
 				policy = r.Restart[name]
 			}
-			if err := x.Resume(ctx, c, policy); err != nil {
+			err := x.settle(ctx, c)
+			if err == nil {
+				err = x.Resume(ctx, c, policy)
+			}
+			if err != nil {
 				progress("bring %s back: %v\n", name, err)
+				back[name] = x.runs(ctx, c)
 				continue
 			}
 			back[name] = true
@@ -77,6 +89,33 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 	}
 	x.removeDeadSteps(ctx, released, observed, progress)
 	return back, nil
+}
+
+// settle waits for a stop that a dead window may have left in flight on c:
+// a held container that reads running with restart policy "no".
+func (x Executor) settle(ctx context.Context, c engine.Container) error {
+	if !c.Running {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	full, err := x.Engine.Inspect(ctx, c.ID)
+	if err != nil || full.RestartPolicy != "no" {
+		return err
+	}
+	if err := x.Engine.Stop(ctx, c.ID, StopTimeout); err != nil {
+		return fmt.Errorf("stop %s, which its dead window may have been stopping: %w", c.Name, err)
+	}
+	return nil
+}
+
+// runs asks the engine whether c runs now; false when it cannot say, so
+// that the plan replaces what it cannot see running.
+func (x Executor) runs(ctx context.Context, c engine.Container) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	full, err := x.Engine.Inspect(ctx, c.ID)
+	return err == nil && full.Running
 }
 
 // removeDeadSteps removes the exited step containers of the stale holds

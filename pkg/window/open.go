@@ -95,8 +95,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
 		if apply.IsService(c, w.scope) {
-			if back[c.Name] {
-				c.Running = true
+			if running, ok := back[c.Name]; ok {
+				c.Running = running
 			}
 			byName[c.Name] = c
 		}
