@@ -53,10 +53,19 @@ const (
 )
 
 // killError is a step past its timeout, or interrupted, whose container
-// could not be killed: it may still run.
-type killError struct{ err error }
+// could not be killed, or was not seen to stop once killed: it may still run.
+type killError struct {
+	err    error
+	killed bool // the kill succeeded; the wait that followed did not
+}
 
-func (e *killError) Error() string { return "its container could not be killed: " + e.err.Error() }
+func (e *killError) Error() string {
+	if e.killed {
+		return "its container was killed but not seen to stop: " + e.err.Error()
+	}
+	return "its container could not be killed: " + e.err.Error()
+}
+
 func (e *killError) Unwrap() error { return e.err }
 
 // prepareStep checks, before anything is stopped, that the step can run: an
@@ -292,13 +301,14 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 	wctx, cancel := boundedContext(ctx, killWaitTimeout)
 	code, err = w.eng.Wait(wctx, id)
 	cancel()
-	if err != nil {
-		if kerr != nil {
-			return -1, &killError{err: errors.Join(kerr, err)}
-		}
-		return -1, &killError{err: fmt.Errorf("wait after kill: %w", err)}
+	switch {
+	case err == nil:
+		return code, nil
+	case kerr != nil:
+		return -1, &killError{err: kerr}
+	default:
+		return -1, &killError{err: err, killed: true}
 	}
-	return code, nil
 }
 
 // boundedContext is a context for a cleanup that must happen after ctx is

@@ -223,6 +223,24 @@ func TestContainerStepOfMinutes(t *testing.T) {
 			<-eng.exited
 		})
 	})
+	t.Run("interrupted at minute 12", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			eng := newStepEngine(20 * time.Minute)
+			var out lockedBuffer
+			w := containerWindow(eng, time.Hour, &out)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			time.AfterFunc(12*time.Minute, cancel) // SIGTERM from cron's kill
+			w.runStep(ctx)
+			if !eng.killed || !eng.removed {
+				t.Errorf("killed %v, removed %v: want both", eng.killed, eng.removed)
+			}
+			if w.result != ResultInterrupted || w.stepErr == nil || strings.Contains(w.stepErr.Error(), "could not be killed") {
+				t.Errorf("result %q, error %v", w.result, w.stepErr)
+			}
+			<-eng.exited
+		})
+	})
 	t.Run("a kill that fails is reported as failed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			eng := newStepEngine(20 * time.Minute)
