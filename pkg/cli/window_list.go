@@ -23,9 +23,11 @@ func newWindowListCmd(env *Env) *cobra.Command {
 		Long: `Show the windows not yet closed and the recent history.
 
 States: open; overdue (alive past its deadline: still honoured); orphaned (its
-process is gone but its step container still runs: still honoured); stale (its
+process is gone but its step container still runs: still honoured); unknown
+(its process is gone and the engine cannot say whether its step container runs:
+still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
-it and its containers are converged as usual).`,
+it, bringing its containers back as the close would).`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.history < 0 {

@@ -50,6 +50,9 @@ holding its output; a closed stderr does not stop it.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module, opts.step = args[0], args[1]
+			if opts.timeout < 0 || opts.wait < 0 {
+				return &UsageError{Err: fmt.Errorf("--timeout and --wait must not be negative"), Cmd: cmd.CommandPath()}
+			}
 			return runWindowRun(cmd.Context(), env, opts)
 		},
 	}
