@@ -214,12 +214,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		read = lock.Read
 	}
 
-	var hd holds.Doc
-	var hist holds.History
-	if _, err := read(holds.File, &hd); err != nil {
-		return nil, nil, err
-	}
-	if _, err := read(holds.HistoryFile, &hist); err != nil {
+	hd, hist, err := holds.Read(read)
+	if err != nil {
 		return nil, nil, err
 	}
 	// Resolved here, under the lock: "current" is what the ledger says now,

@@ -58,6 +58,18 @@ type Doc struct {
 	Holds []Hold `json:"holds"`
 }
 
+// Read reads the holds file and the history with read: a state lock's Read
+// for the bookkeeping of apply and window, or Dir.Read for a snapshot.
+func Read(read func(string, state.Document) (bool, error)) (Doc, History, error) {
+	var hd Doc
+	var hist History
+	if _, err := read(File, &hd); err != nil {
+		return hd, hist, err
+	}
+	_, err := read(HistoryFile, &hist)
+	return hd, hist, err
+}
+
 // Find returns the hold with the given id.
 func (d *Doc) Find(id string) (Hold, bool) {
 	for _, h := range d.Holds {

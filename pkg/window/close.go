@@ -77,12 +77,8 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	}
 	defer lock.Unlock()
 
-	var hd holds.Doc
-	var hist holds.History
-	if _, err := lock.Read(holds.File, &hd); err != nil {
-		return nil, err
-	}
-	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+	hd, hist, err := holds.Read(lock.Read)
+	if err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()

@@ -50,12 +50,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
-	var hd holds.Doc
-	var hist holds.History
-	if _, err := lock.Read(holds.File, &hd); err != nil {
-		return nil, err
-	}
-	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+	hd, hist, err := holds.Read(lock.Read)
+	if err != nil {
 		return nil, err
 	}
 	var applied apply.Applied
