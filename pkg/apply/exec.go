@@ -123,13 +123,11 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 	return nil
 }
 
-// cleanupContext is CleanupContext bounded by cleanupTimeout.
-func cleanupContext(ctx context.Context) context.Context { return CleanupContext(ctx, cleanupTimeout) }
-
-// CleanupContext returns a context that survives ctx's cancellation, bounded
-// by d: cleanup after SIGINT must still happen, but not forever.
-func CleanupContext(ctx context.Context, d time.Duration) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+// cleanupContext returns a context that survives ctx's cancellation, bounded
+// by cleanupTimeout from now: cleanup after SIGINT must still happen, but
+// not forever. Make it at the moment of the cleanup, never earlier.
+func cleanupContext(ctx context.Context) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	_ = cancel // released by its timer; the context lives as long as the cleanup
 	return c
 }

@@ -94,10 +94,6 @@ const (
 	ResultInterrupted = "interrupted"
 )
 
-// cleanupTimeout bounds what a window does after a signal: killing its step
-// and bringing the held containers back.
-const cleanupTimeout = 5 * time.Minute
-
 // plan is what a window will do, resolved before it opens.
 type plan struct {
 	module, step string
