@@ -2,9 +2,10 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -84,6 +85,8 @@ type Ledger struct {
 	LockTimeout time.Duration
 	// Entropy feeds the random low bits of ids (default crypto/rand).
 	Entropy io.Reader
+
+	st storage // nil: the files of Dir
 }
 
 // New returns the ledger of the state directory d, with default tunables.
@@ -124,39 +127,6 @@ func (l *Ledger) lock(ctx context.Context) (*state.Lock, error) {
 	return l.Dir.Lock(ctx, lockName, state.LockOptions{Timeout: l.LockTimeout, What: lockWhat})
 }
 
-// lockIndex takes the ledger lock and reads the index under it; the caller
-// unlocks.
-func (l *Ledger) lockIndex(ctx context.Context) (*state.Lock, *indexDoc, error) {
-	lk, err := l.lock(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	idx, err := readIndex(lk)
-	if err != nil {
-		lk.Unlock()
-		return nil, nil, err
-	}
-	return lk, idx, nil
-}
-
-// readPlans reads the plans file under the lock.
-func readPlans(lk *state.Lock) (*plansDoc, error) {
-	plans := &plansDoc{}
-	_, err := lk.Read(plansFile, plans)
-	return plans, err
-}
-
-func readIndex(r reader) (*indexDoc, error) {
-	idx := &indexDoc{}
-	if _, err := r.Read(indexFile, idx); err != nil {
-		return nil, err
-	}
-	if idx.Pending == nil {
-		idx.Pending = map[string]pendingRec{}
-	}
-	return idx, nil
-}
-
 // Decide is the ledger's one rule: given the id of the module's current
 // build ("" for none), what recording build id with a success (ok) or a
 // failure does. A module's current artifact is replaced only by a successful
@@ -173,10 +143,71 @@ func Decide(current, id string, ok bool) Outcome {
 	}
 }
 
+// store is the ledger's storage: the one set by OpenEtcd, else the files of
+// Dir.
+func (l *Ledger) store() storage {
+	if l.st != nil {
+		return l.st
+	}
+	return &fileStore{l: l}
+}
+
+// Where names the ledger for messages: its directory or etcd endpoints.
+func (l *Ledger) Where() string { return l.store().describe() }
+
+// Close releases the ledger's connection, if it has one.
+func (l *Ledger) Close() error {
+	if c, ok := l.st.(interface{ close() error }); ok {
+		return c.close()
+	}
+	return nil
+}
+
+// newKey returns a fresh idempotency key: a store that loses an answer in
+// flight runs the operation again, and the key finds its first answer.
+func (l *Ledger) newKey() (string, error) {
+	var b [12]byte
+	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
+		return "", fmt.Errorf("read randomness for an idempotency key: %w", err)
+	}
+	// The time lets a store forget old answers; it orders nothing.
+	return fmt.Sprintf("%012d-%x", time.Now().Unix(), b), nil
+}
+
+// once runs fn in one update under an idempotency key: if an earlier run
+// of this same call committed (its answer lost in flight), its answer is
+// returned, and fn changes nothing.
+func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T, error) {
+	var out T
+	key, err := l.newKey()
+	if err != nil {
+		return out, err
+	}
+	err = l.store().update(ctx, func(tx txn) error {
+		if b, ok, err := tx.answer(key); err != nil {
+			return err
+		} else if ok {
+			return json.Unmarshal(b, &out)
+		}
+		v, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		tx.putAnswer(key, b)
+		out = v
+		return nil
+	})
+	return out, err
+}
+
 // Request issues one build id per module, in the order given, and a plan id
-// for them all, under the ledger lock. With plan set, the builds join that
-// existing plan instead (an unknown plan is an *UnknownError); a plan that
-// had settled is open again until they are recorded.
+// for them all, in one change of the ledger. With plan set, the builds join
+// that existing plan instead (an unknown plan is an *UnknownError); a plan
+// that had settled is open again until they are recorded.
 func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	if len(modules) == 0 {
 		return Plan{}, fmt.Errorf("request names no module")
@@ -196,208 +227,41 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 			return Plan{}, err
 		}
 	}
-
-	lk, idx, err := l.lockIndex(ctx)
-	if err != nil {
-		return Plan{}, err
-	}
-	defer lk.Unlock()
-	plans, err := readPlans(lk)
-	if err != nil {
-		return Plan{}, err
-	}
-	last, ok := parseSeq(idx.Last)
-	if idx.Last != "" && !ok {
-		return Plan{}, &state.FileError{Path: indexFile, Err: fmt.Errorf("has a malformed last id %q", idx.Last)}
-	}
-	now := l.now().UTC()
-	issue := func() (string, error) {
-		s, err := nextSeq(last, now, l.entropy())
-		if err != nil {
-			return "", err
-		}
-		last = s
-		return s.String(), nil
-	}
-
-	var pr *planRec
-	if plan != "" {
-		i := slices.IndexFunc(plans.Plans, func(p planRec) bool { return p.ID == plan })
-		if i >= 0 {
-			// Repair a plans.json that a kill kept from following the index.
-			plans.Plans[i] = withPending(plans.Plans[i], idx)
-			pr = &plans.Plans[i]
-		} else {
-			// An old plan, out of plans.json: find it from its builds.
-			rec, ok, err := derivePlan(lk, idx, plan)
+	return once(ctx, l, func(tx txn) (Plan, error) {
+		now := l.now().UTC()
+		n := len(modules)
+		var pr planRec
+		if plan != "" {
+			p, ok, err := tx.plan(plan)
 			if err != nil {
 				return Plan{}, err
 			}
 			if !ok {
 				return Plan{}, &UnknownError{Kind: "plan", ID: plan}
 			}
-			plans.Plans = append(plans.Plans, rec)
-			pr = &plans.Plans[len(plans.Plans)-1]
+			pr = p
+		} else {
+			n++
 		}
-	} else {
-		body, err := issue()
+		bodies, err := tx.issue(n, now)
 		if err != nil {
 			return Plan{}, err
 		}
-		plans.Plans = append(plans.Plans, planRec{ID: planPrefix + body, RequestedAt: now})
-		pr = &plans.Plans[len(plans.Plans)-1]
-	}
-	out := Plan{ID: pr.ID, RequestedAt: pr.RequestedAt}
-	for _, m := range modules {
-		body, err := issue()
-		if err != nil {
-			return Plan{}, err
+		if plan == "" {
+			pr = planRec{ID: planPrefix + bodies[0], RequestedAt: now}
+			bodies = bodies[1:]
 		}
-		id := buildPrefix + body
-		idx.Pending[id] = pendingRec{Module: m, Plan: pr.ID, RequestedAt: now}
-		pr.Builds = append(pr.Builds, planBuild{ID: id, Module: m})
-		out.Builds = append(out.Builds, Build{ID: id, Module: m, Plan: pr.ID, State: StatePending, RequestedAt: now})
-	}
-	idx.Last = last.String()
-	// The index first: it is what makes the ids issued. Should the plans
-	// file not follow, the plan is found again from its builds.
-	if err := lk.Write(indexFile, idx); err != nil {
-		return Plan{}, err
-	}
-	sort.Slice(plans.Plans, func(i, j int) bool { return plans.Plans[i].ID < plans.Plans[j].ID })
-	plans.Plans = l.trimPlans(plans.Plans, idx)
-	if err := lk.Write(plansFile, plans); err != nil {
-		return Plan{}, err
-	}
-	return out, nil
-}
-
-// trimPlans keeps every plan with a pending build and the newest Retain
-// settled ones.
-func (l *Ledger) trimPlans(plans []planRec, idx *indexDoc) []planRec {
-	open := map[string]bool{}
-	for _, p := range idx.Pending {
-		open[p.Plan] = true
-	}
-	keep := l.retain()
-	var out []planRec
-	for i := len(plans) - 1; i >= 0; i-- {
-		switch {
-		case open[plans[i].ID]:
-		case keep > 0:
-			keep--
-		default:
-			continue
+		out := Plan{ID: pr.ID, RequestedAt: pr.RequestedAt}
+		for i, m := range modules {
+			id := buildPrefix + bodies[i]
+			p := pendingRec{Module: m, Plan: pr.ID, RequestedAt: now}
+			tx.addPending(id, p)
+			pr.Builds = append(pr.Builds, planBuild{ID: id, Module: m})
+			out.Builds = append(out.Builds, pendingBuild(id, p))
 		}
-		out = append(out, plans[i])
-	}
-	slices.Reverse(out)
-	return out
-}
-
-// withPending adds to pr the pending builds of the index that name its plan
-// and that it lacks. The index is written before plans.json, so a request
-// killed between the two has issued builds that only the index knows; the
-// plan must count them, or it would read settled while they are pending.
-func withPending(pr planRec, idx *indexDoc) planRec {
-	var extra []planBuild
-	for id, p := range idx.Pending {
-		if p.Plan == pr.ID && !slices.ContainsFunc(pr.Builds, func(b planBuild) bool { return b.ID == id }) {
-			extra = append(extra, planBuild{ID: id, Module: p.Module})
-		}
-	}
-	if len(extra) == 0 {
-		return pr
-	}
-	sort.Slice(extra, func(i, j int) bool { return extra[i].ID < extra[j].ID })
-	pr.Builds = append(slices.Clone(pr.Builds), extra...)
-	return pr
-}
-
-// derivePlan rebuilds the record of plan from the plan ids its builds carry:
-// for a plan no longer in plans.json. Its builds were all issued after it.
-func derivePlan(lk *state.Lock, idx *indexDoc, plan string) (planRec, bool, error) {
-	rec := planRec{ID: plan}
-	if t, err := ParseID(plan); err == nil {
-		rec.RequestedAt = t
-	}
-	for id, p := range idx.Pending {
-		if p.Plan == plan {
-			rec.Builds = append(rec.Builds, planBuild{ID: id, Module: p.Module})
-		}
-	}
-	ms, err := modules(lk.Dir())
-	if err != nil {
-		return planRec{}, false, err
-	}
-	inPlan := func(id, p, m string) {
-		if p == plan && !slices.ContainsFunc(rec.Builds, func(b planBuild) bool { return b.ID == id }) {
-			rec.Builds = append(rec.Builds, planBuild{ID: id, Module: m})
-		}
-	}
-	floor := buildPrefix + strings.TrimPrefix(plan, planPrefix)
-	for _, m := range ms {
-		mod, err := readModule(lk, m)
-		if err != nil {
-			return planRec{}, false, err
-		}
-		recs, err := retained(lk, mod)
-		if err != nil {
-			return planRec{}, false, err
-		}
-		for _, r := range recs {
-			inPlan(r.ID, r.Plan, m)
-		}
-		cat, err := readCatalog(lk, m)
-		if err != nil {
-			return planRec{}, false, err
-		}
-		for _, seg := range cat.Segments {
-			if seg.Last < floor {
-				continue
-			}
-			a, err := readArchive(lk, m, seg.Seq)
-			if err != nil {
-				return planRec{}, false, err
-			}
-			for _, c := range a.Builds {
-				inPlan(c.ID, c.Plan, m)
-			}
-		}
-	}
-	sort.Slice(rec.Builds, func(i, j int) bool { return rec.Builds[i].ID < rec.Builds[j].ID })
-	return rec, len(rec.Builds) > 0, nil
-}
-
-// retained returns the builds of mod kept in full: its current build, its
-// recent ones and those of its chunks, each once.
-func retained(r reader, mod *moduleDoc) ([]record, error) {
-	var out []record
-	seen := map[string]bool{}
-	add := func(rs ...record) {
-		for _, rec := range rs {
-			if !seen[rec.ID] {
-				seen[rec.ID] = true
-				out = append(out, rec)
-			}
-		}
-	}
-	if mod.Current != nil {
-		add(*mod.Current)
-	}
-	add(mod.Recent...)
-	cat, err := readCatalog(r, mod.Module)
-	if err != nil {
-		return nil, err
-	}
-	for n := cat.FirstChunk; n < mod.NextChunk; n++ {
-		c, err := readChunk(r, mod.Module, n)
-		if err != nil {
-			return nil, err
-		}
-		add(c.Builds...)
-	}
-	return out, nil
+		tx.putPlan(pr)
+		return out, nil
+	})
 }
 
 func checkID(id, prefix, kind string) error {
@@ -433,148 +297,74 @@ func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason strin
 	if img != nil {
 		key, newResult = img.Normalized, "image "+img.Ref
 	}
-
-	lk, idx, err := l.lockIndex(ctx)
-	if err != nil {
-		return Recorded{}, err
-	}
-	defer lk.Unlock()
-
-	p, pending := idx.Pending[id]
-	if !pending {
-		// Recorded before, or never issued: the rare path, which may read
-		// every module's history.
-		if id[len(buildPrefix):] > idx.Last {
-			return Recorded{}, &UnknownError{Kind: "build", ID: id}
-		}
-		f, ok, err := findRecorded(lk, id)
+	return once(ctx, l, func(tx txn) (Recorded, error) {
+		p, f, err := tx.build(id)
 		if err != nil {
 			return Recorded{}, err
 		}
-		if !ok {
-			return Recorded{}, &UnknownError{Kind: "build", ID: id}
-		}
-		mod, err := readModule(lk, f.module)
-		if err != nil {
-			return Recorded{}, err
-		}
-		return again(f, mod, id, key, newResult)
-	}
-
-	mod, err := readModule(lk, p.Module)
-	if err != nil {
-		return Recorded{}, err
-	}
-	if mod.LastRecorded == id {
-		// Recorded, but the process died before it could update the index.
-		f, ok, err := lookup(lk, mod, id)
-		if err != nil {
-			return Recorded{}, err
-		}
-		if ok {
-			res, err := again(f, mod, id, key, newResult)
+		if f != nil {
+			cur, err := tx.currentOf(f.module)
 			if err != nil {
 				return Recorded{}, err
 			}
-			delete(idx.Pending, id)
-			return res, lk.Write(indexFile, idx)
+			return again(*f, cur, id, key, newResult)
 		}
-	}
-	if prev := mod.LastRecorded; prev != "" {
-		// The same crash, for the build recorded before this one.
-		delete(idx.Pending, prev)
-	}
-
-	now := l.now().UTC()
-	var currentID string
-	if mod.Current != nil {
-		currentID = mod.Current.ID
-	}
-	rec := record{ID: id, Plan: p.Plan, RequestedAt: p.RequestedAt, FinishedAt: now, Reason: reason,
-		Outcome: Decide(currentID, id, img != nil)}
-	if img != nil {
-		rec.Image = img.Ref
-	}
-	if rec.Outcome == OutcomeCurrent {
-		c := rec
-		mod.Current = &c
-	}
-	mod.Recent = append(mod.Recent, rec)
-	mod.LastRecorded = id
-	flushed := len(mod.Recent) >= l.chunkSize()
-	if flushed {
-		if err := writeChunk(lk, mod); err != nil {
+		if p == nil {
+			return Recorded{}, &UnknownError{Kind: "build", ID: id}
+		}
+		cur, err := tx.currentOf(p.Module)
+		if err != nil {
 			return Recorded{}, err
 		}
-	}
-	// The module's file first: once it is written the build is recorded.
-	// The index after it only forgets the build as pending.
-	if err := lk.Write(moduleFile(mod.Module), mod); err != nil {
-		return Recorded{}, err
-	}
-	delete(idx.Pending, id)
-	if err := lk.Write(indexFile, idx); err != nil {
-		return Recorded{}, err
-	}
-	if flushed {
-		if err := l.archive(lk, mod); err != nil {
-			return Recorded{}, fmt.Errorf("build %s is recorded, but archiving the old builds of %s failed: %w", id, mod.Module, err)
+		rec := record{ID: id, Plan: p.Plan, RequestedAt: p.RequestedAt, FinishedAt: l.now().UTC(), Reason: reason,
+			Outcome: Decide(idOf(cur), id, img != nil)}
+		if img != nil {
+			rec.Image = img.Ref
 		}
-	}
-	return Recorded{Build: toBuild(mod.Module, rec, mod), Outcome: rec.Outcome, Current: currentOf(mod)}, nil
+		if rec.Outcome == OutcomeCurrent {
+			cur = &rec
+		}
+		if err := tx.putRecord(p.Module, rec); err != nil {
+			return Recorded{}, err
+		}
+		return Recorded{Build: toBuild(p.Module, rec, cur), Outcome: rec.Outcome, Current: buildOf(p.Module, cur)}, nil
+	})
 }
 
 // again answers a record of a build already recorded: the same result is
 // idempotent, another is a conflict.
-func again(f found, mod *moduleDoc, id, key, newResult string) (Recorded, error) {
+func again(f found, cur *record, id, key, newResult string) (Recorded, error) {
 	if !f.sameResult(key) {
 		return Recorded{}, &ConflictError{ID: id, Module: f.module, Recorded: f.describe(), New: newResult}
 	}
-	var b Build
-	if f.full != nil {
-		b = toBuild(f.module, *f.full, mod)
-	} else {
-		b = prunedBuild(f.module, *f.pruned, mod)
-	}
-	return Recorded{Build: b, Outcome: f.outcome(), Current: currentOf(mod), Again: true}, nil
+	return Recorded{Build: f.build(cur), Outcome: f.outcome(), Current: buildOf(f.module, cur), Again: true}, nil
 }
 
-// findRecorded looks for the recorded build id in every module's history.
-func findRecorded(lk *state.Lock, id string) (found, bool, error) {
-	ms, err := modules(lk.Dir())
-	if err != nil {
-		return found{}, false, err
+func idOf(cur *record) string {
+	if cur == nil {
+		return ""
 	}
-	for _, m := range ms {
-		mod, err := readModule(lk, m)
-		if err != nil {
-			return found{}, false, err
-		}
-		if f, ok, err := lookup(lk, mod, id); err != nil || ok {
-			return f, ok, err
-		}
-	}
-	return found{}, false, nil
+	return cur.ID
 }
 
-func stateOf(failed bool, id string, mod *moduleDoc) State {
+func stateOf(failed bool, id string, cur *record) State {
 	switch {
 	case failed:
 		return StateFailed
-	case mod.Current != nil && mod.Current.ID == id:
+	case cur != nil && cur.ID == id:
 		return StateCurrent
 	default:
 		return StateSuperseded
 	}
 }
 
-func toBuild(m string, r record, mod *moduleDoc) Build {
-	return Build{ID: r.ID, Module: m, Plan: r.Plan, State: stateOf(r.failed(), r.ID, mod), Image: r.Image,
+func toBuild(m string, r record, cur *record) Build {
+	return Build{ID: r.ID, Module: m, Plan: r.Plan, State: stateOf(r.failed(), r.ID, cur), Image: r.Image,
 		Reason: r.Reason, RequestedAt: r.RequestedAt, FinishedAt: r.FinishedAt, Outcome: r.Outcome}
 }
 
-func prunedBuild(m string, c compact, mod *moduleDoc) Build {
-	b := Build{ID: c.ID, Module: m, Plan: c.Plan, State: stateOf(c.Outcome == "f", c.ID, mod), Outcome: c.outcome(), Pruned: true}
+func prunedBuild(m string, c compact, cur *record) Build {
+	b := Build{ID: c.ID, Module: m, Plan: c.Plan, State: stateOf(c.Outcome == "f", c.ID, cur), Outcome: c.outcome(), Pruned: true}
 	b.RequestedAt, _ = ParseID(c.ID)
 	return b
 }
@@ -583,42 +373,50 @@ func pendingBuild(id string, p pendingRec) Build {
 	return Build{ID: id, Module: p.Module, Plan: p.Plan, State: StatePending, RequestedAt: p.RequestedAt}
 }
 
-func currentOf(mod *moduleDoc) *Build {
-	if mod.Current == nil {
+func buildOf(m string, cur *record) *Build {
+	if cur == nil {
 		return nil
 	}
-	b := toBuild(mod.Module, *mod.Current, mod)
+	b := toBuild(m, *cur, cur)
 	return &b
 }
 
 // Current returns module's current build from a lock-free snapshot of its
-// ledger file, and false if it has none. It is what apply resolves
-// `artifact: MODULE` with.
+// ledger file in the state directory d, and false if it has none.
 func Current(d *state.Dir, module string) (Build, bool, error) {
+	return New(d).CurrentBuild(context.Background(), module)
+}
+
+// CurrentBuild returns module's current build, and false if it has none:
+// one lock-free read of the module's file, or one linearizable read of
+// etcd. It is what apply resolves `artifact: MODULE` with.
+func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, error) {
 	if err := CheckModule(module); err != nil {
 		return Build{}, false, err
 	}
-	mod, err := readModule(d, module)
-	if err != nil {
+	cur, err := l.store().current(ctx, module)
+	if err != nil || cur == nil {
 		return Build{}, false, err
 	}
-	b := currentOf(mod)
-	if b == nil {
-		return Build{}, false, nil
-	}
-	return *b, true, nil
+	return *buildOf(module, cur), true, nil
 }
 
 // Currents returns the current build of every module that has one, by
 // module name, from lock-free snapshots of their ledger files: for status.
 func Currents(d *state.Dir) ([]Build, error) {
-	ms, err := modules(d)
+	return New(d).Currents(context.Background())
+}
+
+// Currents returns the current build of every module that has one, by
+// module name.
+func (l *Ledger) Currents(ctx context.Context) ([]Build, error) {
+	ms, err := l.store().modules(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []Build
 	for _, m := range ms {
-		b, ok, err := Current(d, m)
+		b, ok, err := l.CurrentBuild(ctx, m)
 		if err != nil {
 			return nil, err
 		}
@@ -631,7 +429,7 @@ func Currents(d *state.Dir) ([]Build, error) {
 
 // Current returns module's current build, or a *NoCurrentError.
 func (l *Ledger) Current(module string) (Build, error) {
-	b, ok, err := Current(l.Dir, module)
+	b, ok, err := l.CurrentBuild(context.Background(), module)
 	if err != nil {
 		return Build{}, err
 	}
@@ -650,44 +448,39 @@ func (l *Ledger) List(ctx context.Context, module string) ([]Build, error) {
 			return nil, err
 		}
 	}
-	// Under the lock: a list reads several files, which must agree.
-	lk, idx, err := l.lockIndex(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer lk.Unlock()
-	ms := []string{module}
-	if module == "" {
-		if ms, err = modules(l.Dir); err != nil {
-			return nil, err
-		}
-		for _, p := range idx.Pending {
-			if !slices.Contains(ms, p.Module) {
-				ms = append(ms, p.Module)
+	var out []Build
+	err := l.store().view(ctx, func(v view) error {
+		ms := []string{module}
+		if module == "" {
+			var err error
+			if ms, err = v.modules(); err != nil {
+				return err
 			}
 		}
-	}
-	var out []Build
-	for _, m := range ms {
-		mod, err := readModule(lk, m)
-		if err != nil {
-			return nil, err
-		}
-		recs, err := retained(lk, mod)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range recs {
-			out = append(out, toBuild(m, r, mod))
-		}
-		for id, p := range idx.Pending {
-			if p.Module == m && id != mod.LastRecorded {
+		for _, m := range ms {
+			cur, err := v.currentOf(m)
+			if err != nil {
+				return err
+			}
+			recs, err := v.retained(m)
+			if err != nil {
+				return err
+			}
+			for _, r := range recs {
+				out = append(out, toBuild(m, r, cur))
+			}
+			pend, err := v.pending(m)
+			if err != nil {
+				return err
+			}
+			for id, p := range pend {
 				out = append(out, pendingBuild(id, p))
 			}
 		}
-	}
+		return nil
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out, nil
+	return out, err
 }
 
 // Plan returns the plan id with the state of each of its builds.
@@ -695,56 +488,38 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 	if err := checkID(id, planPrefix, "plan"); err != nil {
 		return Plan{}, err
 	}
-	lk, idx, err := l.lockIndex(ctx)
-	if err != nil {
-		return Plan{}, err
-	}
-	defer lk.Unlock()
-	plans, err := readPlans(lk)
-	if err != nil {
-		return Plan{}, err
-	}
-	var pr planRec
-	if i := slices.IndexFunc(plans.Plans, func(p planRec) bool { return p.ID == id }); i >= 0 {
-		pr = withPending(plans.Plans[i], idx)
-	} else {
-		var ok bool
-		if pr, ok, err = derivePlan(lk, idx, id); err != nil {
-			return Plan{}, err
-		}
-		if !ok {
-			return Plan{}, &UnknownError{Kind: "plan", ID: id}
-		}
-	}
-	// Settled is computed from the builds, never stored: a plan with no
-	// build has nothing recorded, and one with a build pending is open.
-	out := Plan{ID: pr.ID, RequestedAt: pr.RequestedAt, Settled: len(pr.Builds) > 0}
-	mods := map[string]*moduleDoc{}
-	for _, pb := range pr.Builds {
-		mod, ok := mods[pb.Module]
-		if !ok {
-			if mod, err = readModule(lk, pb.Module); err != nil {
-				return Plan{}, err
-			}
-			mods[pb.Module] = mod
-		}
-		if p, ok := idx.Pending[pb.ID]; ok && pb.ID != mod.LastRecorded {
-			out.Settled = false
-			out.Builds = append(out.Builds, pendingBuild(pb.ID, p))
-			continue
-		}
-		f, ok, err := lookup(lk, mod, pb.ID)
+	var out Plan
+	err := l.store().view(ctx, func(v view) error {
+		pr, ok, err := v.plan(id)
 		if err != nil {
-			return Plan{}, err
+			return err
 		}
 		if !ok {
-			return Plan{}, fmt.Errorf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)
+			return &UnknownError{Kind: "plan", ID: id}
 		}
-		if f.full != nil {
-			out.Builds = append(out.Builds, toBuild(pb.Module, *f.full, mod))
-		} else {
-			out.Builds = append(out.Builds, prunedBuild(pb.Module, *f.pruned, mod))
+		// Settled is computed from the builds, never stored: a plan with no
+		// build has nothing recorded, and one with a build pending is open.
+		out = Plan{ID: pr.ID, RequestedAt: pr.RequestedAt, Settled: len(pr.Builds) > 0}
+		for _, pb := range pr.Builds {
+			p, f, err := v.build(pb.ID)
+			if err != nil {
+				return err
+			}
+			switch {
+			case p != nil:
+				out.Settled = false
+				out.Builds = append(out.Builds, pendingBuild(pb.ID, *p))
+			case f != nil:
+				cur, err := v.currentOf(pb.Module)
+				if err != nil {
+					return err
+				}
+				out.Builds = append(out.Builds, f.build(cur))
+			default:
+				return fmt.Errorf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)
+			}
 		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }

@@ -473,3 +473,11 @@ func cleanup(lk *state.Lock, mod *moduleDoc, cat *catalogDoc) error {
 	}
 	return errors.Join(errs...)
 }
+
+// build is f as a Build, given its module's current build.
+func (f found) build(cur *record) Build {
+	if f.full != nil {
+		return toBuild(f.module, *f.full, cur)
+	}
+	return prunedBuild(f.module, *f.pruned, cur)
+}
