@@ -19,10 +19,16 @@ import (
 
 // Options is one apply.
 type Options struct {
-	File     *mesh.File
-	Source   string // the file's name, for the record
-	DryRun   bool
-	Prune    bool
+	File   *mesh.File
+	Source string // the file's name, for the record
+	DryRun bool
+	Prune  bool
+	// RemoveModules are modules removed whole: their containers removed,
+	// their part of the applied state dropped.
+	RemoveModules []string
+	// Last re-applies the last applied state (apply --last): File is
+	// ignored, and the applied state is read under the state lock.
+	Last     bool
 	Parallel int
 	Resolve  Resolver
 	Lock     state.LockOptions
@@ -42,6 +48,50 @@ func (e *ConflictError) Error() string {
 	return fmt.Sprintf("nothing changed: %s already exist and meshctl does not manage them; rename or remove them, or rename the containers in the mesh file",
 		strings.Join(e.Names, ", "))
 }
+
+// NothingAppliedError is an apply --last where nothing was applied yet
+// (exit 2).
+type NothingAppliedError struct{ Dir string }
+
+func (e *NothingAppliedError) Error() string {
+	return "nothing was applied in " + e.Dir + " yet, so there is no last applied state: run meshctl apply -f FILE"
+}
+
+// ExitCode maps it to exit status 2.
+func (e *NothingAppliedError) ExitCode() int { return 2 }
+
+// UnknownModuleError is a --remove-module naming a module this state
+// directory neither applied nor has containers of (exit 2).
+type UnknownModuleError struct {
+	Module  string
+	Applied []string
+}
+
+func (e *UnknownModuleError) Error() string {
+	msg := fmt.Sprintf("module %q was never applied here and has no containers", e.Module)
+	if s := mesh.Suggest(e.Module, e.Applied); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	if len(e.Applied) > 0 {
+		msg += " (applied modules: " + strings.Join(e.Applied, ", ") + ")"
+	}
+	return msg
+}
+
+// ExitCode maps it to exit status 2.
+func (e *UnknownModuleError) ExitCode() int { return 2 }
+
+// HeldModuleError is a --remove-module of a module whose containers a live
+// window holds (exit 3): held containers are never touched, so the module
+// cannot go until the window closes.
+type HeldModuleError struct{ Module, Window string }
+
+func (e *HeldModuleError) Error() string {
+	return fmt.Sprintf("nothing changed: module %s is held by window %s; remove it once the window has closed", e.Module, e.Window)
+}
+
+// ExitCode maps it to exit status 3 (busy).
+func (e *HeldModuleError) ExitCode() int { return 3 }
 
 // ExitCode maps a conflict to exit status 1.
 func (e *ConflictError) ExitCode() int { return 1 }
@@ -78,6 +128,21 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	}
 	if opts.Warn == nil {
 		opts.Warn = opts.Progress
+	}
+	if opts.Last {
+		// A snapshot, to resolve and pull early; runLocked reads it again
+		// under the lock.
+		a, ok, err := LoadApplied(d)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || a.File == nil {
+			return nil, &NothingAppliedError{Dir: d.Path()}
+		}
+		opts.File = a.File
+	}
+	if opts.File == nil {
+		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
 	}
 	// Resolved once before anything is touched: a module without a current
 	// build fails here, with nothing changed.
@@ -218,9 +283,20 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if err != nil {
 		return nil, nil, err
 	}
+	var prev Applied
+	if _, err := read(AppliedFile, &prev); err != nil {
+		return nil, nil, err
+	}
+	file := opts.File
+	if opts.Last {
+		if prev.File == nil {
+			return nil, nil, &NothingAppliedError{Dir: d.Path()}
+		}
+		file = prev.File
+	}
 	// Resolved here, under the lock: "current" is what the ledger says now,
 	// not what it said before a pull that took minutes.
-	desired, err := Desire(opts.File, opts.Resolve, nil)
+	desired, err := Desire(file, opts.Resolve, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,8 +343,23 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		}
 	}
 
-	in := Input{Desired: desired, Observed: observed, Holds: held, Prune: opts.Prune, Scope: scope}
+	in := Input{Desired: desired, Observed: observed, Holds: held, Prune: opts.Prune, Scope: scope,
+		Modules: map[string]bool{}, Remove: map[string]bool{}}
+	for m := range file.Modules {
+		in.Modules[m] = true
+	}
+	for _, m := range opts.RemoveModules {
+		if err := checkRemovable(m, &prev, observed); err != nil {
+			return nil, nil, err
+		}
+		in.Modules[m], in.Remove[m] = true, true
+	}
 	items := Plan(in)
+	for _, it := range items {
+		if in.Remove[it.Module] && it.Action == Held {
+			return nil, nil, &HeldModuleError{Module: it.Module, Window: it.Window}
+		}
+	}
 	if in.Taken, err = takenNames(ctx, eng, scope, items); err != nil {
 		return nil, nil, err
 	}
@@ -298,8 +389,15 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if err := CheckRecords(lock); err != nil {
 		return nil, nil, err
 	}
+	merged := prev.Merge(file, opts.RemoveModules, desired, opts.Source, now.UTC(), opts.Last)
 	if len(rep.Released) > 0 {
+		// A released container may be of any module: its policy is what
+		// the applied state, this apply's modules merged in, wants.
 		policies := map[string]string{}
+		all, _ := merged.Desired()
+		for i := range all {
+			policies[all[i].Name] = all[i].EngineSpec(scope).Restart
+		}
 		for i := range desired {
 			policies[desired[i].Name] = desired[i].EngineSpec(scope).Restart
 		}
@@ -323,7 +421,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 
 	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
 	rep.EngineCalls = eng.Calls()
-	if err := record(lock, desired, rep, opts, runErr); err != nil {
+	if err := record(lock, merged, rep, opts, runErr); err != nil {
 		return rep, nil, errors.Join(runErr, err)
 	}
 	return rep, nil, runErr
@@ -499,14 +597,27 @@ func progressVerb(action string) string {
 	}
 }
 
-// record writes the applied desired state and the report.
-func record(lock *state.Lock, desired []Desired, rep *Report, opts Options, runErr error) error {
-	images := map[string]Resolved{}
-	for _, d := range desired {
-		images[d.Name] = Resolved{Image: d.Image, Build: d.Build}
+// checkRemovable refuses to remove a module this state directory knows
+// nothing of: a typo must not read as done.
+func checkRemovable(m string, prev *Applied, observed []engine.Container) error {
+	if prev.File != nil && prev.File.Modules[m] != nil {
+		return nil
 	}
+	if _, ok := prev.Modules[m]; ok {
+		return nil
+	}
+	for _, c := range observed {
+		if c.Labels[LabelModule] == m {
+			return nil
+		}
+	}
+	return &UnknownModuleError{Module: m, Applied: prev.ModuleNames()}
+}
+
+// record writes the applied desired state, a's modules merged with this
+// apply's, and the report.
+func record(lock *state.Lock, a *Applied, rep *Report, opts Options, runErr error) error {
 	now := opts.Now().UTC()
-	a := &Applied{AppliedAt: now, Source: opts.Source, File: opts.File, Images: images}
 	if err := lock.Write(AppliedFile, a); err != nil {
 		return err
 	}

@@ -59,6 +59,13 @@ type Input struct {
 	// Taken are names held by containers meshctl does not manage.
 	Taken map[string]bool
 	Prune bool
+	// Modules are the modules this apply owns: the file's, and those it
+	// removes. A managed container of another module is left alone and
+	// not planned at all. Nil owns every module.
+	Modules map[string]bool
+	// Remove are the modules removed whole (--remove-module): their
+	// containers are removed, with or without Prune.
+	Remove map[string]bool
 }
 
 // Plan returns one item per desired or managed container, in name order.
@@ -80,14 +87,17 @@ func Plan(in Input) []Item {
 		items = append(items, planOne(d, observed[d.Name], in))
 	}
 	for name, c := range observed {
-		if wanted[name] {
+		module := c.Labels[LabelModule]
+		if wanted[name] || in.Modules != nil && !in.Modules[module] {
 			continue
 		}
-		it := Item{Name: name, Module: c.Labels[LabelModule], Container: c.Labels[LabelContainer], Observed: c}
+		it := Item{Name: name, Module: module, Container: c.Labels[LabelContainer], Observed: c}
 		switch hold, held := in.Holds[name]; {
 		case held:
 			it.Action, it.Window = Held, hold.Window
 			it.Reasons = []string{"held by window " + hold.Window + "; no longer in the mesh file"}
+		case in.Remove[module]:
+			it.Action, it.Reasons = Remove, []string{"module " + module + " removed"}
 		case in.Prune:
 			it.Action, it.Reasons = Remove, []string{"not in the mesh file"}
 		default:

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -27,6 +28,76 @@ type Applied struct {
 	// Images are the images apply resolved per engine name, with the build
 	// each artifact: came from, so a window's close uses the same ones.
 	Images map[string]Resolved `json:"images"`
+	// Modules says, per module, which apply last wrote it: a file owns its
+	// modules, and an apply leaves the others as they were.
+	Modules map[string]ModuleRecord `json:"modules,omitempty"`
+}
+
+// ModuleRecord is when and from where a module was last applied.
+type ModuleRecord struct {
+	AppliedAt time.Time `json:"applied_at"`
+	Source    string    `json:"source"`
+}
+
+// Merge returns the applied state after an apply of f that removed the
+// modules in remove: a's modules that f does not name are kept as they were
+// (their containers, images and record), f's replace theirs, and the
+// removed ones are gone. desired are f's containers as this apply resolved
+// them. With keepSources (apply --last), a module keeps the source it came
+// from.
+func (a *Applied) Merge(f *mesh.File, remove []string, desired []Desired, source string, now time.Time, keepSources bool) *Applied {
+	out := &Applied{AppliedAt: now, Source: source, File: &mesh.File{Modules: map[string]*mesh.Module{}},
+		Images: map[string]Resolved{}, Modules: map[string]ModuleRecord{}}
+	replaced := map[string]bool{}
+	for _, m := range remove {
+		replaced[m] = true
+	}
+	for m := range f.Modules {
+		replaced[m] = true
+	}
+	if a.File != nil {
+		for name, m := range a.File.Modules {
+			if !replaced[name] {
+				out.File.Modules[name] = m
+				out.Modules[name] = a.record(name)
+			}
+		}
+		for name, r := range a.Images {
+			if module, _, ok := strings.Cut(name, "."); ok && !replaced[module] {
+				out.Images[name] = r
+			}
+		}
+	}
+	for name, m := range f.Modules {
+		out.File.Modules[name] = m
+		rec := ModuleRecord{AppliedAt: now, Source: source}
+		if old, ok := a.Modules[name]; ok && keepSources {
+			rec.Source = old.Source
+		}
+		out.Modules[name] = rec
+	}
+	for _, d := range desired {
+		out.Images[d.Name] = Resolved{Image: d.Image, Build: d.Build}
+	}
+	return out
+}
+
+// record returns the record of module m, falling back to the whole file's
+// for an applied.json written before modules had their own.
+func (a *Applied) record(m string) ModuleRecord {
+	if r, ok := a.Modules[m]; ok {
+		return r
+	}
+	return ModuleRecord{AppliedAt: a.AppliedAt, Source: a.Source}
+}
+
+// ModuleNames returns the applied modules, in order; none when nothing was
+// applied.
+func (a *Applied) ModuleNames() []string {
+	if a.File == nil {
+		return nil
+	}
+	return a.File.ModuleNames()
 }
 
 // Resolved is a container's image as an apply resolved it.

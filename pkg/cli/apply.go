@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 
@@ -15,10 +16,12 @@ import (
 )
 
 type applyOptions struct {
-	file     string
-	dryRun   bool
-	prune    bool
-	parallel int
+	file          string
+	last          bool
+	dryRun        bool
+	prune         bool
+	removeModules []string
+	parallel      int
 }
 
 func init() { register(newApplyCmd) }
@@ -42,8 +45,11 @@ the new one fails. Named volumes are never removed. Missing images are pulled
 without holding the state lock.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.file == "" {
-				return &UsageError{Err: errors.New("apply needs -f FILE (or -f - for stdin)"), Cmd: cmd.CommandPath()}
+			switch {
+			case opts.file != "" && opts.last:
+				return &UsageError{Err: errors.New("give either -f FILE or --last, not both"), Cmd: cmd.CommandPath()}
+			case opts.file == "" && !opts.last && len(opts.removeModules) == 0:
+				return &UsageError{Err: errors.New("apply needs -f FILE (or -f - for stdin), --last, or --remove-module MODULE"), Cmd: cmd.CommandPath()}
 			}
 			if opts.parallel < 1 {
 				return &UsageError{Err: fmt.Errorf("--parallel must be at least 1, not %d", opts.parallel), Cmd: cmd.CommandPath()}
@@ -54,15 +60,29 @@ without holding the state lock.`,
 	f := cmd.Flags()
 	f.StringVarP(&opts.file, "file", "f", "", "mesh file, YAML or JSON (- for stdin)")
 	f.BoolVar(&opts.dryRun, "dry-run", false, "plan and report; change neither the engine nor the state directory")
-	f.BoolVar(&opts.prune, "prune", false, "remove managed containers that are no longer in the file")
+	f.BoolVar(&opts.last, "last", false, "converge the host to its last applied state, without a file")
+	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
+	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
 	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
 	return cmd
 }
 
 func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
-	file, err := mesh.Load(opts.file, env.Stdin)
-	if err != nil {
-		return err
+	var file *mesh.File
+	source := "--last"
+	if opts.file != "" {
+		var err error
+		if file, err = mesh.Load(opts.file, env.Stdin); err != nil {
+			return err
+		}
+		source = sourceName(opts.file)
+		for _, m := range opts.removeModules {
+			if _, ok := file.Modules[m]; ok {
+				return &UsageError{Err: fmt.Errorf("--remove-module %s: the file names module %s; remove it from the file, or do not remove it", m, m)}
+			}
+		}
+	} else if !opts.last {
+		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
 	dir, eng, err := env.OpenStateAndEngine(opts.dryRun) // a dry run creates nothing
 	if err != nil {
@@ -70,16 +90,18 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	}
 	defer eng.Close()
 	rep, err := apply.Run(ctx, dir, eng, apply.Options{
-		File:     file,
-		Source:   opts.file,
-		DryRun:   opts.dryRun,
-		Prune:    opts.prune,
-		Parallel: opts.parallel,
-		Resolve:  artifactResolver(dir),
-		Lock:     env.LockOptions("state lock"),
-		Now:      env.Now,
-		Progress: env.Progressf,
-		Warn:     env.Warnf,
+		File:          file,
+		Source:        source,
+		Last:          opts.last,
+		DryRun:        opts.dryRun,
+		Prune:         opts.prune,
+		RemoveModules: opts.removeModules,
+		Parallel:      opts.parallel,
+		Resolve:       artifactResolver(dir),
+		Lock:          env.LockOptions("state lock"),
+		Now:           env.Now,
+		Progress:      env.Progressf,
+		Warn:          env.Warnf,
 	})
 	if rep != nil {
 		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
@@ -92,6 +114,18 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		}
 	}
 	return err
+}
+
+// sourceName is how a mesh file is named in the records: an absolute path,
+// so that status read from elsewhere says which file it was.
+func sourceName(path string) string {
+	if path == "-" {
+		return path
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		return abs
+	}
+	return path
 }
 
 // artifactResolver resolves artifact: MODULE to the module's current build.

@@ -1,0 +1,51 @@
+package mesh
+
+// Suggest returns the candidate closest to word, for a "did you mean": one
+// at most two edits away (or that word is a prefix of), "" when none is.
+func Suggest(word string, candidates []string) string {
+	best, bestDist := "", 3
+	for _, c := range candidates {
+		if c == word {
+			continue
+		}
+		d := editDistance(word, c)
+		if d < bestDist || d == bestDist && best != "" && c < best {
+			best, bestDist = c, d
+		}
+	}
+	if best == "" {
+		for _, c := range candidates {
+			if len(word) >= 3 && len(c) > len(word) && c[:len(word)] == word {
+				return c
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b, with a swap of
+// two neighbouring characters counting as one edit.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev2 := make([]int, len(rb)+1)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				cur[j] = min(cur[j], prev2[j-2]+1)
+			}
+		}
+		prev2, prev, cur = prev, cur, prev2
+	}
+	return prev[len(rb)]
+}
