@@ -1,0 +1,562 @@
+package ledger
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// EtcdConfig says how to reach the etcd cluster that holds a ledger.
+type EtcdConfig struct {
+	// Endpoints are HOST:PORT of the cluster's members.
+	Endpoints []string
+	// Prefix is the key prefix of everything meshctl keeps (default /meshctl).
+	Prefix string
+	// CA, Cert and Key are PEM files for TLS; none of them means plain TCP.
+	CA, Cert, Key string
+	// Username and Password authenticate, when set.
+	Username, Password string
+	// Timeout bounds one operation, its retries included (default 20s).
+	Timeout time.Duration
+}
+
+// DefaultEtcdPrefix is the key prefix of an etcd:// ledger URL that names none.
+const DefaultEtcdPrefix = "/meshctl"
+
+// ParseURL parses a --ledger value: "file" (or "") for the state
+// directory's files, or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]. It returns
+// nil for the files.
+func ParseURL(u string) (*EtcdConfig, error) {
+	if u == "" || u == "file" {
+		return nil, nil
+	}
+	rest, ok := strings.CutPrefix(u, "etcd://")
+	if !ok {
+		return nil, fmt.Errorf("ledger %q: want file or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]", u)
+	}
+	hosts, prefix, _ := strings.Cut(rest, "/")
+	cfg := &EtcdConfig{Prefix: DefaultEtcdPrefix}
+	if prefix != "" {
+		cfg.Prefix = path.Clean("/" + prefix)
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+			return nil, fmt.Errorf("ledger %q: endpoint %q is not HOST:PORT", u, h)
+		}
+		cfg.Endpoints = append(cfg.Endpoints, h)
+	}
+	return cfg, nil
+}
+
+// UnreachableError reports an etcd ledger that did not answer (exit 1).
+type UnreachableError struct {
+	Endpoints []string
+	Err       error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("etcd ledger at %s did not answer: %v; nothing was changed by this command unless a retry says so: check the cluster (etcdctl endpoint health) and run it again",
+		strings.Join(e.Endpoints, ","), e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// ExitCode maps an unreachable ledger to exit status 1.
+func (e *UnreachableError) ExitCode() int { return 1 }
+
+// OpenEtcd returns the ledger kept in the etcd cluster of cfg. It does not
+// dial: the first operation does, so a command that never needs the ledger
+// never contacts it. Close it when done.
+func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
+	s, err := newEtcdStore(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{st: s}, nil
+}
+
+// etcdStore keeps the ledger in etcd, under PREFIX/ledger/:
+//
+//	last            the body of the last id issued
+//	b/ID            a build: module, plan, request time, and its record once recorded
+//	head/MODULE     the module's current build
+//	plan/ID         a plan: the builds it asked for
+//	answer/KEY      what an operation answered, by idempotency key (kept a day)
+//
+// Each change is one transaction that compares the mod revision of every
+// key it read, and is run again from fresh reads when a compare is lost
+// (another host wrote first) or its answer is lost in flight.
+type etcdStore struct {
+	cfg EtcdConfig
+	cli *clientv3.Client
+	tls *tls.Config
+}
+
+func newEtcdStore(cfg EtcdConfig) (*etcdStore, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcd ledger: no endpoint")
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultEtcdPrefix
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 20 * time.Second
+	}
+	s := &etcdStore{cfg: cfg}
+	if cfg.CA != "" || cfg.Cert != "" || cfg.Key != "" {
+		if (cfg.Cert == "") != (cfg.Key == "") {
+			return nil, errors.New("etcd ledger: give --ledger-cert and --ledger-key together")
+		}
+		info := transport.TLSInfo{TrustedCAFile: cfg.CA, CertFile: cfg.Cert, KeyFile: cfg.Key}
+		t, err := info.ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("etcd ledger TLS: %w", err)
+		}
+		s.tls = t
+	}
+	return s, nil
+}
+
+func (s *etcdStore) client() (*clientv3.Client, error) {
+	if s.cli != nil {
+		return s.cli, nil
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:            s.cfg.Endpoints,
+		DialTimeout:          5 * time.Second,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		TLS:                  s.tls,
+		Username:             s.cfg.Username,
+		Password:             s.cfg.Password,
+		Logger:               zap.NewNop(),
+	})
+	if err != nil {
+		return nil, s.unreachable(err)
+	}
+	s.cli = cli
+	return cli, nil
+}
+
+func (s *etcdStore) close() error {
+	if s.cli == nil {
+		return nil
+	}
+	return s.cli.Close()
+}
+
+func (s *etcdStore) describe() string {
+	return "etcd://" + strings.Join(s.cfg.Endpoints, ",") + s.cfg.Prefix
+}
+
+func (s *etcdStore) unreachable(err error) error {
+	return &UnreachableError{Endpoints: s.cfg.Endpoints, Err: err}
+}
+
+func (s *etcdStore) key(parts ...string) string {
+	return s.cfg.Prefix + "/ledger/" + strings.Join(parts, "/")
+}
+
+// attempt bounds one round trip, so that a member that went away mid-call
+// costs one attempt, not the whole budget.
+const attempt = 3 * time.Second
+
+// retry runs op until it succeeds, returns an error of the ledger (not of
+// the cluster), or the budget is spent: a lost compare, an unavailable
+// member, a leader change and a lost answer alike run op again.
+func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (done bool, err error)) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	var last error
+	for n := 0; ; n++ {
+		if n > 0 {
+			// Backoff with jitter: writers that lost to each other spread.
+			d := time.Duration(min(n, 8)) * (5*time.Millisecond + rand.N(20*time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return s.budgetSpent(ctx, last)
+			case <-time.After(d):
+			}
+		}
+		actx, acancel := context.WithTimeout(ctx, attempt)
+		done, err := op(actx)
+		acancel()
+		var le ledgerError
+		switch {
+		case err == nil && done:
+			return nil
+		case err != nil && errors.As(err, &le):
+			return err
+		case err != nil:
+			last = err
+		}
+		if ctx.Err() != nil {
+			return s.budgetSpent(ctx, last)
+		}
+	}
+}
+
+func (s *etcdStore) budgetSpent(ctx context.Context, last error) error {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return ctx.Err()
+	}
+	if last == nil {
+		last = fmt.Errorf("no transaction won its compare within %s", s.cfg.Timeout)
+	}
+	return s.unreachable(last)
+}
+
+// ledgerError marks the errors that are the ledger's answer (unknown id,
+// conflict, …), never retried.
+type ledgerError interface{ ExitCode() int }
+
+func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
+	cli, err := s.client()
+	if err != nil {
+		return err
+	}
+	return s.retry(ctx, func(ctx context.Context) (bool, error) {
+		tx := &etcdTx{s: s, kv: cli, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := fn(tx); err != nil {
+			return false, err
+		}
+		return tx.commit()
+	})
+}
+
+func (s *etcdStore) view(ctx context.Context, fn func(v view) error) error {
+	cli, err := s.client()
+	if err != nil {
+		return err
+	}
+	return s.retry(ctx, func(ctx context.Context) (bool, error) {
+		tx := &etcdTx{s: s, kv: cli, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		return true, fn(tx)
+	})
+}
+
+// current is one linearizable read: never a serializable or historical one,
+// so that a build recorded before it began is seen.
+func (s *etcdStore) current(ctx context.Context, module string) (*record, error) {
+	cli, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	var cur *record
+	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := cli.Get(ctx, s.key("head", module))
+		if err != nil {
+			return false, err
+		}
+		cur = nil
+		if len(resp.Kvs) == 1 {
+			cur = &record{}
+			if err := json.Unmarshal(resp.Kvs[0].Value, cur); err != nil {
+				return false, fmt.Errorf("etcd key %s: %v", resp.Kvs[0].Key, err)
+			}
+		}
+		return true, nil
+	})
+	return cur, err
+}
+
+func (s *etcdStore) modules(ctx context.Context) ([]string, error) {
+	cli, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := cli.Get(ctx, s.key("head")+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			return false, err
+		}
+		out = out[:0]
+		for _, kv := range resp.Kvs {
+			out = append(out, path.Base(string(kv.Key)))
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+// buildDoc is the value of b/ID: a build, pending until Record is set.
+type buildDoc struct {
+	Module      string    `json:"module"`
+	Plan        string    `json:"plan"`
+	RequestedAt time.Time `json:"requested_at"`
+	Record      *record   `json:"record,omitempty"`
+}
+
+// etcdTx reads at one revision (the first read's) and commits its writes in
+// one transaction that compares the mod revision of every key it read.
+type etcdTx struct {
+	s      *etcdStore
+	kv     clientv3.KV
+	ctx    context.Context
+	rev    int64
+	seen   map[string]int64  // key read → its mod revision (0: absent)
+	vals   map[string][]byte // key read → its value
+	writes map[string][]byte // key → new value
+	order  []string
+	builds map[string]buildDoc // every build, once read by a range
+}
+
+func (t *etcdTx) get(key string) ([]byte, bool, error) {
+	if v, ok := t.writes[key]; ok {
+		return v, true, nil
+	}
+	if _, ok := t.seen[key]; ok {
+		v := t.vals[key]
+		return v, v != nil, nil
+	}
+	var opts []clientv3.OpOption
+	if t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.kv.Get(t.ctx, key, opts...)
+	if err != nil {
+		return nil, false, err
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	t.seen[key] = 0
+	if len(resp.Kvs) == 1 {
+		t.seen[key] = resp.Kvs[0].ModRevision
+		t.vals[key] = resp.Kvs[0].Value
+		return resp.Kvs[0].Value, true, nil
+	}
+	return nil, false, nil
+}
+
+func (t *etcdTx) getJSON(key string, v any) (bool, error) {
+	b, ok, err := t.get(key)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, &corruptError{Key: key, Err: err}
+	}
+	return true, nil
+}
+
+func (t *etcdTx) put(key string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // the ledger's own types always marshal
+	}
+	if _, ok := t.writes[key]; !ok {
+		t.order = append(t.order, key)
+	}
+	t.writes[key] = b
+}
+
+// corruptError is a value in etcd that does not parse (exit 2, like a state
+// file that does not).
+type corruptError struct {
+	Key string
+	Err error
+}
+
+func (e *corruptError) Error() string {
+	return fmt.Sprintf("etcd key %s does not parse: %v; it was not written by this meshctl", e.Key, e.Err)
+}
+
+func (e *corruptError) ExitCode() int { return 2 }
+
+// answerTTL is how long an answer is kept for a retry to find: a retry comes
+// within seconds; a day leaves room for hosts whose clocks disagree.
+const answerTTL = 24 * time.Hour
+
+func (t *etcdTx) commit() (bool, error) {
+	if len(t.writes) == 0 {
+		return true, nil
+	}
+	var cmps []clientv3.Cmp
+	for k, rev := range t.seen {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", rev))
+	}
+	var ops []clientv3.Op
+	for _, k := range t.order {
+		ops = append(ops, clientv3.OpPut(k, string(t.writes[k])))
+	}
+	// Forget answers older than a day, in the same transaction.
+	old := fmt.Sprintf("%012d", time.Now().Add(-answerTTL).Unix())
+	ops = append(ops, clientv3.OpDelete(t.s.key("answer")+"/", clientv3.WithRange(t.s.key("answer", old))))
+	resp, err := t.kv.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
+
+func (t *etcdTx) build(id string) (*pendingRec, *found, error) {
+	var d buildDoc
+	ok, err := t.getJSON(t.s.key("b", id), &d)
+	if err != nil || !ok {
+		return nil, nil, err
+	}
+	if d.Record == nil {
+		return &pendingRec{Module: d.Module, Plan: d.Plan, RequestedAt: d.RequestedAt}, nil, nil
+	}
+	return nil, &found{module: d.Module, full: d.Record}, nil
+}
+
+func (t *etcdTx) currentOf(m string) (*record, error) {
+	var r record
+	ok, err := t.getJSON(t.s.key("head", m), &r)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (t *etcdTx) plan(id string) (planRec, bool, error) {
+	var pr planRec
+	ok, err := t.getJSON(t.s.key("plan", id), &pr)
+	return pr, ok, err
+}
+
+// all reads every build, at the transaction's revision: for list only.
+func (t *etcdTx) all() (map[string]buildDoc, error) {
+	if t.builds != nil {
+		return t.builds, nil
+	}
+	opts := []clientv3.OpOption{clientv3.WithPrefix()}
+	if t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	resp, err := t.kv.Get(t.ctx, t.s.key("b")+"/", opts...)
+	if err != nil {
+		return nil, err
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	t.builds = map[string]buildDoc{}
+	for _, kv := range resp.Kvs {
+		var d buildDoc
+		if err := json.Unmarshal(kv.Value, &d); err != nil {
+			return nil, &corruptError{Key: string(kv.Key), Err: err}
+		}
+		t.builds[path.Base(string(kv.Key))] = d
+	}
+	return t.builds, nil
+}
+
+func (t *etcdTx) modules() ([]string, error) {
+	all, err := t.all()
+	if err != nil {
+		return nil, err
+	}
+	var ms []string
+	for _, d := range all {
+		if !slices.Contains(ms, d.Module) {
+			ms = append(ms, d.Module)
+		}
+	}
+	slices.Sort(ms)
+	return ms, nil
+}
+
+func (t *etcdTx) pending(m string) (map[string]pendingRec, error) {
+	all, err := t.all()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]pendingRec{}
+	for id, d := range all {
+		if d.Module == m && d.Record == nil {
+			out[id] = pendingRec{Module: d.Module, Plan: d.Plan, RequestedAt: d.RequestedAt}
+		}
+	}
+	return out, nil
+}
+
+// retained is every recorded build of m: etcd keeps them all.
+func (t *etcdTx) retained(m string) ([]record, error) {
+	all, err := t.all()
+	if err != nil {
+		return nil, err
+	}
+	var out []record
+	for _, d := range all {
+		if d.Module == m && d.Record != nil {
+			out = append(out, *d.Record)
+		}
+	}
+	return out, nil
+}
+
+// issue issues ids after the last one the cluster issued: the transaction
+// compares "last", so of two hosts that read the same last id one loses its
+// compare and issues again after the other. The order is the cluster's; a
+// host's clock gives only the time an id carries (see nextSeq), and after a
+// snapshot restore or an import, last is what the restored or imported
+// ledger issued, so ids go on increasing from there.
+func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
+	b, _, err := t.get(t.s.key("last"))
+	if err != nil {
+		return nil, err
+	}
+	last, ok := parseSeq(string(b))
+	if b != nil && !ok {
+		return nil, &corruptError{Key: t.s.key("last"), Err: fmt.Errorf("malformed id %q", b)}
+	}
+	var out []string
+	for range n {
+		s, err := nextSeq(last, now, defaultEntropy)
+		if err != nil {
+			return nil, err
+		}
+		last = s
+		out = append(out, s.String())
+	}
+	if _, ok := t.writes[t.s.key("last")]; !ok {
+		t.order = append(t.order, t.s.key("last"))
+	}
+	t.writes[t.s.key("last")] = []byte(last.String())
+	return out, nil
+}
+
+func (t *etcdTx) addPending(id string, p pendingRec) {
+	t.put(t.s.key("b", id), buildDoc{Module: p.Module, Plan: p.Plan, RequestedAt: p.RequestedAt})
+}
+
+func (t *etcdTx) putPlan(pr planRec) { t.put(t.s.key("plan", pr.ID), pr) }
+
+func (t *etcdTx) putRecord(m string, rec record) error {
+	var d buildDoc
+	if _, err := t.getJSON(t.s.key("b", rec.ID), &d); err != nil {
+		return err
+	}
+	d.Record = &rec
+	t.put(t.s.key("b", rec.ID), d)
+	if rec.Outcome == OutcomeCurrent {
+		t.put(t.s.key("head", m), rec)
+	}
+	return nil
+}
+
+func (t *etcdTx) answer(key string) ([]byte, bool, error) { return t.get(t.s.key("answer", key)) }
+
+func (t *etcdTx) putAnswer(key string, v []byte) {
+	k := t.s.key("answer", key)
+	if _, ok := t.writes[k]; !ok {
+		t.order = append(t.order, k)
+	}
+	t.writes[k] = v
+}

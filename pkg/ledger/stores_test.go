@@ -1,0 +1,120 @@
+package ledger
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// testEtcd returns a ledger in the test etcd cluster (scripts/etcd.sh; its
+// endpoints in MESHCTL_TEST_ETCD), under a prefix of its own. Without a
+// cluster the test skips, except under CI=true, where that is a failure.
+func testEtcd(t testing.TB) *Ledger {
+	t.Helper()
+	eps := os.Getenv("MESHCTL_TEST_ETCD")
+	if eps == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("MESHCTL_TEST_ETCD is not set under CI=true: the etcd tests must run (scripts/test starts the cluster)")
+		}
+		t.Skip("no test etcd cluster: run scripts/etcd.sh start and eval \"$(scripts/etcd.sh env)\"")
+	}
+	l, err := OpenEtcd(EtcdConfig{Endpoints: strings.Split(eps, ","), Prefix: testPrefix(t), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// testPrefix is a key prefix no other test run shares.
+func testPrefix(t testing.TB) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("/meshctl-test/%s-%x", strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()), b)
+}
+
+// eachStore runs f against a ledger of each store: the files, and etcd.
+func eachStore(t *testing.T, f func(t *testing.T, l *Ledger)) {
+	t.Run("file", func(t *testing.T) {
+		l, _ := newTestLedger(t)
+		f(t, l)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		f(t, testEtcd(t))
+	})
+}
+
+// TestStoresFollowOneRule replays the build-order incident and the record
+// rules on both stores: the rule is the Ledger's, not a store's.
+func TestStoresFollowOneRule(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		plan1 := request(t, l, "runtime", "api")
+		plan2 := request(t, l, "runtime", "api")
+		a, b := plan1.Builds[0].ID, plan2.Builds[0].ID
+		if !(plan1.ID[2:] < a[2:] && a < plan1.Builds[1].ID && plan1.Builds[1].ID[2:] < plan2.ID[2:] && plan2.ID[2:] < b[2:]) {
+			t.Fatalf("ids out of request order: %+v %+v", plan1, plan2)
+		}
+		if got := rec(t, l, b, digestImage("reg/runtime", 2)); got.Outcome != OutcomeCurrent {
+			t.Fatalf("B recorded %s, want current", got.Outcome)
+		}
+		if got := rec(t, l, a, digestImage("reg/runtime", 1)); got.Outcome != OutcomeSuperseded || got.Current == nil || got.Current.ID != b {
+			t.Fatalf("A (requested first, finished last) recorded %s, current %+v; want superseded, B current", got.Outcome, got.Current)
+		}
+		cur, err := l.Current("runtime")
+		if err != nil || cur.ID != b {
+			t.Fatalf("current runtime %+v, %v; want B", cur, err)
+		}
+		rec(t, l, plan2.Builds[1].ID, digestImage("reg/api", 2))
+		checkSettled(t, l, plan2.ID, true)
+		checkSettled(t, l, plan1.ID, false)
+
+		// Again: the same result is idempotent with the first outcome;
+		// another is a conflict (exit 4) that changes nothing.
+		if got := rec(t, l, a, digestImage("reg/runtime", 1)); !got.Again || got.Outcome != OutcomeSuperseded {
+			t.Errorf("record A again: %+v, want again, superseded", got)
+		}
+		if _, err := l.Record(ctx, b, mustImage(t, digestImage("reg/runtime", 3)), ""); exitCodeOf(err) != 4 {
+			t.Errorf("record B with another image: %v, want exit 4", err)
+		}
+		if cur, _ := l.Current("runtime"); cur.Image != digestImage("reg/runtime", 2) {
+			t.Errorf("a conflict changed current to %s", cur.Image)
+		}
+		for _, id := range []string{"b-01JNQX6Z2V0000000000000000", "b-7ZZZZZZZZZZZZZZZZZZZZZZZZZ", plan1.ID} {
+			if _, err := l.Record(ctx, id, mustImage(t, "reg/app:1"), ""); exitCodeOf(err) != 2 {
+				t.Errorf("record %s: %v, want exit 2", id, err)
+			}
+		}
+		if _, err := l.Request(ctx, []string{"web"}, "p-01JNQX6Z2V0000000000000000"); exitCodeOf(err) != 2 {
+			t.Errorf("request into an unknown plan: %v, want exit 2", err)
+		}
+		more, err := l.Request(ctx, []string{"cache"}, plan1.ID)
+		if err != nil || more.ID != plan1.ID {
+			t.Fatalf("request --plan: %+v, %v", more, err)
+		}
+		rec(t, l, plan1.Builds[1].ID, "")
+		checkSettled(t, l, plan1.ID, false) // cache still pending
+		rec(t, l, more.Builds[0].ID, "reg/cache:1")
+		checkSettled(t, l, plan1.ID, true)
+
+		all, err := l.List(ctx, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, b := range all {
+			got = append(got, b.Module+"="+string(b.State))
+		}
+		want := "runtime=superseded api=failed runtime=current api=current cache=current"
+		if strings.Join(got, " ") != want {
+			t.Errorf("list: %s\nwant:   %s", strings.Join(got, " "), want)
+		}
+		cs, err := l.Currents(context.Background())
+		if err != nil || len(cs) != 3 {
+			t.Errorf("currents: %+v, %v", cs, err)
+		}
+	})
+}
