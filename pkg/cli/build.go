@@ -46,9 +46,20 @@ record, so a retried or late record of them is still judged correctly.`,
 	return cmd
 }
 
-// openLedger opens the ledger of the state directory, with the Env's clock
-// and --lock-timeout.
+// openLedger opens the configured ledger (--ledger): the state directory's
+// files, with the Env's clock and --lock-timeout, or etcd.
 func openLedger(env *Env) (*ledger.Ledger, error) {
+	if cfg, err := env.etcdLedger(); err != nil || cfg != nil {
+		if err != nil {
+			return nil, err
+		}
+		l, err := ledger.OpenEtcd(*cfg)
+		if err != nil {
+			return nil, err
+		}
+		l.Now = env.Now
+		return l, nil
+	}
 	dir, err := env.State()
 	if err != nil {
 		return nil, err

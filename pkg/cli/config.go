@@ -18,7 +18,8 @@ import (
 // only their typed options.
 
 // configKeys are the keys a config file may hold: the global flags.
-var configKeys = []string{"state-dir", "docker-host", "lock-timeout", "output", "quiet", "verbose"}
+var configKeys = []string{"state-dir", "docker-host", "lock-timeout", "output", "quiet", "verbose",
+	"ledger", "ledger-ca", "ledger-cert", "ledger-key", "host-name"}
 
 // loadConfig applies env and config-file values to the unset global flags
 // of cmd.

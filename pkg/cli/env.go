@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,6 +20,15 @@ type Global struct {
 	Output      string
 	Quiet       bool
 	Verbose     bool
+	// Ledger is --ledger: "file" or etcd://…; LedgerCA, LedgerCert and
+	// LedgerKey are its TLS files. Its user and password come only from
+	// MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD (see ledger.go).
+	Ledger     string
+	LedgerCA   string
+	LedgerCert string
+	LedgerKey  string
+	// HostName names this host in the mesh (default os.Hostname).
+	HostName string
 }
 
 // Env is everything a command needs from the outside world. It is built once
@@ -39,6 +47,8 @@ type Env struct {
 
 	stateDir *state.Dir
 	peekDir  *state.Dir
+	// jsonResult is the document PrintJSON was given, written by Run.
+	jsonResult []byte
 }
 
 // NewEnv returns the Env of a real invocation.
@@ -122,11 +132,15 @@ func (e *Env) LockOptions(what string) state.LockOptions {
 // JSON reports whether -o json was asked for.
 func (e *Env) JSON() bool { return e.Global.Output == "json" }
 
-// PrintJSON writes v as the command's one JSON document on stdout.
+// PrintJSON makes v the command's one JSON document, which Run writes on
+// stdout when the command returns: with the error in it if it failed.
 func (e *Env) PrintJSON(v any) error {
-	enc := json.NewEncoder(e.Stdout)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := marshalJSON(v)
+	if err != nil {
+		return err
+	}
+	e.jsonResult = b
+	return nil
 }
 
 // Printf writes a result line on stdout, unless -q.

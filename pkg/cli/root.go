@@ -58,11 +58,17 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	pf.StringVarP(&g.Output, "output", "o", "text", "output format: text|json")
 	pf.BoolVarP(&g.Quiet, "quiet", "q", false, "print nothing on success (for cron)")
 	pf.BoolVarP(&g.Verbose, "verbose", "v", false, "add debug logs on stderr")
+	pf.StringVar(&g.Ledger, "ledger", "file", "the build ledger: file (the state dir's ledger/) or etcd://HOST:PORT[,HOST:PORT...][/PREFIX]")
+	pf.StringVar(&g.LedgerCA, "ledger-ca", "", "CA file (PEM) to verify the etcd ledger's members")
+	pf.StringVar(&g.LedgerCert, "ledger-cert", "", "client certificate (PEM) for the etcd ledger")
+	pf.StringVar(&g.LedgerKey, "ledger-key", "", "client key (PEM) for the etcd ledger")
+	pf.StringVar(&g.HostName, "host-name", "", "this host's name in the mesh, for windows published to an etcd ledger (default: the OS host name)")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 
 	root.AddCommand(
 		newVersionCmd(env),
 		newExitCodesTopic(),
+		newMeshFileTopic(),
 		// Commands of the domains are added here, one constructor each.
 	)
 	for _, add := range commands {
@@ -71,6 +77,11 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultCompletionCmd() // now, not at Execute, for strictGroups to see it
 	strictGroups(root)
+	// --version prints what "meshctl version" prints.
+	root.Version = buildVersion().String()
+	root.SetVersionTemplate("{{.Version}}\n")
+	addHelp(root)
+	addCompletions(root, env)
 	return root
 }
 
@@ -174,6 +185,9 @@ func finishGlobal(env *Env) error {
 	}
 	if g.LockTimeout < 0 {
 		return usageErrorf("--lock-timeout must not be negative")
+	}
+	if err := checkLedger(g); err != nil {
+		return err
 	}
 	level := slog.LevelWarn
 	switch {

@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"os"
+
+	"github.com/meshctl/meshctl/pkg/ledger"
+)
+
+// The etcd ledger's credentials: environment only, never a flag or a config
+// key (a flag shows in ps, a config file gets copied), and never printed.
+const (
+	envLedgerUser     = "MESHCTL_LEDGER_USER"
+	envLedgerPassword = "MESHCTL_LEDGER_PASSWORD"
+)
+
+// checkLedger checks --ledger and its TLS flags once the globals are known.
+func checkLedger(g *Global) error {
+	cfg, err := ledger.ParseURL(g.Ledger)
+	if err != nil {
+		return usageErrorf("--ledger: %v", err)
+	}
+	if cfg == nil && (g.LedgerCA != "" || g.LedgerCert != "" || g.LedgerKey != "") {
+		return usageErrorf("--ledger-ca, --ledger-cert and --ledger-key go with an etcd:// --ledger")
+	}
+	if (g.LedgerCert == "") != (g.LedgerKey == "") {
+		return usageErrorf("give --ledger-cert and --ledger-key together")
+	}
+	return nil
+}
+
+// etcdLedger returns how to reach the etcd ledger, or nil when the ledger is
+// the state directory's files.
+func (e *Env) etcdLedger() (*ledger.EtcdConfig, error) {
+	cfg, err := ledger.ParseURL(e.Global.Ledger)
+	if err != nil || cfg == nil {
+		return nil, err
+	}
+	cfg.CA, cfg.Cert, cfg.Key = e.Global.LedgerCA, e.Global.LedgerCert, e.Global.LedgerKey
+	cfg.Username, cfg.Password = os.Getenv(envLedgerUser), os.Getenv(envLedgerPassword)
+	return cfg, nil
+}
+
+// hostName is --host-name, else the OS host name.
+func (e *Env) hostName() string {
+	if e.Global.HostName != "" {
+		return e.Global.HostName
+	}
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "unknown-host"
+	}
+	return h
+}
