@@ -97,7 +97,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Prune:         opts.prune,
 		RemoveModules: opts.removeModules,
 		Parallel:      opts.parallel,
-		Resolve:       artifactResolver(dir),
+		Resolve:       artifactResolver(ctx, env, dir),
 		Lock:          env.LockOptions("state lock"),
 		Now:           env.Now,
 		Progress:      env.Progressf,
@@ -128,10 +128,25 @@ func sourceName(path string) string {
 	return path
 }
 
-// artifactResolver resolves artifact: MODULE to the module's current build.
-func artifactResolver(dir *state.Dir) apply.Resolver {
+// artifactResolver resolves artifact: MODULE to the module's current build
+// in the configured ledger: one read each time (a lock-free snapshot of the
+// module's file, or one linearizable etcd read). An etcd ledger is
+// contacted only when the file needs an artifact.
+func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) apply.Resolver {
+	var l *ledger.Ledger
 	return func(module string) (string, string, bool, error) {
-		b, ok, err := ledger.Current(dir, module)
+		if l == nil {
+			cfg, err := env.etcdLedger()
+			if err != nil {
+				return "", "", false, err
+			}
+			if cfg == nil {
+				l = ledger.New(dir)
+			} else if l, err = ledger.OpenEtcd(*cfg); err != nil {
+				return "", "", false, err
+			}
+		}
+		b, ok, err := l.CurrentBuild(ctx, module)
 		if err != nil || !ok {
 			return "", "", ok, err
 		}

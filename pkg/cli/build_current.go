@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/ledger"
+
 	"github.com/spf13/cobra"
 )
 
@@ -41,9 +43,12 @@ func runBuildCurrent(ctx context.Context, env *Env, opts *buildCurrentOptions) e
 	if err != nil {
 		return err
 	}
-	b, err := l.Current(opts.module)
+	b, ok, err := l.CurrentBuild(ctx, opts.module)
 	if err != nil {
 		return err
+	}
+	if !ok {
+		return &ledger.NoCurrentError{Module: opts.module}
 	}
 	if env.JSON() {
 		return env.PrintJSON(buildCurrentJSON{Module: b.Module, ID: b.ID, Image: b.Image,

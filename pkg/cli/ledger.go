@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
 )
@@ -9,6 +10,8 @@ import (
 // The etcd ledger's credentials: environment only, never a flag or a config
 // key (a flag shows in ps, a config file gets copied), and never printed.
 const (
+	minLedgerWait = 5 * time.Second
+
 	envLedgerUser     = "MESHCTL_LEDGER_USER"
 	envLedgerPassword = "MESHCTL_LEDGER_PASSWORD"
 )
@@ -37,6 +40,9 @@ func (e *Env) etcdLedger() (*ledger.EtcdConfig, error) {
 	}
 	cfg.CA, cfg.Cert, cfg.Key = e.Global.LedgerCA, e.Global.LedgerCert, e.Global.LedgerKey
 	cfg.Username, cfg.Password = os.Getenv(envLedgerUser), os.Getenv(envLedgerPassword)
+	// --lock-timeout bounds the wait for the cluster as it does the wait
+	// for the ledger's lock, with room for one leader election.
+	cfg.Timeout = max(e.Global.LockTimeout, minLedgerWait)
 	return cfg, nil
 }
 

@@ -67,7 +67,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("etcd ledger at %s did not answer: %v; nothing was changed by this command unless a retry says so: check the cluster (etcdctl endpoint health) and run it again",
+	return fmt.Sprintf("etcd ledger at %s did not answer: %v; check the cluster (etcdctl endpoint health) and run the command again (a retried request or record is safe)",
 		strings.Join(e.Endpoints, ","), e.Err)
 }
 
