@@ -94,15 +94,20 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	root := newRootCmd(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
-		return exitOK
+	code := exitOK
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)
+		var usage *UsageError
+		if errors.As(err, &usage) && usage.Cmd != "" {
+			fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", usage.Cmd)
+		}
+		code = exitCode(ctx, err)
 	}
-	fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)
-	var usage *UsageError
-	if errors.As(err, &usage) && usage.Cmd != "" {
-		fmt.Fprintf(env.Stderr, "Run '%s --help' for usage.\n", usage.Cmd)
+	if env.JSON() {
+		// One document, whatever happened: the result, the error, or both.
+		env.Stdout.Write(jsonDocument(env.jsonResult, err, code))
 	}
-	return exitCode(ctx, err)
+	return code
 }
 
 // exitCode maps an error to the exit status of CONTRACT §3; this is the one

@@ -1,0 +1,120 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+)
+
+// jsonError is the error member of a failed command's JSON document.
+type jsonError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+}
+
+// jsonDocument returns the one JSON document of a command: its result (nil
+// when it printed none) and, when it failed, {"error": {"code", "message"}}
+// as the document's first member, so that `meshctl … -o json | jq` never
+// reads nothing.
+func jsonDocument(result []byte, err error, code int) []byte {
+	if err == nil {
+		return result
+	}
+	je := jsonError{Code: code, Message: err.Error()}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(result, &members) == nil {
+		if _, clash := members["error"]; clash {
+			// The result says why already (a window's history entry): the
+			// error object takes its place, for one shape across commands.
+			members["error"], _ = json.Marshal(je)
+			out, _ := json.MarshalIndent(members, "", "  ")
+			return append(out, '\n')
+		}
+	}
+	e, _ := json.MarshalIndent(je, "  ", "  ")
+	var b bytes.Buffer
+	b.WriteString("{\n  \"error\": ")
+	b.Write(e)
+	rest := bytes.TrimSpace(result)
+	if len(rest) > 2 && rest[0] == '{' {
+		// A partial result (an apply's report): its members follow.
+		b.WriteString(",")
+		b.Write(rest[1:])
+	} else {
+		b.WriteString("\n}")
+	}
+	b.WriteString("\n")
+	return b.Bytes()
+}
+
+// marshalJSON encodes v as an indented JSON document in which every nil
+// slice reads [], never null: a reader iterates over it without a check.
+func marshalJSON(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetIndent("", "  ")
+	err := enc.Encode(emptySlices(reflect.ValueOf(v)).Interface())
+	return b.Bytes(), err
+}
+
+var marshalerType = reflect.TypeFor[json.Marshaler]()
+
+// emptySlices returns a copy of v whose nil slices are empty, at any depth
+// of structs, pointers, maps, slices and interfaces. A nil pointer, map or
+// interface stays nil (it says "none", as null).
+func emptySlices(v reflect.Value) reflect.Value {
+	if !v.IsValid() {
+		return v
+	}
+	t := v.Type()
+	if t.Implements(marshalerType) && t.Kind() != reflect.Pointer {
+		return v // a type that writes itself (time.Time)
+	}
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return v
+		}
+		p := reflect.New(t.Elem())
+		p.Elem().Set(emptySlices(v.Elem()))
+		return p
+	case reflect.Interface:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.New(t).Elem()
+		out.Set(emptySlices(v.Elem()))
+		return out
+	case reflect.Struct:
+		out := reflect.New(t).Elem()
+		out.Set(v)
+		for i := range t.NumField() {
+			if f := out.Field(i); t.Field(i).IsExported() && f.CanSet() {
+				f.Set(emptySlices(v.Field(i)))
+			}
+		}
+		return out
+	case reflect.Slice:
+		if v.IsNil() {
+			if t.Elem().Kind() == reflect.Uint8 {
+				return v // []byte is a string in JSON
+			}
+			return reflect.MakeSlice(t, 0, 0)
+		}
+		out := reflect.MakeSlice(t, v.Len(), v.Len())
+		for i := range v.Len() {
+			out.Index(i).Set(emptySlices(v.Index(i)))
+		}
+		return out
+	case reflect.Map:
+		if v.IsNil() {
+			return v
+		}
+		out := reflect.MakeMapWithSize(t, v.Len())
+		for it := v.MapRange(); it.Next(); {
+			out.SetMapIndex(it.Key(), emptySlices(it.Value()))
+		}
+		return out
+	}
+	return v
+}
