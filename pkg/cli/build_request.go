@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,9 @@ The modules of one call form a plan. It prints the plan id, then a line
 
   p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
   store b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E
+
+With -q it prints only the build ids, one a line in the order given (as
+"docker run -d" prints only the id): BUILD=$(meshctl -q build request web).
 
 --plan ID adds the builds to a plan that an earlier request opened (an
 unknown plan exits 2), for a pipeline that asks for its builds in steps; the
@@ -67,6 +71,14 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 			out.Builds = append(out.Builds, buildRequestBuildJSON{ID: b.ID, Module: b.Module, RequestedAt: b.RequestedAt.UTC()})
 		}
 		return env.PrintJSON(out)
+	}
+	if env.Global.Quiet {
+		// Only what a script needs, as `docker run -d` prints only the id:
+		// BUILD=$(meshctl -q build request web).
+		for _, b := range p.Builds {
+			fmt.Fprintln(env.Stdout, b.ID)
+		}
+		return nil
 	}
 	env.Printf("%s\n", p.ID)
 	for _, b := range p.Builds {
