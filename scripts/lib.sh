@@ -108,3 +108,40 @@ bench_meshctl() {
 		meshctl=$work/meshctl
 	fi
 }
+
+# median prints the median of the numbers on stdin, one a line.
+median() {
+	sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+# now_ms prints the wall clock in milliseconds, with fractions, without a fork (bash 5).
+now_ms() {
+	local t=${EPOCHREALTIME/[.,]/}
+	echo "$((t / 1000)).$(printf '%03d' $((t % 1000)))"
+}
+
+# bench_row WHAT MINE PEER THEIRS UNIT TARGET records one row of scripts/bench's table: what was
+# measured, meshctl's figure, the peer it is compared with and the peer's figure in the same run
+# and unit, and the target for the ratio MINE/THEIRS ("1.1" means at most 1.1x; "-" for a row
+# that only informs). It prints the
+# row, and appends it to $MESHCTL_BENCH_ROWS (tab-separated) when scripts/bench collects them.
+bench_row() {
+	local what=$1 mine=$2 peer=$3 theirs=$4 unit=$5 target=$6 ratio verdict
+	ratio=$(awk -v a="$mine" -v b="$theirs" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "-" }')
+	verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { if (r == "-" || t == "-") print "-"; else print (r + 0 <= t + 0 ? "met" : "MISSED") }')
+	printf '  %-40s %10s %-4s  %-30s %10s  %6sx  (target <= %sx) %s\n' \
+		"$what" "$mine" "$unit" "$peer" "$theirs" "$ratio" "$target" "$verdict"
+	if [[ -n ${MESHCTL_BENCH_ROWS:-} ]]; then
+		printf '%s\t%s %s\t%s\t%s %s\t%sx\t<= %sx\t%s\n' \
+			"$what" "$mine" "$unit" "$peer" "$theirs" "$unit" "$ratio" "$target" "$verdict" >>"$MESHCTL_BENCH_ROWS"
+	fi
+}
+
+# time_ms CMD... runs CMD once (its output discarded) and prints its wall time in milliseconds.
+time_ms() {
+	local t0 t1
+	t0=$(now_ms)
+	"$@" >/dev/null
+	t1=$(now_ms)
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", b - a }'
+}

@@ -7,7 +7,7 @@ import (
 	"unicode"
 
 	"github.com/distribution/reference"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // LabelPrefix is reserved for meshctl's own container labels.

@@ -18,6 +18,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../lib.sh"
 
 readonly MODULE=wnbench
+export LC_ALL=C # EPOCHREALTIME and awk must agree on the decimal point
 runs=${MESHCTL_BENCH_WINDOW_RUNS:-10}
 
 bench_env window
@@ -50,18 +51,6 @@ EOF
 mc=("$meshctl" --state-dir "$state" --docker-host "$DOCKER_HOST")
 "${mc[@]}" -q apply -f "$mesh"
 [[ $(docker inspect -f '{{.State.Running}}' "$name") == true ]] || die "$name does not run after apply"
-
-# median prints the median of the numbers on stdin, one a line.
-median() {
-	sort -n | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-# now_ms prints the wall clock in milliseconds, with fractions.
-now_ms() {
-	local t
-	t=$(date +%s%N)
-	echo "$((t / 1000000)).$(printf '%06d' $((t % 1000000)))"
-}
 
 window() { "${mc[@]}" -q window run "$MODULE" noop; }
 engine_only() { docker stop "$name" >/dev/null && docker start "$name" >/dev/null; }
@@ -101,6 +90,4 @@ results=$("${mc[@]}" -o json window list --history 1000 | jq -r '[.history[].res
 
 printf 'window run holding one container (exec: /bin/true) vs docker stop + docker start of it\n'
 printf '(a loop of %d runs each, interleaved, medians)\n' "$runs"
-printf '  meshctl window run     %8.1f ms\n' "$window_ms"
-printf '  docker stop + start    %8.1f ms\n' "$engine_ms"
-awk -v w="$window_ms" -v e="$engine_ms" 'BEGIN { printf "  window overhead       %8.1f ms  (%.2fx)\n", w - e, w / e }'
+bench_row "window open + close (one container)" "$window_ms" "docker stop + docker start" "$engine_ms" ms 1.1
