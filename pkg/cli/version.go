@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 
@@ -19,22 +20,36 @@ type versionInfo struct {
 	Commit  string `json:"commit"`
 	Date    string `json:"date"`
 	Go      string `json:"go"`
+	// Modified is a build from a git checkout with uncommitted changes.
+	Modified bool `json:"modified,omitempty"`
 }
 
 // buildVersion returns the release's version, else what the Go toolchain
 // recorded (module version, VCS revision and time for `go install`/`go build`).
 func buildVersion() versionInfo {
+	bi, _ := debug.ReadBuildInfo()
+	return versionOf(bi, version, commit, date)
+}
+
+// versionOf is the version of a build: the release's (set by -ldflags),
+// else what the Go toolchain recorded in bi. A go build from a git checkout
+// records the commit (vcs.revision), its time (vcs.time) and whether the
+// work tree had changes (vcs.modified).
+func versionOf(bi *debug.BuildInfo, version, commit, date string) versionInfo {
 	v := versionInfo{Version: version, Commit: commit, Date: date, Go: runtime.Version()}
-	if bi, ok := debug.ReadBuildInfo(); ok {
+	if bi != nil {
 		if v.Version == "" && bi.Main.Version != "" {
 			v.Version = bi.Main.Version
 		}
+		fromVCS := v.Commit == ""
 		for _, s := range bi.Settings {
 			switch {
-			case s.Key == "vcs.revision" && v.Commit == "":
+			case s.Key == "vcs.revision" && fromVCS:
 				v.Commit = s.Value
 			case s.Key == "vcs.time" && v.Date == "":
 				v.Date = s.Value
+			case s.Key == "vcs.modified" && fromVCS:
+				v.Modified = s.Value == "true"
 			}
 		}
 	}
@@ -42,6 +57,15 @@ func buildVersion() versionInfo {
 		v.Version = "(devel)"
 	}
 	return v
+}
+
+// String is the version line of "meshctl version" and "meshctl --version".
+func (v versionInfo) String() string {
+	c := orUnknown(v.Commit)
+	if v.Modified {
+		c += "+dirty"
+	}
+	return fmt.Sprintf("meshctl %s (commit %s, built %s, %s)", v.Version, c, orUnknown(v.Date), v.Go)
 }
 
 func newVersionCmd(env *Env) *cobra.Command {
@@ -54,7 +78,7 @@ func newVersionCmd(env *Env) *cobra.Command {
 			if env.JSON() {
 				return env.PrintJSON(v)
 			}
-			env.Printf("meshctl %s (commit %s, built %s, %s)\n", v.Version, orUnknown(v.Commit), orUnknown(v.Date), v.Go)
+			env.Printf("%s\n", v)
 			return nil
 		},
 	}

@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/spf13/cobra"
+)
+
+// Shell completion that knows the host: module and step names from the last
+// applied state, build ids, plans and modules from the ledger. Completion
+// reads the last applied state read-only (state.Peek) and the ledger under
+// its lock without waiting; it creates no state directory, and offers
+// nothing rather than fail or wait.
+
+// completionTimeout bounds what a completion reads: a shell must not hang.
+const completionTimeout = 2 * time.Second
+
+// addCompletions wires the completion functions into the command tree.
+func addCompletions(root *cobra.Command, env *Env) {
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(
+		[]string{"text\tplain text", "json\tone JSON document"}, cobra.ShellCompDirectiveNoFileComp))
+	on := func(path string, fn cobra.CompletionFunc) {
+		c, _, err := root.Find(strings.Fields(path))
+		if err == nil && c.Name() == path[strings.LastIndex(path, " ")+1:] {
+			c.ValidArgsFunction = fn
+		}
+	}
+	on("window run", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		f := appliedFile(cmd, env)
+		switch len(args) {
+		case 0:
+			return moduleCompletions(f, true), cobra.ShellCompDirectiveNoFileComp
+		case 1:
+			return stepCompletions(f, args[0]), cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	})
+	// Modules to build: those the last apply names, and those the ledger knows.
+	on("build request", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		return without(ledgerModules(cmd, env, appliedFile(cmd, env)), args), cobra.ShellCompDirectiveNoFileComp
+	})
+	ledgerModuleArg := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return ledgerModules(cmd, env, appliedFile(cmd, env)), cobra.ShellCompDirectiveNoFileComp
+	}
+	on("build current", ledgerModuleArg)
+	on("build list", ledgerModuleArg)
+	// A build to record is a pending one.
+	on("build record", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, b := range ledgerBuilds(cmd, env) {
+			if b.State == ledger.StatePending {
+				out = append(out, fmt.Sprintf("%s\t%s, requested %s", b.ID, b.Module, textTime(b.RequestedAt)))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
+	planArg := func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return planCompletions(ledgerBuilds(cmd, env)), cobra.ShellCompDirectiveNoFileComp
+	}
+	on("build plan", planArg)
+	if c, _, err := root.Find([]string{"build", "request"}); err == nil {
+		_ = c.RegisterFlagCompletionFunc("plan", func(cmd *cobra.Command, args []string, s string) ([]string, cobra.ShellCompDirective) {
+			return planArg(cmd, nil, s)
+		})
+	}
+	for _, path := range [][]string{{"apply"}, {"window", "run"}} {
+		if c, _, err := root.Find(path); err == nil && c.Flags().Lookup("file") != nil {
+			_ = c.MarkFlagFilename("file", "yaml", "yml", "json")
+		}
+	}
+}
+
+// completionDir opens the state directory read-only, after folding in
+// MESHCTL_* variables and the config file (cobra's __complete runs no
+// PersistentPreRun); nil when it cannot.
+func completionDir(cmd *cobra.Command, env *Env) *state.Dir {
+	if err := loadConfig(cmd); err != nil {
+		return nil
+	}
+	d, err := state.Peek(env.Global.StateDir)
+	if err != nil || !d.Exists() {
+		return nil
+	}
+	return d
+}
+
+// appliedFile is the last applied mesh file; nil when there is none.
+func appliedFile(cmd *cobra.Command, env *Env) *mesh.File {
+	d := completionDir(cmd, env)
+	if d == nil {
+		return nil
+	}
+	a, ok, err := apply.LoadApplied(d)
+	if err != nil || !ok {
+		return nil
+	}
+	return a.File
+}
+
+// moduleCompletions are the modules of f; withSteps keeps only those that
+// have a step.
+func moduleCompletions(f *mesh.File, withSteps bool) []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for _, name := range f.ModuleNames() {
+		m := f.Modules[name]
+		if m == nil || (withSteps && len(m.Steps) == 0) {
+			continue
+		}
+		steps := slices.Sorted(maps.Keys(m.Steps))
+		desc := fmt.Sprintf("%d container", len(m.Containers))
+		if len(m.Containers) != 1 {
+			desc += "s"
+		}
+		if len(steps) > 0 {
+			desc += "; steps " + strings.Join(steps, ", ")
+		}
+		out = append(out, name+"\t"+desc)
+	}
+	return out
+}
+
+// stepCompletions are the steps of module in f, each with what it holds.
+func stepCompletions(f *mesh.File, module string) []string {
+	if f == nil || f.Modules[module] == nil {
+		return nil
+	}
+	m := f.Modules[module]
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(m.Steps)) {
+		s := m.Steps[name]
+		desc := "holds nothing"
+		if s != nil && len(s.WhileStopped) > 0 {
+			desc = "holds " + strings.Join(s.WhileStopped, ", ")
+		}
+		if s != nil {
+			desc += "; timeout " + s.TimeoutOrDefault().String()
+		}
+		out = append(out, name+"\t"+desc)
+	}
+	return out
+}
+
+// ledgerBuilds are the builds the ledger lists; none when it cannot be read.
+func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
+	d := completionDir(cmd, env)
+	if d == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	// The ledger reads under its lock: open the directory for that (it
+	// exists: nothing is created but the lock file), and never wait.
+	rw, err := state.Open(d.Path())
+	if err != nil {
+		return nil
+	}
+	l := ledger.New(rw)
+	l.LockTimeout = 0
+	builds, err := l.List(ctx, "")
+	if err != nil {
+		return nil
+	}
+	return builds
+}
+
+// ledgerModules are the modules the ledger has builds of, then those of f
+// it has none of.
+func ledgerModules(cmd *cobra.Command, env *Env, f *mesh.File) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range ledgerBuilds(cmd, env) {
+		if !seen[b.Module] {
+			seen[b.Module] = true
+			out = append(out, b.Module+"\tin the ledger")
+		}
+	}
+	if f != nil {
+		for _, m := range f.ModuleNames() {
+			if !seen[m] {
+				seen[m] = true
+				out = append(out, m+"\tin the last apply")
+			}
+		}
+	}
+	return out
+}
+
+// planCompletions are the plans of builds, newest first, each with its
+// modules.
+func planCompletions(builds []ledger.Build) []string {
+	modules := map[string][]string{}
+	var order []string
+	for i := len(builds) - 1; i >= 0; i-- {
+		b := builds[i]
+		if b.Plan == "" {
+			continue
+		}
+		if _, ok := modules[b.Plan]; !ok {
+			order = append(order, b.Plan)
+		}
+		modules[b.Plan] = append(modules[b.Plan], b.Module)
+	}
+	var out []string
+	for _, p := range order {
+		out = append(out, p+"\t"+strings.Join(modules[p], ", "))
+	}
+	return out
+}
+
+// without drops from completions the words already given.
+func without(completions, given []string) []string {
+	var out []string
+	for _, c := range completions {
+		word, _, _ := strings.Cut(c, "\t")
+		if !slices.Contains(given, word) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
