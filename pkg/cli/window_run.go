@@ -29,10 +29,10 @@ The step comes from -f FILE, else from the last applied desired state (a cron
 line needs no file). Only one window per module runs at a time: another one
 exits 3 at once, or waits up to --wait.
 
-The window records a hold, stops the held containers and sets their restart
-policy to "no" (an engine restart must not revive them), all under the state
-lock; the lock is released while the step runs, so an apply arriving mid-window
-is planned at once and leaves the held containers alone. The step runs with its
+The window records a hold under the state lock and releases the lock; then it
+sets the held containers' restart policy to "no" (an engine restart must not
+revive them) and stops them. An apply arriving mid-window is planned at once
+and leaves the held containers alone. The step runs with its
 output streamed to stderr and is killed past its timeout. The window then
 closes on every path (success, failure, timeout, SIGINT, SIGTERM): each held
 container is brought to what the most recent apply wants (started again, or
