@@ -317,7 +317,8 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	cmd.Dir = ts.MkAbs(".")
 	keys := []string{"WORK", "PATH", "TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 		"DOCKER_HOST", "CI", "MESHCTL_STATE_DIR", "MESHCTL_CONFIG", "MESHCTL_DOCKER_HOST", "MESHCTL_LOCK_TIMEOUT",
-		"MESHCTL_OUTPUT", "MESHCTL_QUIET", "MESHCTL_VERBOSE", "MESHCTL_TEST_DOCKER_HOST"}
+		"MESHCTL_OUTPUT", "MESHCTL_QUIET", "MESHCTL_VERBOSE", "MESHCTL_TEST_DOCKER_HOST",
+		"MESHCTL_LEDGER", "MESHCTL_LEDGER_USER", "MESHCTL_LEDGER_PASSWORD", "MESHCTL_HOST_NAME"}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)
