@@ -17,7 +17,9 @@ import (
 //
 // Version 2 records "entrypoint": [] (the image's entrypoint cleared) apart
 // from no entrypoint; version 1 recorded both alike.
-const SpecVersion = 2
+// Version 3 adds the container fields (SpecFields), each absent at its
+// default.
+const SpecVersion = 3
 
 // clearedEntrypointVersion is the first spec version that tells an empty
 // entrypoint from none.
@@ -42,6 +44,9 @@ type Spec struct {
 	Ports      []string          `json:"ports,omitempty"`
 	Restart    string            `json:"restart,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
+	// SpecFields are the container fields added in version 3; each zero
+	// value is the default, so an older spec reads as the defaults.
+	SpecFields
 }
 
 // Spec returns the canonical spec of c running image (the resolved image, for
@@ -57,6 +62,7 @@ func (c *Container) Spec(image string) Spec {
 		Ports:      slices.Clone(c.Ports),
 		Restart:    c.Restart,
 		Labels:     maps.Clone(c.Labels),
+		SpecFields: c.specFields(),
 	}
 	if len(c.Env) > 0 {
 		s.Env = make(map[string]string, len(c.Env))
@@ -95,6 +101,7 @@ func (s Spec) Normalize() Spec {
 	if len(s.Labels) == 0 {
 		s.Labels = nil
 	}
+	s.SpecFields = s.SpecFields.normalize()
 	return s
 }
 
@@ -155,6 +162,7 @@ func Diff(have, want Spec) []string {
 		d = append(d, "restart")
 	}
 	d = append(d, diffMap("labels.", have.Labels, want.Labels)...)
+	d = append(d, diffFields(have.SpecFields, want.SpecFields)...)
 	return d
 }
 

@@ -61,6 +61,7 @@ func (v *validator) file_(f *File) {
 			v.step(sp, m, m.Steps[sn])
 		}
 	}
+	v.dependencies(f)
 }
 
 func (v *validator) container(p []string, c *Container) {
@@ -80,6 +81,7 @@ func (v *validator) container(p []string, c *Container) {
 		v.image(at("image"), c.Image)
 	}
 	v.oneOf(at("restart"), c.Restart, restartPolicies)
+	v.fields(p, c)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
 	v.env(at("env"), c.Env)
 	// In order: with two bad keys, the same one is named every time.
