@@ -13,7 +13,8 @@ import (
 func init() { register(newStatusCmd) }
 
 func newStatusCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	var meshView bool
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what runs, what is held and why, builds and the last apply",
 		Long: `Show each managed container's state (running, stopped, held by a window,
@@ -24,9 +25,14 @@ A host with a window open reads as working: its held containers are stopped on
 purpose and come back when the window closes.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if meshView {
+				return runMeshView(cmd.Context(), env)
+			}
 			return runStatus(cmd.Context(), env)
 		},
 	}
+	cmd.Flags().BoolVar(&meshView, "mesh", false, "every host's open windows and the current builds, from the etcd ledger")
+	return cmd
 }
 
 func runStatus(ctx context.Context, env *Env) error {

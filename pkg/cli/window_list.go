@@ -13,6 +13,7 @@ import (
 
 type windowListOptions struct {
 	history int
+	mesh    bool
 }
 
 func newWindowListCmd(env *Env) *cobra.Command {
@@ -33,10 +34,14 @@ it, bringing its containers back as the close would).`,
 			if opts.history < 0 {
 				return &UsageError{Err: fmt.Errorf("--history must be 0 or more, not %d", opts.history), Cmd: cmd.CommandPath()}
 			}
+			if opts.mesh {
+				return runMeshView(cmd.Context(), env)
+			}
 			return runWindowList(cmd.Context(), env, opts)
 		},
 	}
 	cmd.Flags().IntVar(&opts.history, "history", 20, "how many closed windows to show (0: none)")
+	cmd.Flags().BoolVar(&opts.mesh, "mesh", false, "every host's open windows and the current builds, from the etcd ledger")
 	return cmd
 }
 

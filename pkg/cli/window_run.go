@@ -88,6 +88,8 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	if env.Global.Quiet {
 		stepOut = kept
 	}
+	// With an etcd ledger the mesh sees this window while its process lives.
+	unpublish := publishWindow(ctx, env, opts.module, opts.step)
 	entry, err := window.Run(ctx, dir, eng, window.Options{
 		Module:     opts.module,
 		Step:       opts.step,
@@ -99,6 +101,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		Progress:   env.Progressf,
 		StepOutput: stepOut,
 	})
+	unpublish()
 	if out, cut := kept.Bytes(); err != nil && len(out) > 0 {
 		if cut {
 			fmt.Fprintf(env.Stderr, "(output truncated: last %d KiB shown)\n", keptOutput>>10)

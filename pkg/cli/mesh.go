@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/ledger"
+)
+
+// publishWindow publishes this window to the mesh when the ledger is etcd,
+// under a lease that lapses if the process dies, and returns what ends the
+// publication. It is best effort: holds stay local files, so a window runs
+// the same with etcd down, with a warning.
+func publishWindow(ctx context.Context, env *Env, module, step string) func() {
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return func() {}
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		env.Warnf("window not published to the mesh: %v\n", err)
+		return func() {}
+	}
+	stop, err := l.PublishWindow(ctx, ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step,
+		PID: os.Getpid(), OpenedAt: env.Now().UTC()})
+	if err != nil {
+		l.Close()
+		env.Warnf("window not published to the mesh (it runs all the same): %v\n", err)
+		return func() {}
+	}
+	return func() {
+		stop()
+		l.Close()
+	}
+}
+
+type meshJSON struct {
+	Windows []ledger.MeshWindow `json:"windows"`
+	Builds  []meshBuildJSON     `json:"builds"`
+}
+
+type meshBuildJSON struct {
+	Module string `json:"module"`
+	ID     string `json:"id"`
+	Image  string `json:"image"`
+}
+
+// runMeshView prints every host's open windows and each module's current
+// build, from the etcd ledger (window list --mesh, status --mesh).
+func runMeshView(ctx context.Context, env *Env) error {
+	cfg, err := env.etcdLedger()
+	if err != nil {
+		return err
+	}
+	if cfg == nil {
+		return usageErrorf("--mesh needs an etcd ledger: set --ledger etcd://HOST:PORT[,HOST:PORT…] (or MESHCTL_LEDGER)")
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	ws, err := l.MeshWindows(ctx)
+	if err != nil {
+		return err
+	}
+	bs, err := l.Currents(ctx)
+	if err != nil {
+		return err
+	}
+	out := meshJSON{Windows: ws, Builds: []meshBuildJSON{}}
+	if out.Windows == nil {
+		out.Windows = []ledger.MeshWindow{}
+	}
+	for _, b := range bs {
+		out.Builds = append(out.Builds, meshBuildJSON{Module: b.Module, ID: b.ID, Image: b.Image})
+	}
+	if env.JSON() {
+		return env.PrintJSON(out)
+	}
+	if env.Global.Quiet {
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "HOST\tMODULE/STEP\tPID\tOPENED")
+	for _, w := range ws {
+		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintln(tw, "MODULE\tBUILD\tIMAGE")
+	for _, b := range out.Builds {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Module, b.ID, b.Image)
+	}
+	return errors.Join(tw.Flush())
+}
