@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 func newRootCmd(env *Env) *cobra.Command {
@@ -47,7 +49,7 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.SetErr(env.Stderr)
 	root.SetIn(env.Stdin)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		return &UsageError{Err: err, Cmd: cmd.CommandPath()}
+		return &UsageError{Err: flagHint(cmd, err), Cmd: cmd.CommandPath()}
 	})
 
 	pf := root.PersistentFlags()
@@ -83,6 +85,21 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	addHelp(root)
 	addCompletions(root, env)
 	return root
+}
+
+// flagHint adds a "did you mean" to an unknown flag: --dryrun → --dry-run.
+func flagHint(cmd *cobra.Command, err error) error {
+	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
+	if !ok {
+		return err
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	cmd.InheritedFlags().VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	if s := mesh.Suggest(name, names); s != "" {
+		return fmt.Errorf("%w; did you mean --%s?", err, s)
+	}
+	return err
 }
 
 // strictGroups makes meshctl and each command group (window, build) refuse

@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,9 +25,44 @@ type DecodeError struct {
 	Line  int    // 0 when unknown
 	Field string // dotted path, e.g. modules.store.containers.registry.restart
 	Msg   string
+	// More are the file's other errors, up to MaxErrors in all; Omitted
+	// counts those left out.
+	More    []*DecodeError
+	Omitted int
 }
 
+// MaxErrors is how many of a file's errors are reported at once.
+const MaxErrors = 10
+
 func (e *DecodeError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.one())
+	for _, m := range e.More {
+		b.WriteString("\n" + m.one())
+	}
+	if e.Omitted > 0 {
+		fmt.Fprintf(&b, "\n(and %d more errors)", e.Omitted)
+	}
+	return b.String()
+}
+
+// errorList returns errs as one DecodeError, the first carrying the others;
+// nil when errs is empty.
+func errorList(errs []*DecodeError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	first := *errs[0]
+	rest := errs[1:]
+	if len(rest) > MaxErrors-1 {
+		first.Omitted = len(rest) - (MaxErrors - 1)
+		rest = rest[:MaxErrors-1]
+	}
+	first.More = rest
+	return &first
+}
+
+func (e *DecodeError) one() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -61,20 +97,7 @@ func Load(path string, stdin io.Reader) (*File, error) {
 	if err != nil {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}
-	f, err := Decode(name, data)
-	if err != nil {
-		return nil, err
-	}
-	// env-files are read at apply time, and by a window's close from the
-	// applied state: make them independent of the working directory.
-	dir := "."
-	if path != "-" {
-		dir = filepath.Dir(path)
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		f.absEnvFiles(abs)
-	}
-	return f, nil
+	return Decode(name, data)
 }
 
 // Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown
@@ -109,8 +132,11 @@ func Decode(name string, data []byte) (*File, error) {
 	}
 	v := validator{file: name, root: &root}
 	v.file_(&f)
-	if v.err != nil {
-		return nil, v.err
+	// In the file's order, as an editor shows them; stable, so that errors
+	// on one line keep the validator's (name) order.
+	slices.SortStableFunc(v.errs, func(a, b *DecodeError) int { return a.Line - b.Line })
+	if err := errorList(v.errs); err != nil {
+		return nil, err
 	}
 	return &f, nil
 }
@@ -137,14 +163,24 @@ var parserProblems = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
-// yamlError turns the first of yaml.v3's errors into a DecodeError with the
-// file, line and field path.
+// yamlError turns yaml's errors (a TypeError holds every type error, unknown
+// field and duplicate key of the file) into one DecodeError listing them,
+// each with the file, line and field path.
 func yamlError(name string, root *yaml.Node, err error) error {
-	msg := err.Error()
 	var te *yaml.TypeError
-	if errors.As(err, &te) && len(te.Errors) > 0 {
-		msg = te.Errors[0]
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return yamlError1(name, root, err.Error())
 	}
+	var errs []*DecodeError
+	for _, msg := range te.Errors {
+		errs = append(errs, yamlError1(name, root, msg))
+	}
+	return errorList(errs)
+}
+
+// yamlError1 turns one of yaml's messages into a DecodeError, in the file's
+// words.
+func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	e := &DecodeError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
 	if parserProblems[e.Msg] {
 		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
@@ -160,24 +196,156 @@ func yamlError(name string, root *yaml.Node, err error) error {
 		// one: prefer it to other keys on the same line (a JSON file may be
 		// a single line).
 		var key, tag string
+		unknown := false
 		if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
-			key = u[1]
+			key, unknown = u[1], true
 			e.Msg = fmt.Sprintf("unknown field %q", u[1])
 		} else if u := duplicateKeyRE.FindStringSubmatch(e.Msg); u != nil {
 			key, _ = strconv.Unquote(u[1])
 		} else if u := typeErrorRE.FindStringSubmatch(e.Msg); u != nil {
 			tag = u[1]
+			if strings.HasSuffix(e.Msg, " into a duration") {
+				// The one duration field: on a line of flow lists
+				// ({timeout: [30m], exec: [x]}) the tag alone is ambiguous.
+				key, tag = "timeout", ""
+			}
 		}
 		e.Field = pathAt(root, e.Line, key, tag)
 		if e.Field == "" && (key != "" || tag != "") {
 			e.Field = pathAt(root, e.Line, "", "")
 		}
-		// Go type names, not the value quoted before them, lose "mesh.".
-		if i := strings.LastIndex(e.Msg, " into "); i >= 0 {
-			e.Msg = e.Msg[:i] + strings.ReplaceAll(e.Msg[i:], "mesh.", "")
+		switch {
+		case unknown:
+			e.Msg += fieldHint(key, knownFields(e.Field))
+		case typeErrorRE.MatchString(e.Msg):
+			e.Msg = typeMessage(e.Field, e.Msg)
 		}
 	}
 	return e
+}
+
+// fieldHint is what follows `unknown field "key"`: the field meant, or the
+// fields there are.
+func fieldHint(key string, known []string) string {
+	if len(known) == 0 {
+		return ""
+	}
+	if s := Suggest(key, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return " (fields here: " + strings.Join(known, ", ") + ")"
+}
+
+// knownFields returns the fields of the map that holds the key at path.
+func knownFields(path string) []string {
+	parts := strings.Split(path, ".")
+	var t reflect.Type
+	switch {
+	case len(parts) == 1:
+		t = reflect.TypeFor[File]()
+	case len(parts) == 3 && parts[0] == "modules":
+		t = reflect.TypeFor[Module]()
+	case len(parts) == 5 && parts[2] == "containers":
+		t = reflect.TypeFor[Container]()
+	case len(parts) == 5 && parts[2] == "steps":
+		t = reflect.TypeFor[Step]()
+	case len(parts) == 6 && parts[2] == "steps" && parts[4] == "run":
+		t = reflect.TypeFor[RunStep]()
+	default:
+		return nil
+	}
+	return yamlFields(t)
+}
+
+// yamlFields returns the YAML names of t's fields, those of inlined
+// structs included.
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline" || strings.Contains(opts, "inline,") || strings.HasSuffix(opts, ",inline"):
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			out = append(out, yamlFields(ft)...)
+		case name != "" && name != "-":
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+var typeErrorPartsRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+
+// typeMessage says a type error in the file's words: what the field takes,
+// with an example, and what it found, never yaml's tags (!!str) or Go's
+// types ([]string).
+func typeMessage(field, msg string) string {
+	m := typeErrorPartsRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	found := map[string]string{"str": "a string", "seq": "a list", "map": "a map", "int": "a number",
+		"float": "a number", "bool": "true or false", "null": "nothing", "timestamp": "a date"}[m[1]]
+	if found == "" {
+		found = "a " + m[1]
+	}
+	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") {
+		found += fmt.Sprintf(" (%s)", m[2])
+	}
+	return "want " + wantedFor(field, strings.NewReplacer("*", "", "mesh.", "").Replace(m[3])) + ", not " + found
+}
+
+// wantedFor describes what a field of Go type goType takes, with an example
+// fitting the field.
+func wantedFor(field, goType string) string {
+	last := field
+	if i := strings.LastIndex(field, "."); i >= 0 {
+		last = field[i+1:]
+	}
+	switch goType {
+	case "[]string":
+		example := map[string]string{
+			"command": `[sh, -c, "…"]`, "entrypoint": "[/bin/registry]", "exec": "[/usr/local/bin/gc.sh, --all]",
+			"volumes": `["data:/var/lib/data", "/srv/conf:/etc/conf:ro"]`, "ports": `["127.0.0.1:5000:5000"]`,
+			"while-stopped": "[registry]", "volumes-from": "[registry]",
+		}[last]
+		if example == "" {
+			example = "[a, b]"
+		}
+		return "a list of strings, like " + example
+	case "map[string]string":
+		if last == "labels" {
+			return "a map of strings, like {team: infra}"
+		}
+		return "a map of strings, like {KEY: value}"
+	case "string":
+		return "a string"
+	case "map[string]Module":
+		return "a map of modules by name, like {store: {containers: …}}"
+	case "map[string]Container":
+		return "a map of containers by name, like {registry: {image: …}}"
+	case "map[string]Step":
+		return "a map of steps by name, like {garbage-collect: {while-stopped: […], run: …}}"
+	case "File":
+		return `a map with a "modules:" key`
+	case "Module":
+		return "a module: a map with containers: and steps:"
+	case "Container":
+		return "a container: a map like {image: …, command: […]}"
+	case "Step":
+		return "a step: a map with while-stopped:, timeout: and run: or exec:"
+	case "RunStep":
+		return "a map like {image: …, command: […]}"
+	case "a duration":
+		return "a duration, like 30m or 2h"
+	case "EnvVars":
+		return `a map like {KEY: value} or a list like ["KEY=value"]`
+	}
+	return goType
 }
 
 // pathAt returns the dotted path of the deepest mapping key or value that

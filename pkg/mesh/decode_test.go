@@ -195,7 +195,7 @@ func refusals() []refusal {
       gc:
         exec: [/bin/gc]
         retries: 3 # <-
-`, field: "modules.store.steps.gc.retries", msg: `unknown field "retries"`},
+`, field: "modules.store.steps.gc.retries", msg: `unknown field "retries" (fields here: while-stopped, timeout, run, exec)`},
 		{name: "unknown field in a run step", src: base + `
     steps:
       gc:
@@ -212,7 +212,7 @@ version: 2 # <-
 `, field: "version", msg: `unknown field "version"`},
 		{name: "misspelt field", src: base + `
         restarts: always # <-
-`, field: "modules.store.containers.registry.restarts", msg: `unknown field "restarts"`},
+`, field: "modules.store.containers.registry.restarts", msg: `unknown field "restarts"; did you mean "restart"?`},
 		{name: "unknown field with a space", src: base + `
         "bad key": 1 # <-
 `, field: "modules.store.containers.registry.bad key", msg: `unknown field "bad key"`},
@@ -225,29 +225,44 @@ version: 2 # <-
 		// Wrong types.
 		{name: "string for a list", src: base + `
         command: serve # <-
-`, field: "modules.store.containers.registry.command", msg: "cannot unmarshal !!str `serve` into []string"},
+`, field: "modules.store.containers.registry.command", msg: `want a list of strings, like [sh, -c, "…"], not a string (serve)`},
 		{name: "list for a map", src: base + `
-        env: [A=1] # <-
-`, field: "modules.store.containers.registry.env", msg: "cannot unmarshal !!seq into map[string]string"},
+        labels: [a=1] # <-
+`, field: "modules.store.containers.registry.labels", msg: "want a map of strings, like {team: infra}, not a list"},
 		{name: "block list for a map", src: base + `
+        labels:
+          - a=1 # <-
+`, field: "modules.store.containers.registry.labels", msg: "want a map of strings, like {team: infra}, not a list"},
+		{name: "env list item without a value", src: base + `
+        env: [A=1, HOME] # <-
+`, field: "modules.store.containers.registry.env", msg: `env item "HOME": want KEY=value`},
+		{name: "env list item twice", src: base + `
         env:
-          - A=1 # <-
-`, field: "modules.store.containers.registry.env", msg: "cannot unmarshal !!seq into map[string]string"},
+          - A=1
+          - A=2 # <-
+`, field: "modules.store.containers.registry.env[1]", msg: `env item "A=2": A is set twice`},
+		{name: "env list item a map", src: base + `
+        env:
+          - {A: 1} # <-
+`, field: "modules.store.containers.registry.env[0].A", msg: "env item: want KEY=value"},
+		{name: "env a string", src: base + `
+        env: A=1 # <-
+`, field: "modules.store.containers.registry.env", msg: "want a map of strings, like {KEY: value}, not a string (A=1)"},
 		{name: "map for a string", src: base + `
         network: {name: host} # <-
-`, field: "modules.store.containers.registry.network", msg: "cannot unmarshal !!map into string"},
+`, field: "modules.store.containers.registry.network", msg: "want a string, not a map"},
 		{name: "list of containers", src: `
 modules:
   store:
     containers:
       - registry # <-
-`, field: "modules.store.containers", msg: "cannot unmarshal !!seq into map[string]*Container"},
+`, field: "modules.store.containers", msg: "want a map of containers by name, like {registry: {image: …}}, not a list"},
 		{name: "value naming the package", src: base + `
         ports: mesh.example # <-
-`, field: "modules.store.containers.registry.ports", msg: "cannot unmarshal !!str `mesh.ex...` into []string"},
+`, field: "modules.store.containers.registry.ports", msg: `want a list of strings, like ["127.0.0.1:5000:5000"], not a string (mesh.ex...)`},
 		{name: "not a map", src: `
 just a string # <-
-`, msg: "cannot unmarshal !!str `just a ...` into File"},
+`, msg: `want a map with a "modules:" key, not a string (just a ...)`},
 		// Syntax errors: yaml.v3 writes a parser error's line 0-based.
 		{name: "unclosed list", src: base + `
         command: [serve # <-
@@ -630,7 +645,7 @@ func TestDecodeRefusalIsStable(t *testing.T) {
 		{src(base) + "        env: {\"B=\": x, \"A B\": x, \"C=\": x}\n",
 			"mesh.yaml:6: modules.store.containers.registry.env.A B: "},
 		{src(base) + "      Cache: {image: x}\n      Bar: {image: x}\n      Web: {image: x}\n",
-			"mesh.yaml:7: modules.store.containers.Bar: "},
+			"mesh.yaml:6: modules.store.containers.Cache: "},
 	} {
 		for range 30 {
 			_, err := Decode("mesh.yaml", []byte(tt.src))
@@ -674,7 +689,7 @@ func TestDecodeDuration(t *testing.T) {
 		{timeout: "-1m", msg: `duration "-1m" must be positive`},
 		{timeout: "soon", msg: `invalid duration "soon"`},
 		{timeout: "30", msg: `invalid duration "30"`},
-		{timeout: "[30m]", msg: "cannot unmarshal !!seq into a duration"},
+		{timeout: "[30m]", msg: "want a duration, like 30m or 2h, not a list"},
 	} {
 		t.Run(tt.timeout, func(t *testing.T) {
 			s := step("        timeout: " + tt.timeout + "\n")
@@ -857,4 +872,67 @@ func (endless) Read(p []byte) (int, error) {
 		p[0] = '#'
 	}
 	return len(p), nil
+}
+
+// TestDecodeReportsEveryError: a file's errors come all at once, each with
+// its line and field, up to MaxErrors: validation errors, and yaml's type
+// errors and unknown fields.
+func TestDecodeReportsEveryError(t *testing.T) {
+	_, err := Decode("mesh.yaml", []byte(src(`
+modules:
+  store:
+    containers:
+      registry:
+        image: meshtest/registry:1
+        restart: sometimes
+        pull: often
+      Web: {image: x}
+`)))
+	var de *DecodeError
+	if !errors.As(err, &de) {
+		t.Fatalf("Decode = %v, want a *DecodeError", err)
+	}
+	want := "mesh.yaml:6: modules.store.containers.registry.restart: \"sometimes\" is not one of no, always, unless-stopped, on-failure\n" +
+		"mesh.yaml:7: modules.store.containers.registry.pull: \"often\" is not one of missing, always, never\n" +
+		"mesh.yaml:8: modules.store.containers.Web: container name \"Web\" is invalid"
+	if n := strings.Count(err.Error(), "\n"); n != 2 {
+		t.Fatalf("Error() = %q, want three lines", err)
+	}
+	for _, line := range strings.Split(want, "\n") {
+		if !strings.Contains(err.Error(), line) {
+			t.Errorf("Error() = %q\nlacks %q", err, line)
+		}
+	}
+
+	// yaml's own errors: two unknown fields and a type error, all named.
+	_, err = Decode("mesh.yaml", []byte(src(`
+modules:
+  store:
+    containers:
+      registry:
+        image: meshtest/registry:1
+        imgae: x
+        command: serve
+        netwrok: host
+`)))
+	for _, line := range []string{
+		`mesh.yaml:6: modules.store.containers.registry.imgae: unknown field "imgae"; did you mean "image"?`,
+		`mesh.yaml:7: modules.store.containers.registry.command: want a list of strings, like [sh, -c, "…"], not a string (serve)`,
+		`mesh.yaml:8: modules.store.containers.registry.netwrok: unknown field "netwrok"; did you mean "network"?`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), line) {
+			t.Errorf("Error() = %v\nlacks %q", err, line)
+		}
+	}
+
+	// Past MaxErrors, the rest is counted.
+	var b strings.Builder
+	b.WriteString("modules:\n  store:\n    containers:\n")
+	for i := range MaxErrors + 5 {
+		fmt.Fprintf(&b, "      c%02d: {image: x, restart: bad}\n", i)
+	}
+	_, err = Decode("mesh.yaml", []byte(b.String()))
+	if err == nil || strings.Count(err.Error(), "\n") != MaxErrors || !strings.HasSuffix(err.Error(), "(and 5 more errors)") {
+		t.Errorf("Error() = %v, want %d errors and (and 5 more errors)", err, MaxErrors)
+	}
 }

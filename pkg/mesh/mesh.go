@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -32,7 +33,7 @@ type Container struct {
 	// reads must keep [] apart from no entrypoint at all.
 	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
 	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
-	Env        map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Env        EnvVars           `yaml:"env,omitempty" json:"env,omitempty"`
 	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`
 	Network    string            `yaml:"network,omitempty" json:"network,omitempty"`
 	Ports      []string          `yaml:"ports,omitempty" json:"ports,omitempty"`
@@ -40,9 +41,6 @@ type Container struct {
 	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 	// Pull says when apply pulls the image: missing (default), always, never.
 	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
-	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
-	// see fields.go.
-	ContainerFields `yaml:",inline"`
 }
 
 // Step is a maintenance step run by `meshctl window run`.
@@ -57,13 +55,53 @@ type Step struct {
 type RunStep struct {
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
 	// Entrypoint is as a container's: [] clears the image's.
-	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
-	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
-	Env        map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
-	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`
+	Entrypoint []string `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command    []string `yaml:"command,omitempty" json:"command,omitempty"`
+	Env        EnvVars  `yaml:"env,omitempty" json:"env,omitempty"`
+	Volumes    []string `yaml:"volumes,omitempty" json:"volumes,omitempty"`
 	// VolumesFrom defaults to the held containers.
 	VolumesFrom []string `yaml:"volumes-from,omitempty" json:"volumes-from,omitempty"`
 	Network     string   `yaml:"network,omitempty" json:"network,omitempty"`
+}
+
+// EnvVars are a container's environment variables. The file gives them as
+// a map ({KEY: value}) or, as Compose does, a list (["KEY=value"]).
+type EnvVars map[string]string
+
+// UnmarshalYAML reads env as a map, or as Compose's list of KEY=value.
+// Compose's bare KEY (the value taken from the caller's environment) is
+// refused: an apply from CI and a window's close from cron would differ.
+func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		var m map[string]string
+		if err := n.Decode(&m); err != nil {
+			return err
+		}
+		*e = m
+		return nil
+	}
+	m := map[string]string{}
+	var errs []string
+	for _, item := range n.Content {
+		if item.Kind != yaml.ScalarNode {
+			errs = append(errs, fmt.Sprintf("line %d: env item: want KEY=value, like \"A=1\"", item.Line))
+			continue
+		}
+		k, v, ok := strings.Cut(item.Value, "=")
+		switch _, dup := m[k]; {
+		case !ok:
+			errs = append(errs, fmt.Sprintf("line %d: env item %q: want KEY=value (a KEY without a value, taken from the environment, is not supported: write %s=…)", item.Line, item.Value, item.Value))
+		case dup:
+			errs = append(errs, fmt.Sprintf("line %d: env item %q: %s is set twice", item.Line, item.Value, k))
+		default:
+			m[k] = v
+		}
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	*e = m
+	return nil
 }
 
 // Defaults of the file format.

@@ -18,18 +18,16 @@ var (
 	pullPolicies    = []string{"missing", "always", "never"}
 )
 
-// validator checks a decoded file, keeping the first error with its line.
+// validator checks a decoded file, keeping every error with its line: an
+// operator fixes them all in one go.
 type validator struct {
 	file string
 	root *yaml.Node
-	err  error
+	errs []*DecodeError
 }
 
 func (v *validator) fail(path []string, format string, args ...any) {
-	if v.err != nil {
-		return
-	}
-	v.err = &DecodeError{File: v.file, Line: lineOf(v.root, path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)}
+	v.errs = append(v.errs, &DecodeError{File: v.file, Line: lineOf(v.root, path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) name(path []string, kind, name string) {
@@ -61,7 +59,6 @@ func (v *validator) file_(f *File) {
 			v.step(sp, m, m.Steps[sn])
 		}
 	}
-	v.dependencies(f)
 }
 
 func (v *validator) container(p []string, c *Container) {
@@ -81,7 +78,6 @@ func (v *validator) container(p []string, c *Container) {
 		v.image(at("image"), c.Image)
 	}
 	v.oneOf(at("restart"), c.Restart, restartPolicies)
-	v.fields(p, c)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
 	v.env(at("env"), c.Env)
 	// In order: with two bad keys, the same one is named every time.

@@ -16,7 +16,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
@@ -197,11 +199,16 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 	}
 	m, ok2 := file.Modules[opts.Module]
 	if !ok2 {
-		return nil, &UsageError{Msg: fmt.Sprintf("module %q is not in the mesh file (it has: %v)", opts.Module, file.ModuleNames())}
+		return nil, &UsageError{Msg: fmt.Sprintf("module %q is not in the mesh file%s (it has: %v)", opts.Module, didYouMean(opts.Module, file.ModuleNames()), file.ModuleNames())}
 	}
 	def, ok2 := m.Steps[opts.Step]
 	if !ok2 {
-		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q", opts.Module, opts.Step)}
+		steps := slices.Sorted(maps.Keys(m.Steps))
+		has := "it has no steps"
+		if len(steps) > 0 {
+			has = "its steps: " + strings.Join(steps, ", ")
+		}
+		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)}
 	}
 	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*apply.Desired{}, timeout: def.TimeoutOrDefault()}
 	if opts.Timeout > 0 {
@@ -222,6 +229,15 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// didYouMean is "; did you mean "x"?" for the candidate nearest to word,
+// "" when none is near.
+func didYouMean(word string, candidates []string) string {
+	if s := mesh.Suggest(word, candidates); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
 }
 
 func newID(now time.Time) string {

@@ -131,7 +131,7 @@ func TestResolveUnknown(t *testing.T) {
 				t.Errorf("unknown module: %q", msg)
 			}
 			_, err = resolve(src.d, Options{Module: "other", Step: "garbage-collect", File: src.file})
-			if msg := usageMsg(t, err); msg != `module other has no step "garbage-collect"` {
+			if msg := usageMsg(t, err); msg != `module other has no step "garbage-collect" (it has no steps)` {
 				t.Errorf("unknown step: %q", msg)
 			}
 		})
