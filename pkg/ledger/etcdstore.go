@@ -10,6 +10,7 @@ import (
 	"net"
 	"path"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -298,6 +299,9 @@ type buildDoc struct {
 	Plan        string    `json:"plan"`
 	RequestedAt time.Time `json:"requested_at"`
 	Record      *record   `json:"record,omitempty"`
+	// Pruned is what is left of a build a file ledger had pruned before it
+	// was imported here.
+	Pruned *compact `json:"pruned,omitempty"`
 }
 
 // etcdTx reads at one revision (the first read's) and commits its writes in
@@ -409,6 +413,9 @@ func (t *etcdTx) build(id string) (*pendingRec, *found, error) {
 	if err != nil || !ok {
 		return nil, nil, err
 	}
+	if d.Pruned != nil {
+		return nil, &found{module: d.Module, pruned: d.Pruned}, nil
+	}
 	if d.Record == nil {
 		return &pendingRec{Module: d.Module, Plan: d.Plan, RequestedAt: d.RequestedAt}, nil, nil
 	}
@@ -479,7 +486,7 @@ func (t *etcdTx) pending(m string) (map[string]pendingRec, error) {
 	}
 	out := map[string]pendingRec{}
 	for id, d := range all {
-		if d.Module == m && d.Record == nil {
+		if d.Module == m && d.Record == nil && d.Pruned == nil {
 			out[id] = pendingRec{Module: d.Module, Plan: d.Plan, RequestedAt: d.RequestedAt}
 		}
 	}
@@ -559,4 +566,109 @@ func (t *etcdTx) putAnswer(key string, v []byte) {
 		t.order = append(t.order, k)
 	}
 	t.writes[k] = v
+}
+
+func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
+	var d *dump
+	err := s.view(ctx, func(v view) error {
+		t := v.(*etcdTx)
+		last, _, err := t.get(t.s.key("last"))
+		if err != nil {
+			return err
+		}
+		all, err := t.all()
+		if err != nil {
+			return err
+		}
+		resp, err := t.kv.Get(t.ctx, t.s.key("plan")+"/", clientv3.WithPrefix(), clientv3.WithRev(t.rev))
+		if err != nil {
+			return err
+		}
+		known := map[string]time.Time{}
+		for _, kv := range resp.Kvs {
+			var p planRec
+			if err := json.Unmarshal(kv.Value, &p); err != nil {
+				return &corruptError{Key: string(kv.Key), Err: err}
+			}
+			known[p.ID] = p.RequestedAt
+		}
+		d = &dump{last: string(last)}
+		for id, b := range all {
+			d.builds = append(d.builds, dumpBuild{id: id, module: b.Module,
+				pending: pendingRec{Module: b.Module, Plan: b.Plan, RequestedAt: b.RequestedAt}, record: b.Record, pruned: b.Pruned})
+		}
+		sort.Slice(d.builds, func(i, j int) bool { return d.builds[i].id < d.builds[j].id })
+		d.plans = plansOf(d.builds, known)
+		return nil
+	})
+	return d, err
+}
+
+// importBatch is how many keys one import transaction writes (etcd takes
+// 128 operations per transaction by default).
+const importBatch = 100
+
+// load writes d into an empty prefix: the builds, plans and heads in
+// batches, then "last" in a transaction that requires it still absent, so
+// that the imported ledger issues ids only once it is whole.
+func (s *etcdStore) load(ctx context.Context, d *dump) error {
+	cli, err := s.client()
+	if err != nil {
+		return err
+	}
+	var empty bool
+	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := cli.Get(ctx, s.cfg.Prefix+"/ledger/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return false, err
+		}
+		empty = resp.Count == 0
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	if !empty {
+		return &NotEmptyError{Where: s.describe()}
+	}
+	heads := map[string]*record{}
+	var ops []clientv3.Op
+	put := func(key string, v any) {
+		b, _ := json.Marshal(v)
+		ops = append(ops, clientv3.OpPut(key, string(b)))
+	}
+	for _, b := range d.builds {
+		put(s.key("b", b.id), buildDoc{Module: b.module, Plan: b.pending.Plan, RequestedAt: b.pending.RequestedAt, Record: b.record, Pruned: b.pruned})
+		if b.record != nil && b.record.Outcome == OutcomeCurrent {
+			heads[b.module] = b.record // in id order: the last one is current
+		}
+	}
+	for m, r := range heads {
+		put(s.key("head", m), r)
+	}
+	for _, p := range d.plans {
+		put(s.key("plan", p.ID), p)
+	}
+	for len(ops) > 0 {
+		batch := ops[:min(importBatch, len(ops))]
+		ops = ops[len(batch):]
+		err := s.retry(ctx, func(ctx context.Context) (bool, error) {
+			_, err := cli.Txn(ctx).Then(batch...).Commit()
+			return err == nil, err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("last")), "=", 0)).
+			Then(clientv3.OpPut(s.key("last"), d.last)).Commit()
+		if err != nil {
+			return false, err
+		}
+		if !resp.Succeeded {
+			return false, &NotEmptyError{Where: s.describe() + " (ids were issued there during the import)"}
+		}
+		return true, nil
+	})
 }

@@ -467,3 +467,116 @@ func findRecorded(lk *state.Lock, id string) (found, bool, error) {
 	}
 	return found{}, false, nil
 }
+
+// dump reads the whole ledger under the lock: every module's kept records
+// and archived compact ones, and the pending builds.
+func (s *fileStore) dump(ctx context.Context) (*dump, error) {
+	lk, err := s.l.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer lk.Unlock()
+	tx, err := s.begin(lk)
+	if err != nil {
+		return nil, err
+	}
+	plans, err := tx.readPlans()
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]time.Time{}
+	for _, p := range plans.Plans {
+		known[p.ID] = p.RequestedAt
+	}
+	ms, err := modules(lk.Dir())
+	if err != nil {
+		return nil, err
+	}
+	d := &dump{last: tx.idx.Last}
+	have := map[string]bool{}
+	for _, m := range ms {
+		mod, err := tx.module(m)
+		if err != nil {
+			return nil, err
+		}
+		recs, err := retained(lk, mod)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			r := r
+			have[r.ID] = true
+			d.builds = append(d.builds, dumpBuild{id: r.ID, module: m, pending: pendingRec{Module: m, Plan: r.Plan, RequestedAt: r.RequestedAt}, record: &r})
+		}
+		cat, err := readCatalog(lk, m)
+		if err != nil {
+			return nil, err
+		}
+		for _, seg := range cat.Segments {
+			a, err := readArchive(lk, m, seg.Seq)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range a.Builds {
+				if have[c.ID] {
+					continue
+				}
+				c := c
+				have[c.ID] = true
+				t, _ := ParseID(c.ID)
+				d.builds = append(d.builds, dumpBuild{id: c.ID, module: m, pending: pendingRec{Module: m, Plan: c.Plan, RequestedAt: t}, pruned: &c})
+			}
+		}
+	}
+	for id, p := range tx.idx.Pending {
+		if !have[id] {
+			d.builds = append(d.builds, dumpBuild{id: id, module: p.Module, pending: p})
+		}
+	}
+	sort.Slice(d.builds, func(i, j int) bool { return d.builds[i].id < d.builds[j].id })
+	d.plans = plansOf(d.builds, known)
+	return d, nil
+}
+
+// load writes d into an empty ledger, under the lock, record by record in
+// id order (so that each module's current build is the one it was).
+func (s *fileStore) load(ctx context.Context, d *dump) error {
+	lk, err := s.l.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer lk.Unlock()
+	tx, err := s.begin(lk)
+	if err != nil {
+		return err
+	}
+	ms, err := modules(lk.Dir())
+	if err != nil {
+		return err
+	}
+	if tx.idx.Last != "" || len(tx.idx.Pending) > 0 || len(ms) > 0 {
+		return &NotEmptyError{Where: s.describe()}
+	}
+	for _, b := range d.builds {
+		if b.pruned != nil {
+			return fmt.Errorf("build %s was pruned by the ledger it comes from (only its digest is kept), and a file ledger keeps no such build; import into etcd, or export before pruning", b.id)
+		}
+	}
+	if _, err := tx.readPlans(); err != nil {
+		return err
+	}
+	for _, b := range d.builds {
+		if b.record == nil {
+			tx.addPending(b.id, b.pending)
+			continue
+		}
+		if err := tx.putRecord(b.module, *b.record); err != nil {
+			return err
+		}
+	}
+	tx.idx.Last = d.last
+	tx.idxDirty = true
+	tx.plans.Plans = d.plans
+	tx.plansDirty = true
+	return tx.commit()
+}

@@ -23,6 +23,10 @@ type storage interface {
 	modules(ctx context.Context) ([]string, error)
 	// describe names the store for messages: a directory, or endpoints.
 	describe() string
+	// dump reads the whole ledger from one snapshot; load writes one into
+	// an empty ledger (a *NotEmptyError otherwise), for export and import.
+	dump(ctx context.Context) (*dump, error)
+	load(ctx context.Context, d *dump) error
 }
 
 // view reads a ledger.
