@@ -42,6 +42,8 @@ record, so a retried or late record of them is still judged correctly.`,
 		newBuildCurrentCmd(env),
 		newBuildListCmd(env),
 		newBuildPlanCmd(env),
+		newBuildExportCmd(env),
+		newBuildImportCmd(env),
 	)
 	return cmd
 }

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func newBuildExportCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "export",
+		Short: "Write the whole ledger to stdout as JSON lines, to move it to another store",
+		Long: `Write the whole ledger to stdout as JSON lines: a header with the last id
+issued, then every plan and build in id order (request order), with its
+module, plan, times, image and outcome. 'build import' reads it back into an
+empty ledger, such as a new etcd cluster:
+
+  meshctl build export > ledger.jsonl
+  meshctl --ledger etcd://10.0.0.1:2379,10.0.0.2:2379 build import ledger.jsonl
+
+Builds the file ledger pruned keep only their outcome and a digest of their
+result, as they do in the ledger.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBuildExport(cmd.Context(), env)
+		},
+	}
+}
+
+func runBuildExport(ctx context.Context, env *Env) error {
+	l, err := openLedger(env)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	n, err := l.Export(ctx, env.Stdout)
+	if err != nil {
+		return err
+	}
+	env.Progressf("exported %d builds from %s\n", n, l.Where())
+	return nil
+}
+
+type buildImportOptions struct {
+	file string
+}
+
+func newBuildImportCmd(env *Env) *cobra.Command {
+	opts := &buildImportOptions{}
+	return &cobra.Command{
+		Use:   "import [FILE|-]",
+		Short: "Read a ledger written by build export into this empty ledger",
+		Long: `Read a ledger written by 'build export' (FILE, or stdin) into the configured
+ledger, which must be empty: the same ids, order, plans and outcomes, and
+each module's current build. Ids issued afterwards follow the imported ones.
+A ledger that has issued an id is refused (exit 2), and so is a malformed
+export.`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.file = args[0]
+			}
+			return runBuildImport(cmd.Context(), env, opts)
+		},
+	}
+}
+
+func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) error {
+	var in io.Reader = env.Stdin
+	if opts.file != "" && opts.file != "-" {
+		f, err := os.Open(opts.file)
+		if err != nil {
+			return usageErrorf("import: %v", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	l, err := openLedger(env)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	n, err := l.Import(ctx, in)
+	if err != nil {
+		return err
+	}
+	env.Printf("imported %d builds into %s\n", n, l.Where())
+	return nil
+}
