@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -97,7 +98,20 @@ func Load(path string, stdin io.Reader) (*File, error) {
 	if err != nil {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("cannot read: %v", err)}
 	}
-	return Decode(name, data)
+	f, err := Decode(name, data)
+	if err != nil {
+		return nil, err
+	}
+	// env-files are read at apply time, and by a window's close from the
+	// applied state: make them independent of the working directory.
+	dir := "."
+	if path != "-" {
+		dir = filepath.Dir(path)
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		f.absEnvFiles(abs)
+	}
+	return f, nil
 }
 
 // Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown

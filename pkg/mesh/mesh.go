@@ -41,6 +41,9 @@ type Container struct {
 	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 	// Pull says when apply pulls the image: missing (default), always, never.
 	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
+	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
+	// see fields.go.
+	ContainerFields `yaml:",inline"`
 }
 
 // Step is a maintenance step run by `meshctl window run`.

@@ -59,6 +59,7 @@ func (v *validator) file_(f *File) {
 			v.step(sp, m, m.Steps[sn])
 		}
 	}
+	v.dependencies(f)
 }
 
 func (v *validator) container(p []string, c *Container) {
@@ -78,6 +79,7 @@ func (v *validator) container(p []string, c *Container) {
 		v.image(at("image"), c.Image)
 	}
 	v.oneOf(at("restart"), c.Restart, restartPolicies)
+	v.fields(p, c)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
 	v.env(at("env"), c.Env)
 	// In order: with two bad keys, the same one is named every time.
