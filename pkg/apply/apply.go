@@ -42,11 +42,28 @@ type Options struct {
 
 // ConflictError is an apply refused before any change because an unmanaged
 // container owns a name the file wants (exit 1).
-type ConflictError struct{ Names []string }
+type ConflictError struct {
+	Names []string
+	// Owners maps a name to the ID of the other state directory whose
+	// container has it; a name not in it is a container meshctl does not
+	// manage.
+	Owners map[string]string
+}
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("nothing changed: %s already exist and meshctl does not manage them; rename or remove them, or rename the containers in the mesh file",
-		strings.Join(e.Names, ", "))
+	var unmanaged, msgs []string
+	for _, n := range e.Names {
+		if owner := e.Owners[n]; owner != "" {
+			msgs = append(msgs, ConflictReason(n, owner))
+		} else {
+			unmanaged = append(unmanaged, n)
+		}
+	}
+	if len(unmanaged) > 0 {
+		msgs = append([]string{fmt.Sprintf("%s already exist and meshctl does not manage them; rename or remove them, or rename the containers in the mesh file",
+			strings.Join(unmanaged, ", "))}, msgs...)
+	}
+	return "nothing changed: " + strings.Join(msgs, "; ")
 }
 
 // NothingAppliedError is an apply --last where nothing was applied yet
@@ -376,7 +393,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if conflicts := conflictNames(items); len(conflicts) > 0 {
 		fillReport(rep, items, absent)
 		rep.EngineCalls = eng.Calls()
-		return rep, nil, &ConflictError{Names: conflicts}
+		return rep, nil, &ConflictError{Names: conflicts, Owners: in.Taken}
 	}
 	if opts.DryRun {
 		fillReport(rep, items, absent)
@@ -430,8 +447,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 // takenNames asks the engine, for each container the plan would create,
 // whether an unmanaged container already has its name. Only creates cost a
 // request: a no-op apply makes none.
-func takenNames(ctx context.Context, eng engine.Client, scope string, items []Item) (map[string]bool, error) {
-	taken := map[string]bool{}
+func takenNames(ctx context.Context, eng engine.Client, scope string, items []Item) (map[string]string, error) {
+	taken := map[string]string{}
 	for _, it := range items {
 		if it.Action != Create {
 			continue
@@ -444,7 +461,7 @@ func takenNames(ctx context.Context, eng engine.Client, scope string, items []It
 			return nil, fmt.Errorf("inspect %s: %w", it.Name, err)
 		}
 		if !IsService(c, scope) {
-			taken[it.Name] = true
+			taken[it.Name] = c.Labels[LabelManaged]
 		}
 	}
 	return taken, nil

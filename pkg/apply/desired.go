@@ -67,7 +67,14 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]Desir
 				}
 				d.Image, d.Build = image, build
 			}
-			d.Spec = c.Spec(d.Image)
+			// env-files are read now, as env is: their values are in the
+			// spec (hashed) and the engine's create, never in a report.
+			env, err := c.LoadEnv(d.Name)
+			if err != nil {
+				return nil, err
+			}
+			d.Def.Env = env
+			d.Spec = d.Def.Spec(d.Image)
 			out = append(out, d)
 		}
 	}
@@ -104,7 +111,7 @@ func (d Desired) EngineSpec(scope string) engine.Spec {
 	if restart == "" {
 		restart = mesh.DefaultRestart
 	}
-	return engine.Spec{
+	spec := engine.Spec{
 		Image:       d.Image,
 		Entrypoint:  slices.Clone(d.Def.Entrypoint), // keeps [] (clear the image's) apart from nil
 		Cmd:         slices.Clone(d.Def.Command),
@@ -115,6 +122,8 @@ func (d Desired) EngineSpec(scope string) engine.Spec {
 		Restart:     restart,
 		Labels:      labels,
 	}
+	containerFields(&spec, &d.Def)
+	return spec
 }
 
 func envList(env map[string]string) []string {

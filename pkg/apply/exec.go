@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
 // StopTimeout is how long a container gets to stop gracefully before it is
-// killed, when apply or a window stops it.
-const StopTimeout = 10 * time.Second
+// killed, when apply or a window stops it, unless its stop-grace-period
+// says otherwise (StopTimeoutOf).
+const StopTimeout = mesh.DefaultStopGracePeriod
 
 // cleanupTimeout bounds the work that must happen even after a signal:
 // putting an old container back, restarting what a window held.
@@ -46,7 +48,7 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 // host without the service.
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
 	if old.Running {
-		if err := x.Engine.Stop(ctx, old.ID, StopTimeout); err != nil {
+		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
 			return fmt.Errorf("stop %s: %w", d.Name, err)
 		}
 	}
@@ -113,7 +115,7 @@ func (x Executor) restart(ctx context.Context, old engine.Container) error {
 // Remove stops and removes c. Its named volumes stay.
 func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 	if c.Running {
-		if err := x.Engine.Stop(ctx, c.ID, StopTimeout); err != nil {
+		if err := x.Engine.Stop(ctx, c.ID, StopTimeoutOf(c)); err != nil {
 			return fmt.Errorf("stop %s: %w", c.Name, err)
 		}
 	}

@@ -22,6 +22,16 @@ const (
 	Failed = "failed"
 )
 
+// ConflictReason says why name cannot be created: a container meshctl does
+// not manage has it (owner ""), or one of another state directory (owner is
+// its ID), which the operator most likely meant to point at.
+func ConflictReason(name, owner string) string {
+	if owner != "" {
+		return name + " is managed by another meshctl state directory (id " + owner + "); check --state-dir, or rename the container"
+	}
+	return "a container meshctl does not manage is named " + name + "; rename or remove it"
+}
+
 // ReasonNotRunning is the reason for recreating a stopped container that no
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
@@ -56,8 +66,9 @@ type Input struct {
 	Holds map[string]HoldRef
 	// Scope is the state directory's ID (LabelManaged).
 	Scope string
-	// Taken are names held by containers meshctl does not manage.
-	Taken map[string]bool
+	// Taken are names held by containers of no other scope: meshctl does
+	// not manage them (""), or another state directory does (its ID).
+	Taken map[string]string
 	Prune bool
 	// Modules are the modules this apply owns: the file's, and those it
 	// removes. A managed container of another module is left alone and
@@ -111,9 +122,9 @@ func Plan(in Input) []Item {
 
 func planOne(d *Desired, c *engine.Container, in Input) Item {
 	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
-	if c == nil && in.Taken[d.Name] {
+	if owner, taken := in.Taken[d.Name]; c == nil && taken {
 		it.Action = Conflict
-		it.Reasons = []string{"a container meshctl does not manage is named " + d.Name + "; rename or remove it"}
+		it.Reasons = []string{ConflictReason(d.Name, owner)}
 		return it
 	}
 	var diff []string

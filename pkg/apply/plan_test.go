@@ -307,12 +307,12 @@ func TestPlan(t *testing.T) {
 		},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			in := Input{Observed: tt.observed, Holds: tt.holds, Scope: scope, Prune: tt.prune, Taken: map[string]bool{}}
+			in := Input{Observed: tt.observed, Holds: tt.holds, Scope: scope, Prune: tt.prune, Taken: map[string]string{}}
 			if tt.desired != nil {
 				in.Desired = want(t, tt.desired)
 			}
 			for _, n := range tt.taken {
-				in.Taken[n] = true
+				in.Taken[n] = ""
 			}
 			got := lines(Plan(in))
 			if !slices.EqualFunc(got, tt.want, func(a, b line) bool { return a.String() == b.String() }) {

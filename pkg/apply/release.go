@@ -103,7 +103,7 @@ func (x Executor) settle(ctx context.Context, c engine.Container) error {
 	if err != nil || full.RestartPolicy != "no" {
 		return err
 	}
-	if err := x.Engine.Stop(ctx, c.ID, StopTimeout); err != nil {
+	if err := x.Engine.Stop(ctx, c.ID, StopTimeoutOf(c)); err != nil {
 		return fmt.Errorf("stop %s, which its dead window may have been stopping: %w", c.Name, err)
 	}
 	return nil

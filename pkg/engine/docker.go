@@ -200,6 +200,7 @@ func (c *dockerClient) Inspect(ctx context.Context, idOrName string) (Container,
 	if r.HostConfig != nil {
 		ct.RestartPolicy = string(r.HostConfig.RestartPolicy.Name)
 	}
+	inspectHealth(&ct, r)
 	return ct, nil
 }
 
@@ -271,6 +272,7 @@ func (c *dockerClient) Create(ctx context.Context, name string, spec Spec) (stri
 		PortBindings:  bindings,
 		RestartPolicy: restartPolicy(spec.Restart),
 	}
+	containerFields(cfg, host, spec)
 	var id string
 	err = c.do(ctx, "create "+name, func(ctx context.Context) error {
 		r, err := c.api.ContainerCreate(ctx, cfg, host, nil, nil, name)

@@ -60,6 +60,9 @@ type Client interface {
 	// Logs follows the container's stdout and stderr, both written to w,
 	// until the container exits. The container must not have a TTY.
 	Logs(ctx context.Context, id string, w io.Writer) error
+	// Tail returns the last lines of the container's stdout and stderr,
+	// interleaved, without following.
+	Tail(ctx context.Context, id string, lines int) (string, error)
 	// Wait waits until the container is not running and returns its exit
 	// code. A container that was created but not started yet is not
 	// running: start it first.
@@ -93,6 +96,15 @@ type Container struct {
 	RestartPolicy string
 	StartedAt     time.Time
 	FinishedAt    time.Time
+	// Health is the healthcheck's verdict: starting, healthy or unhealthy;
+	// "" for a container without one. HealthOutput is the last probe's
+	// output. Restarting, RestartCount and Healthcheck (the probe in
+	// effect, the image's included) are known from Inspect only.
+	Health       string
+	HealthOutput string
+	Restarting   bool
+	RestartCount int
+	Healthcheck  *Healthcheck
 }
 
 // Spec is what Create needs to create a container.
@@ -111,6 +123,35 @@ type Spec struct {
 	Restart     string   // "" means "no"
 	Labels      map[string]string
 	StopTimeout *int // seconds; nil leaves the engine's default
+	// StopSignal is sent by every stop; "" leaves the image's (SIGTERM).
+	StopSignal string
+	// Healthcheck is the probe; nil leaves the image's, Test ["NONE"]
+	// disables it.
+	Healthcheck *Healthcheck
+	User        string
+	WorkingDir  string
+	Hostname    string
+	Init        bool
+	ReadOnly    bool
+	Tmpfs       map[string]string // path → mount options
+	CapAdd      []string
+	CapDrop     []string
+	Memory      int64 // bytes; 0 is no limit
+	NanoCPUs    int64
+	PidsLimit   int64 // 0 is the engine's default, -1 no limit
+	LogDriver   string
+	LogOptions  map[string]string
+	ExtraHosts  []string // "host:ip"
+}
+
+// Healthcheck is a container's probe, as the engine runs it: every
+// Interval, Test must succeed within Timeout; Retries failures in a row
+// after StartPeriod make the container unhealthy. Zero durations and
+// retries are the engine's defaults (30s, 30s, 3).
+type Healthcheck struct {
+	Test                           []string
+	Interval, Timeout, StartPeriod time.Duration
+	Retries                        int
 }
 
 // ErrNotFound is matched (errors.Is) by the errors about a container or an

@@ -30,7 +30,7 @@ func (w *window) open(ctx context.Context) error {
 			continue
 		}
 		if c.Running {
-			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeout); err != nil {
+			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
 				errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 				continue
 			}

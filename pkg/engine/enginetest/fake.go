@@ -44,7 +44,9 @@ type Fake struct {
 	// imageIDs are the images' IDs (default "id:REF"); pullIDs what a pull
 	// makes them (a tag that moved upstream).
 	imageIDs, pullIDs map[string]string
-	events            []Event
+	// health is what a running container of an image reports (SetHealth).
+	health map[string]health
+	events []Event
 	// seen is how many events Changes returned already.
 	seen int
 }
@@ -347,7 +349,9 @@ func (f *Fake) Inspect(ctx context.Context, idOrName string) (engine.Container, 
 	if err != nil {
 		return engine.Container{}, err
 	}
-	return c.view(), nil
+	v := c.view()
+	f.addHealth(&v)
+	return v, nil
 }
 
 // ImagePresent reports whether the fake holds ref.
