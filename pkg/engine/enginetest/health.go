@@ -1,0 +1,45 @@
+package enginetest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+)
+
+type health struct {
+	status, output string
+}
+
+// SetHealth makes every running container of image ref report status
+// (starting, healthy, unhealthy; "" for no healthcheck) and output as its
+// last probe's, as the engine's inspect does.
+func (f *Fake) SetHealth(ref, status, output string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.health == nil {
+		f.health = map[string]health{}
+	}
+	f.health[ref] = health{status, output}
+}
+
+// addHealth fills in c's health; the caller holds f.mu.
+func (f *Fake) addHealth(c *engine.Container) {
+	if h, ok := f.health[c.Image]; ok && c.Running {
+		c.Health, c.HealthOutput = h.status, h.output
+	}
+}
+
+// Tail returns a line naming the container: the fake keeps no logs.
+func (f *Fake) Tail(ctx context.Context, id string, lines int) (string, error) {
+	unlock, err := f.begin(ctx, OpLogs, id)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	c, err := f.find(id)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("log of %s\n", c.Name), nil
+}
