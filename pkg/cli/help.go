@@ -103,6 +103,22 @@ var helpOf = map[string]struct{ example, exit string }{
 		exit: `  0    shown, settled or not
   2    bad usage, an unknown plan`,
 	},
+	"build export": {
+		example: `  meshctl build export > ledger.jsonl
+  meshctl --ledger etcd://10.0.0.1:2379,10.0.0.2:2379 build import ledger.jsonl`,
+		exit: `  0    exported
+  1    the etcd ledger did not answer
+  2    bad usage, a ledger file that cannot be read
+  3    the ledger lock was not had within --lock-timeout`,
+	},
+	"build import": {
+		example: `  meshctl --ledger etcd://10.0.0.1:2379/meshctl build import ledger.jsonl
+  meshctl build export | meshctl --ledger etcd://10.0.0.1:2379 build import -`,
+		exit: `  0    imported
+  1    the etcd ledger did not answer
+  2    bad usage, a malformed export, a ledger that is not empty
+  3    the ledger lock was not had within --lock-timeout`,
+	},
 	"status": {
 		example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'`,
@@ -238,6 +254,38 @@ modules.M.containers.C (a container) — give image or artifact, not both:
   labels       map; keys under io.meshctl. are meshctl's own; default: none
   pull         missing (pull when the engine lacks it) | always (pull on every
                apply, recreate when the tag moved) | never; default missing
+  env-file     path or list of paths of KEY=VALUE files, read at apply time,
+               relative to the mesh file; env wins over them; default: none
+
+  More container fields, with Compose's meaning (each optional):
+  healthcheck        the probe a new container must pass before it replaces
+                     the old one; default: the image's
+    test               [CMD, prog, args…], [CMD-SHELL, "command"], [NONE], or a
+                       string (a CMD-SHELL command)
+    interval           default 30s
+    timeout            default 30s
+    retries            default 3
+    start-period       default 0s
+    disable            true turns off the image's healthcheck
+  depends-on         [NAME (this module) | MODULE.NAME]: converged, and healthy,
+                     before this one
+  stop-signal        default SIGTERM (or the image's)
+  stop-grace-period  how long a stop waits before SIGKILL; default 10s
+  user               NAME, UID, NAME:GROUP or UID:GID; default: the image's
+  working-dir        absolute path; default: the image's
+  hostname           default: the engine's
+  init               true runs an init as PID 1; default false
+  read-only          true makes the root filesystem read-only; default false
+  tmpfs              ["/path", "/path:size=64m,mode=1777"]
+  cap-add            [NET_ADMIN, …]
+  cap-drop           [ALL, …]
+  memory             limit, e.g. 512m or 2g (at least 6m); default: none
+  cpus               e.g. 0.5 or 2; default: no limit
+  pids-limit         a positive number, or -1 for none; default: the engine's
+  logging            log driver and its options; default: the engine's
+    driver             e.g. json-file
+    options            map, e.g. {max-size: 10m}
+  extra-hosts        ["host:ip"] lines added to /etc/hosts
 
 modules.M.steps.S (a maintenance step, run by meshctl window run M S) — give
 run or exec, not both:
