@@ -74,6 +74,7 @@ var helpOf = map[string]struct{ example, exit string }{
   meshctl build request web store -o json          # one plan, a build id per module
   meshctl build request api --plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D`,
 		exit: `  0    issued
+  1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, a bad module name, an unknown plan
   3    the ledger lock was not had within --lock-timeout`,
 	},
@@ -81,6 +82,7 @@ var helpOf = map[string]struct{ example, exit string }{
 		example: `  meshctl build record b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E --image 127.0.0.1:5000/web@sha256:…
   meshctl build record b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E --failed --reason "tests failed"`,
 		exit: `  0    recorded (current, superseded or failed), or recorded again alike
+  1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, an unknown id, a malformed image reference
   3    the ledger lock was not had within --lock-timeout
   4    the id was recorded before with another result or image: nothing changed`,
@@ -89,18 +91,21 @@ var helpOf = map[string]struct{ example, exit string }{
 		example: `  meshctl build current web
   meshctl build current web -o json`,
 		exit: `  0    printed
+  1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, a bad module name, a module with no current build`,
 	},
 	"build list": {
 		example: `  meshctl build list
   meshctl build list web -o json | jq -r '.builds[] | select(.state == "pending") | .id'`,
 		exit: `  0    listed
+  1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, a bad module name, a ledger file that cannot be read`,
 	},
 	"build plan": {
 		example: `  meshctl build plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
   until meshctl build plan "$plan" | grep -q ' settled$'; do sleep 10; done`,
 		exit: `  0    shown, settled or not
+  1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, an unknown plan`,
 	},
 	"build export": {
