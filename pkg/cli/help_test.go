@@ -104,7 +104,8 @@ func TestExamplesNameRealCommands(t *testing.T) {
 // TestMeshFileTopicNamesEveryField checks that "meshctl help mesh-file"
 // names every field the decoder accepts.
 func TestMeshFileTopicNamesEveryField(t *testing.T) {
-	for _, typ := range []reflect.Type{reflect.TypeFor[mesh.Container](), reflect.TypeFor[mesh.Step](), reflect.TypeFor[mesh.RunStep]()} {
+	for _, typ := range []reflect.Type{reflect.TypeFor[mesh.Container](), reflect.TypeFor[mesh.Step](), reflect.TypeFor[mesh.RunStep](),
+		reflect.TypeFor[mesh.Healthcheck](), reflect.TypeFor[mesh.Logging]()} {
 		for _, name := range yamlFields(typ) {
 			if !regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(name) + ` `).MatchString(meshFileHelp) {
 				t.Errorf("help mesh-file does not name %s's field %q", typ.Name(), name)
@@ -120,12 +121,16 @@ func TestMeshFileTopicNamesEveryField(t *testing.T) {
 	}
 }
 
-// yamlFields are the YAML names of a struct's fields.
+// yamlFields are the YAML names of a struct's fields, those of its inline
+// structs included.
 func yamlFields(t reflect.Type) []string {
 	var out []string
 	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case strings.Contains(opts, "inline") && f.Type.Kind() == reflect.Struct:
+			out = append(out, yamlFields(f.Type)...)
+		case name != "" && name != "-":
 			out = append(out, name)
 		}
 	}
