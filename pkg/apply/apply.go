@@ -38,6 +38,9 @@ type Options struct {
 	// Warn reports what the operator should act on, even under -q;
 	// default Progress.
 	Warn func(format string, args ...any)
+	// Settle is how long a new container without a healthcheck must keep
+	// running before it counts as started (WaitHealthy); 0 looks once.
+	Settle time.Duration
 }
 
 // ConflictError is an apply refused before any change because an unmanaged
@@ -217,11 +220,23 @@ func (p *pulls) pull(ctx context.Context, ref string) {
 		return
 	}
 	p.opts.Progress("pulling %s\n", ref)
-	p.tried[ref] = p.eng.Pull(ctx, ref, nil)
-	if p.tried[ref] != nil {
-		p.opts.Progress("pull %s failed: %v\n", ref, p.tried[ref])
+	// A failure is not said here: the report says it once, on the line of
+	// each container that needed the image.
+	if err := p.eng.Pull(ctx, ref, nil); err != nil {
+		p.tried[ref] = &reasonError{err: err, msg: engine.Reason(strings.TrimPrefix(err.Error(), "pull "+ref+": "))}
+	} else {
+		p.tried[ref] = nil
 	}
 }
+
+// reasonError is an engine error as a report says it (engine.Reason).
+type reasonError struct {
+	err error
+	msg string
+}
+
+func (e *reasonError) Error() string { return e.msg }
+func (e *reasonError) Unwrap() error { return e.err }
 
 // pullAlways pulls a pull: always image (a dry run changes no image: it
 // compares with what the engine has) and notes the id its tag names now.
@@ -238,7 +253,7 @@ func (p *pulls) pullAlways(ctx context.Context, ref string) error {
 	}
 	if p.tried[ref] != nil && id != "" {
 		// The registry is away, the image is here: run what we have.
-		p.opts.Progress("using the local %s\n", ref)
+		p.opts.Progress("pull %s failed (%v); using the local image\n", ref, p.tried[ref])
 		p.tried[ref] = nil
 	}
 	p.ids[ref] = id
@@ -436,7 +451,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	fillReport(rep, items, absent)
 	rep.Changed = Changes(items)
 
-	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
+	runErr := execute(ctx, Executor{Engine: eng, Scope: scope, Settle: opts.Settle}, items, absent, rep, opts)
 	rep.EngineCalls = eng.Calls()
 	if err := record(lock, merged, rep, opts, runErr); err != nil {
 		return rep, nil, errors.Join(runErr, err)
@@ -549,6 +564,15 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 		errs []error
 		sem  = make(chan struct{}, opts.Parallel)
 	)
+	x.Health = func(name, health string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range rep.Containers {
+			if rep.Containers[i].Name == name {
+				rep.Containers[i].Health = health
+			}
+		}
+	}
 	for i := range items {
 		it := &items[i]
 		if it.Action != Create && it.Action != Recreate && it.Action != Remove {
@@ -578,8 +602,20 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 				defer mu.Unlock()
 				errs = append(errs, fmt.Errorf("%s: %w", it.Name, err))
 				cr := &rep.Containers[i]
+				if _, ok := absent[imageOf(it)]; ok && it.Action != Remove {
+					// The reasons say why already (the image's line):
+					// the error says only what became of the container.
+					cr.Action, cr.Error = Failed, untouched[it.Action]
+					return
+				}
+				var he *HealthError
+				if errors.As(err, &he) {
+					// The reason says how it failed; the log, why.
+					cr.Reasons = append(cr.Reasons, he.Reason)
+					cr.Log = he.Log
+				}
 				cr.Reasons = append(cr.Reasons, it.Action+" failed")
-				cr.Action, cr.Error = Failed, err.Error()
+				cr.Action, cr.Error = Failed, engine.Reason(err.Error())
 			}
 		}()
 	}
