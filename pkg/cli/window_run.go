@@ -107,6 +107,9 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 			fmt.Fprintf(env.Stderr, "(output truncated: last %d KiB shown)\n", keptOutput>>10)
 		}
 		env.Stderr.Write(out)
+		if out[len(out)-1] != '\n' {
+			fmt.Fprintln(env.Stderr) // the error below starts a line of its own
+		}
 	}
 	if entry != nil && env.JSON() {
 		if perr := env.PrintJSON(entry); perr != nil {

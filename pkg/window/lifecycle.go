@@ -118,6 +118,7 @@ func (w *window) runStep(ctx context.Context) {
 		code, err = w.runExec(stepCtx, out)
 	}
 	w.stepEnd = time.Now()
+	out.endLine()
 	// A kill that failed must not be hidden behind "timeout" or
 	// "interrupted"; the context's own error says nothing new.
 	var also error
@@ -321,9 +322,10 @@ func boundedContext(ctx context.Context, d time.Duration) (context.Context, cont
 // never fails: the step's output keeps draining when its destination is
 // gone, and that is not the step's failure.
 type softWriter struct {
-	mu  sync.Mutex
-	w   io.Writer
-	err error
+	mu   sync.Mutex
+	w    io.Writer
+	err  error
+	last byte // the last byte written, 0 before any
 }
 
 func (s *softWriter) Write(p []byte) (int, error) {
@@ -332,7 +334,22 @@ func (s *softWriter) Write(p []byte) (int, error) {
 	if s.err == nil {
 		_, s.err = s.w.Write(p)
 	}
+	if len(p) > 0 {
+		s.last = p[len(p)-1]
+	}
 	return len(p), nil
+}
+
+// endLine ends the output's last line if the step left it open (printf
+// without a newline), so that meshctl's next line starts on a line of its
+// own.
+func (s *softWriter) endLine() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last != 0 && s.last != '\n' && s.err == nil {
+		_, s.err = s.w.Write([]byte{'\n'})
+		s.last = '\n'
+	}
 }
 
 // Tail keeps the last bytes written to it, at most its limit: the output of
