@@ -118,3 +118,28 @@ func TestStoresFollowOneRule(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkRecordStore is one build record (its request is not timed) on
+// each store: the files, and a 3-member etcd on 127.0.0.1 (skipped without
+// one).
+func BenchmarkRecordStore(b *testing.B) {
+	for _, store := range []string{"file", "etcd"} {
+		b.Run(store, func(b *testing.B) {
+			var l *Ledger
+			if store == "file" {
+				l, _ = newTestLedger(b)
+			} else {
+				l = testEtcd(b)
+			}
+			img := mustImage(b, digestImage("reg/app", 1))
+			for b.Loop() {
+				b.StopTimer()
+				id := request(b, l, "app").Builds[0].ID
+				b.StartTimer()
+				if _, err := l.Record(ctx, id, img, ""); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
