@@ -38,6 +38,9 @@ type Options struct {
 	// Warn reports what the operator should act on, even under -q;
 	// default Progress.
 	Warn func(format string, args ...any)
+	// Settle is how long a new container without a healthcheck must keep
+	// running before it counts as started (WaitHealthy); 0 looks once.
+	Settle time.Duration
 }
 
 // ConflictError is an apply refused before any change because an unmanaged
@@ -448,7 +451,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	fillReport(rep, items, absent)
 	rep.Changed = Changes(items)
 
-	runErr := execute(ctx, Executor{Engine: eng, Scope: scope}, items, absent, rep, opts)
+	runErr := execute(ctx, Executor{Engine: eng, Scope: scope, Settle: opts.Settle}, items, absent, rep, opts)
 	rep.EngineCalls = eng.Calls()
 	if err := record(lock, merged, rep, opts, runErr); err != nil {
 		return rep, nil, errors.Join(runErr, err)
@@ -561,6 +564,15 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 		errs []error
 		sem  = make(chan struct{}, opts.Parallel)
 	)
+	x.Health = func(name, health string) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range rep.Containers {
+			if rep.Containers[i].Name == name {
+				rep.Containers[i].Health = health
+			}
+		}
+	}
 	for i := range items {
 		it := &items[i]
 		if it.Action != Create && it.Action != Recreate && it.Action != Remove {
@@ -595,6 +607,12 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 					// the error says only what became of the container.
 					cr.Action, cr.Error = Failed, untouched[it.Action]
 					return
+				}
+				var he *HealthError
+				if errors.As(err, &he) {
+					// The reason says how it failed; the log, why.
+					cr.Reasons = append(cr.Reasons, he.Reason)
+					cr.Log = he.Log
 				}
 				cr.Reasons = append(cr.Reasons, it.Action+" failed")
 				cr.Action, cr.Error = Failed, engine.Reason(err.Error())

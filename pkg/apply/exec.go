@@ -25,26 +25,51 @@ type Executor struct {
 	Engine engine.Client
 	// Scope is the state directory's ID, the value of LabelManaged.
 	Scope string
+	// Settle is how long a new container without a healthcheck must keep
+	// running before it counts as started (WaitHealthy); 0 looks once.
+	Settle time.Duration
+	// Health, when not nil, is told the health each container Create and
+	// Recreate start reaches.
+	Health func(name, health string)
 }
 
-// Create creates and starts d.
+// Create creates and starts d, and waits until it is healthy
+// (WaitHealthy).
 func (x Executor) Create(ctx context.Context, d *Desired) error {
 	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
 	if err != nil {
 		return err // the engine's error says "create NAME: …" already
 	}
-	if err := x.Engine.Start(ctx, id); err != nil {
-		// A container that cannot start is not left behind half-made.
+	err = x.Engine.Start(ctx, id)
+	if err != nil {
+		err = fmt.Errorf("start %s: %w", d.Name, err)
+	} else {
+		err = x.gate(ctx, id, d.Name)
+	}
+	if err != nil {
+		// A container that cannot start, or never becomes healthy, is not
+		// left behind half-made: the next apply tries again.
 		rmErr := x.Engine.Remove(cleanupContext(ctx), id)
-		return errors.Join(fmt.Errorf("start %s: %w", d.Name, err), wrapErr("remove the new "+d.Name, rmErr))
+		return errors.Join(err, wrapErr("remove the new "+d.Name, rmErr))
 	}
 	return nil
 }
 
+// gate waits for the container id, just started, to be healthy, and tells
+// x.Health what it reached.
+func (x Executor) gate(ctx context.Context, id, name string) error {
+	h, err := x.WaitHealthy(ctx, id, name)
+	if x.Health != nil && h != "" {
+		x.Health(name, h)
+	}
+	return err
+}
+
 // Recreate replaces old with a new container for d. The old container is
-// kept (stopped, renamed aside) until the new one is created and started; if
-// that fails, the new one is removed and the old one put back as it was:
-// renamed back, and started if it was running. A bad image never leaves the
+// kept (stopped, renamed aside) until the new one is created, started and
+// healthy (WaitHealthy); if that fails, the new one is removed and the old
+// one put back as it was: renamed back, and started if it was running. A
+// bad image, or one that crashes or never becomes ready, never leaves the
 // host without the service.
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
 	if old.Running {
@@ -59,12 +84,17 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 	if err == nil {
 		if err = x.Engine.Start(ctx, id); err != nil {
 			err = fmt.Errorf("start new %s: %w", d.Name, err)
+		} else {
+			err = x.gate(ctx, id, d.Name)
 		}
 	} else {
 		err = fmt.Errorf("create new %s: %w", d.Name, err)
 	}
 	if err != nil {
-		return errors.Join(err, x.putBack(ctx, d.Name, id, old))
+		if perr := x.putBack(ctx, d.Name, id, old); perr != nil {
+			return errors.Join(err, perr)
+		}
+		return fmt.Errorf("%w; the old container was put back", err)
 	}
 	if err := x.Engine.Remove(ctx, old.ID); err != nil {
 		return fmt.Errorf("remove the old %s (now %s): %w", d.Name, oldName(d.Name), err)

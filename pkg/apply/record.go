@@ -149,6 +149,11 @@ type ContainerReport struct {
 	// Build is the build id the container runs, for an artifact: container.
 	Build string `json:"build,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Health is what a container this apply created or recreated reached
+	// (healthy, running, unhealthy, exited, restarting); Log, for one that
+	// failed, the last lines of its log.
+	Health string   `json:"health,omitempty"`
+	Log    []string `json:"log,omitempty"`
 }
 
 // LoadApplied reads the last applied desired state (a snapshot); ok is false

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -22,6 +23,7 @@ type applyOptions struct {
 	prune         bool
 	removeModules []string
 	parallel      int
+	settle        time.Duration
 }
 
 func init() { register(newApplyCmd) }
@@ -51,6 +53,9 @@ without holding the state lock.`,
 			case opts.file == "" && !opts.last && len(opts.removeModules) == 0:
 				return &UsageError{Err: errors.New("apply needs -f FILE (or -f - for stdin), --last, or --remove-module MODULE"), Cmd: cmd.CommandPath()}
 			}
+			if opts.settle < 0 {
+				return &UsageError{Err: fmt.Errorf("--settle must not be negative, not %s", opts.settle), Cmd: cmd.CommandPath()}
+			}
 			if opts.parallel < 1 {
 				return &UsageError{Err: fmt.Errorf("--parallel must be at least 1, not %d", opts.parallel), Cmd: cmd.CommandPath()}
 			}
@@ -64,6 +69,7 @@ without holding the state lock.`,
 	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
 	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
 	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
+	f.DurationVar(&opts.settle, "settle", apply.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
 	return cmd
 }
 
@@ -97,6 +103,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Prune:         opts.prune,
 		RemoveModules: opts.removeModules,
 		Parallel:      opts.parallel,
+		Settle:        opts.settle,
 		Resolve:       artifactResolver(ctx, env, dir),
 		Lock:          env.LockOptions("state lock"),
 		Now:           env.Now,
@@ -169,6 +176,10 @@ func printApplyReport(env *Env, rep *apply.Report) {
 			reason = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Action, reason)
+		for _, l := range c.Log {
+			// Under REASON, as the row's last cell: it widens no column.
+			fmt.Fprintf(tw, "\t\t| %s\n", l)
+		}
 	}
 	tw.Flush()
 	for _, w := range rep.Windows {

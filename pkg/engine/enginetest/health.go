@@ -12,8 +12,9 @@ type health struct {
 }
 
 // SetHealth makes every running container of image ref report status
-// (starting, healthy, unhealthy; "" for no healthcheck) and output as its
-// last probe's, as the engine's inspect does.
+// (starting, healthy, unhealthy) and output as its last probe's, as the
+// engine's inspect does. A container is judged by it only if it was
+// created with a Healthcheck, which Inspect reports.
 func (f *Fake) SetHealth(ref, status, output string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -27,6 +28,10 @@ func (f *Fake) SetHealth(ref, status, output string) {
 func (f *Fake) addHealth(c *engine.Container) {
 	if h, ok := f.health[c.Image]; ok && c.Running {
 		c.Health, c.HealthOutput = h.status, h.output
+	}
+	if fc, ok := f.ctrs[c.ID]; ok && fc.Spec.Healthcheck != nil {
+		hc := *fc.Spec.Healthcheck
+		c.Healthcheck = &hc
 	}
 }
 
