@@ -9,13 +9,15 @@
 #   env             print export lines for MESHCTL_TEST_ETCD (the client endpoints) and
 #                   MESHCTL_TEST_ETCD_DIR; use with eval
 #   status          exit 0 if every member answers its health check
-#   kill-member N   SIGKILL member N (by its pid); start-member N starts it again on its data
+#   kill-member N   SIGKILL member N (by its pid); start-member N starts it again on its data and
+#                   waits until the cluster is healthy
 #   build           build the server from scripts/etcd (go.etcd.io/etcd/server/v3 v3.7.3, its own
 #                   module, through the Go module proxy; the first build takes minutes)
 #
 # Home: $MESHCTL_ETCD_DIR (default /tmp/meshctl-etcd): bin/etcd, etcd-N.pid, etcd-N.log, data/.
 # Ports: clients 127.0.0.1:$((MESHCTL_ETCD_PORT)), +1, +2 (default 32379); peers 1000 above.
 set -euo pipefail
+shopt -s extglob
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 dir=${MESHCTL_ETCD_DIR:-/tmp/meshctl-etcd}
@@ -52,7 +54,8 @@ alive() {
 	local stat
 	stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
 	stat=${stat##*) }
-	[[ ${stat%% *} != [ZX] ]] && [[ $(readlink "/proc/$1/exe" 2>/dev/null) == "$bin" ]]
+	# A member started before a rebuild runs the replaced binary, "(deleted)".
+	[[ ${stat%% *} != [ZX] ]] && [[ $(readlink "/proc/$1/exe" 2>/dev/null) == "$bin"?(" (deleted)") ]]
 }
 pid_of() {
 	local pid
@@ -135,7 +138,14 @@ stop) stop ;;
 env) printf 'export MESHCTL_TEST_ETCD=%s MESHCTL_TEST_ETCD_DIR=%s\n' "$(endpoints)" "$dir" ;;
 status) healthy ;;
 kill-member) stop_member "${2:?member number}" KILL ;;
-start-member) start_member "${2:?member number}" ;;
+start-member)
+	start_member "${2:?member number}"
+	for _ in $(seq 1 150); do
+		healthy && exit 0
+		sleep 0.2
+	done
+	die "member $2 did not rejoin a healthy cluster in 30s; see $dir/etcd-$2.log"
+	;;
 build) build ;;
 -h | --help | help) usage 0 ;;
 *) usage ;;

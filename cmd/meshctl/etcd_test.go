@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -272,6 +273,20 @@ func meshBuilds(t *testing.T, perHost, builds int, killLeader bool) {
 // signals only the pids it recorded) and starts it again 1.5s later.
 func killEtcdLeader(t *testing.T, endpoints []string) {
 	t.Helper()
+	// One leader kill at a time across test packages (pkg/ledger kills too):
+	// two at once would leave the cluster without a quorum.
+	dir := os.Getenv("MESHCTL_TEST_ETCD_DIR")
+	if dir == "" {
+		t.Fatal("MESHCTL_TEST_ETCD_DIR is not set: eval \"$(scripts/etcd.sh env)\"")
+	}
+	lk, err := os.OpenFile(filepath.Join(dir, "leader-kill.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lk.Close()
+	if err := syscall.Flock(int(lk.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)

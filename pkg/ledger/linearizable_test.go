@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,11 +303,14 @@ func killLeader(t *testing.T, endpoints []string) {
 	if dir == "" {
 		t.Fatal("MESHCTL_TEST_ETCD_DIR is not set: eval \"$(scripts/etcd.sh env)\"")
 	}
+	// One leader kill at a time across test packages: two at once would
+	// leave the cluster without a quorum.
+	unlock := killLock(t, dir)
+	defer unlock()
 	n := leaderMember(t, endpoints)
 	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "etcd.sh"))
 	etcdScript(t, script, "kill-member", n)
 	t.Logf("killed the leader, member %s", n)
-	t.Cleanup(func() { etcdScript(t, script, "start-member", n) })
 	time.Sleep(1500 * time.Millisecond)
 	etcdScript(t, script, "start-member", n)
 }
@@ -374,4 +378,16 @@ func TestLedgerModelRejects(t *testing.T) {
 			t.Errorf("%s: found linearizable", name)
 		}
 	}
+}
+
+// killLock takes the test cluster's leader-kill lock (a flock in its home).
+func killLock(t *testing.T, dir string) func() {
+	f, err := os.OpenFile(filepath.Join(dir, "leader-kill.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return func() { f.Close() }
 }
