@@ -36,7 +36,33 @@
 // plan is refused. A plan is settled once every build it asked for is
 // recorded, whatever the outcome; only its own builds settle it.
 //
-// # Storage
+// # Stores
+//
+// The rule above is written once, in ledger.go, over a small storage
+// interface (storage.go): a view finds builds, plans and a module's current
+// build; a txn also issues ids, adds pending builds and plans, and stores a
+// record with the outcome the Ledger decided. A store never decides. There
+// are two: the state directory's files (fileStore, below), the default, and
+// etcd (etcdStore, OpenEtcd), which a mesh of hosts and CI share.
+//
+// On etcd, everything lives under PREFIX/ledger/ (see etcdStore). Each
+// request and record is one transaction that compares the mod revision of
+// every key it read; one that loses its compare (another host wrote first)
+// reads again and is judged again. Ids come from the cluster: a request
+// compares the last id issued, so ids follow the cluster's order of
+// requests; a host's clock gives an id only the time it carries (nextSeq
+// counts up from the last id when the clock is behind). Restored from a
+// snapshot or imported, the ledger's last id is data like the rest, so ids
+// go on after it. The etcd client does not retry a write whose answer it
+// lost; meshctl does, and each request and record carries an idempotency
+// key whose answer is written in the same transaction: run again, it finds
+// that answer and changes nothing. Current reads are linearizable (one Get,
+// never serializable or at a past revision). etcd keeps every build; it
+// prunes none.
+//
+// Export and Import move a ledger between stores as JSON lines (export.go).
+//
+// # Storage in files
 //
 // Everything lives in the state directory's subdirectory "ledger", and every
 // change is made under one OS lock, "ledger". Files are replaced atomically
