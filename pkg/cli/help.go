@@ -27,7 +27,10 @@ var helpOf = map[string]struct{ example, exit string }{
 	"apply": {
 		example: `  meshctl apply -f mesh.yaml
   meshctl apply -f mesh.yaml --dry-run -o json   # what would change, changing nothing
-  meshctl apply -f mesh.yaml --prune             # also remove containers no longer in the file
+  meshctl apply -f mesh.yaml --prune             # also remove containers its modules no longer name
+  meshctl apply -f web.yaml                      # converges web only: other modules stay as applied
+  meshctl apply --last                           # every applied module again, without a file
+  meshctl apply --remove-module old-api          # remove a whole module
   render-mesh | meshctl apply -f -               # the file from stdin`,
 		exit: `  0    converged (containers held by a window are left to it: still 0)
   1    a container could not be converged, a name is taken by a container
