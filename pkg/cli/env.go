@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -91,13 +94,26 @@ func (e *Env) StateReadOnly() (*state.Dir, error) {
 	return e.peekDir, nil
 }
 
-// Engine connects to the configured Docker engine.
+// Engine connects to the configured Docker engine. An address that cannot
+// be one (a scheme the engine does not speak, no host) is a usage error.
 func (e *Env) Engine() (engine.Client, error) {
-	c, err := e.NewEngine(e.Global.DockerHost)
-	if err == nil {
-		e.Log.Debug("engine", "host", c.Host())
+	host := e.Global.DockerHost
+	from := "--docker-host"
+	if host == "" {
+		host, from = os.Getenv("DOCKER_HOST"), "DOCKER_HOST"
 	}
-	return c, err
+	if host != "" {
+		scheme, rest, ok := strings.Cut(host, "://")
+		if !ok || rest == "" || !slices.Contains([]string{"unix", "tcp", "http", "https", "npipe"}, scheme) {
+			return nil, &UsageError{Err: fmt.Errorf("%s %q is not a Docker engine address: use unix:///path/to/docker.sock or tcp://HOST:PORT", from, host)}
+		}
+	}
+	c, err := e.NewEngine(e.Global.DockerHost)
+	if err != nil {
+		return nil, &UsageError{Err: err}
+	}
+	e.Log.Debug("engine", "host", c.Host())
+	return c, nil
 }
 
 // StateAndEngine opens the state directory and connects to the engine, for

@@ -72,6 +72,16 @@ func (e *DirError) Error() string {
 	return msg
 }
 
+// pathReason is why a path operation failed, with the path it names
+// (which may be a parent) kept: "mkdir /proc/x: no such file or directory".
+func pathReason(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + " " + pe.Path + ": " + pe.Err.Error()
+	}
+	return err.Error()
+}
+
 // ExitCode maps a refused state directory to exit status 2.
 func (e *DirError) ExitCode() int { return 2 }
 
@@ -105,12 +115,16 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 			return d, nil
 		}
 		if err := d.mkdirAll(abs); err != nil {
-			return nil, fmt.Errorf("create state dir %s: %w", abs, err)
+			// Where the state lives is the caller's to say: a default
+			// under a read-only or missing home is a usage error.
+			return nil, &DirError{Path: abs, Reason: "cannot be created (" + pathReason(err) + ")",
+				Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory you can create"}
 		}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("state dir %s: %w", abs, err)
+		return nil, &DirError{Path: abs, Reason: "cannot be used (" + pathReason(err) + ")",
+			Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory"}
 	}
 	if !fi.IsDir() {
 		return nil, &DirError{Path: abs, Reason: "is not a directory", Fix: "point --state-dir at a directory"}
