@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ type windowRunOptions struct {
 	file         string
 	timeout      time.Duration
 	wait         time.Duration
+	settle       time.Duration
 }
 
 func newWindowRunCmd(env *Env) *cobra.Command {
@@ -50,8 +52,8 @@ holding its output; a closed stderr does not stop it.`,
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module, opts.step = args[0], args[1]
-			if opts.timeout < 0 || opts.wait < 0 {
-				return &UsageError{Err: fmt.Errorf("--timeout and --wait must not be negative"), Cmd: cmd.CommandPath()}
+			if opts.timeout < 0 || opts.wait < 0 || opts.settle < 0 {
+				return &UsageError{Err: fmt.Errorf("--timeout, --wait and --settle must not be negative"), Cmd: cmd.CommandPath()}
 			}
 			return runWindowRun(cmd.Context(), env, opts)
 		},
@@ -60,6 +62,7 @@ holding its output; a closed stderr does not stop it.`,
 	f.StringVarP(&opts.file, "file", "f", "", "mesh file to take the step from (default: the last applied one)")
 	f.DurationVar(&opts.timeout, "timeout", 0, "kill the step past this (default: the step's timeout, else 1h)")
 	f.DurationVar(&opts.wait, "wait", 0, "wait this long for another window on the module to close (default: exit 3 at once)")
+	f.DurationVar(&opts.settle, "settle", apply.DefaultSettle, "how long a held container without a healthcheck must keep running once started again, to count as back")
 	return cmd
 }
 
@@ -100,6 +103,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		Now:        env.Now,
 		Progress:   env.Progressf,
 		StepOutput: stepOut,
+		Settle:     opts.settle,
 	})
 	unpublish()
 	if out, cut := kept.Bytes(); err != nil && len(out) > 0 {

@@ -95,7 +95,7 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	for _, name := range w.held {
 		if err := back[name]; err != nil {
 			convergeErrs = append(convergeErrs, fmt.Errorf("%s: %w", name, err))
-			if !errors.Is(err, errPutBack) {
+			if !errors.Is(err, errPutBack) && !errors.Is(err, errUnhealthy) {
 				notBack = append(notBack, name)
 			}
 		}
@@ -234,7 +234,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	if w.hold == nil {
 		return out
 	}
-	x := apply.Executor{Engine: w.eng, Scope: w.scope}
+	x := apply.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
 	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	observed, err := w.eng.List(listCtx, apply.Managed(w.scope))
 	cancel()
@@ -304,8 +304,21 @@ func (w *window) bringOne(ctx context.Context, x apply.Executor, name string, c 
 		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
 			name, strings.Join(diff, ", "))
 	}
-	return x.Resume(ctx, c, policy)
+	if err := x.Resume(ctx, c, policy); err != nil {
+		return err
+	}
+	// Back means back and healthy: a container that runs but fails its
+	// probe, or exits, is the window's failure (exit 1). It runs, so the
+	// hold goes: nothing the next apply could do better.
+	if _, err := x.WaitHealthy(ctx, c.ID, name); err != nil {
+		return fmt.Errorf("%w: %w", errUnhealthy, err)
+	}
+	return nil
 }
+
+// errUnhealthy marks a held container that was started again but did not
+// become healthy.
+var errUnhealthy = errors.New("started again, but not healthy")
 
 // ensureImage pulls d's image if the engine still lacks it and its pull
 // policy allows: the apply that deferred the change should have got it

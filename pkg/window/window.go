@@ -44,6 +44,9 @@ type Options struct {
 	Progress func(format string, args ...any)
 	// StepOutput receives the step's stdout and stderr.
 	StepOutput io.Writer
+	// Settle is how long a held container without a healthcheck must keep
+	// running once the close starts it (apply.Executor.WaitHealthy).
+	Settle time.Duration
 }
 
 // UsageError is a window asked for a module or step that does not exist
