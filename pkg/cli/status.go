@@ -13,7 +13,7 @@ import (
 func init() { register(newStatusCmd) }
 
 func newStatusCmd(env *Env) *cobra.Command {
-	var meshView bool
+	var meshView, check bool
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what runs, what is held and why, builds and the last apply",
@@ -22,20 +22,40 @@ missing, drifted from the last applied spec), the windows not yet closed, each
 module's current build, and the last apply's time and result.
 
 A host with a window open reads as working: its held containers are stopped on
-purpose and come back when the window closes.`,
+purpose and come back when the window closes.
+
+--check is for monitoring (Nagios-style checks, cron mail): it prints one line
+per problem that needs a person, and exits 1 if there is any, else prints "ok"
+and exits 0. A problem is a failed last apply, a window whose last run did not
+end ok, a stale hold, an overdue window, or a container drifted, missing or
+stopped that no window holds.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if meshView {
 				return runMeshView(cmd.Context(), env)
 			}
-			return runStatus(cmd.Context(), env)
+			return runStatus(cmd.Context(), env, check)
 		},
 	}
+	cmd.Flags().BoolVar(&check, "check", false, "print one line per problem that needs a person; exit 1 if any")
 	cmd.Flags().BoolVar(&meshView, "mesh", false, "every host's open windows and the current builds, from the etcd ledger")
 	return cmd
 }
 
-func runStatus(ctx context.Context, env *Env) error {
+// ProblemsError is a status --check that found problems (exit 1).
+type ProblemsError struct{ N int }
+
+func (e *ProblemsError) Error() string {
+	if e.N == 1 {
+		return "1 problem needs a person"
+	}
+	return fmt.Sprintf("%d problems need a person", e.N)
+}
+
+// ExitCode maps found problems to exit status 1.
+func (e *ProblemsError) ExitCode() int { return 1 }
+
+func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.
 	dir, eng, err := env.OpenStateAndEngine(true)
 	if err != nil {
@@ -46,8 +66,25 @@ func runStatus(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	var problems error
+	if check && len(rep.Problems) > 0 {
+		problems = &ProblemsError{N: len(rep.Problems)}
+	}
 	if env.JSON() {
-		return env.PrintJSON(rep)
+		if err := env.PrintJSON(rep); err != nil {
+			return err
+		}
+		return problems
+	}
+	if check {
+		// One line per problem, even under -q: that is what the check is for.
+		for _, p := range rep.Problems {
+			fmt.Fprintln(env.Stdout, p)
+		}
+		if problems == nil {
+			env.Printf("ok\n")
+		}
+		return problems
 	}
 	if env.Global.Quiet {
 		return nil
@@ -69,6 +106,9 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	for _, b := range rep.Builds {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)
+	}
+	for _, e := range rep.FailedWindows {
+		fmt.Fprintf(out, "last window %s %s/%s: %s at %s\n", e.ID, e.Module, e.Step, e.Result, e.ClosedAt.Local().Format("2006-01-02 15:04:05"))
 	}
 	if l := rep.LastApply; l != nil {
 		fmt.Fprintf(out, "last apply: %s, %s (%s)\n", l.FinishedAt.Local().Format("2006-01-02 15:04:05"), l.Result, l.Source)

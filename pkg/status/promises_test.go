@@ -55,7 +55,7 @@ func TestStatusCreatesNoIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(rep.Summary, "ok") {
+	if !strings.HasSuffix(rep.Summary, " is empty: nothing applied yet") {
 		t.Errorf("summary = %q", rep.Summary)
 	}
 	if entries, _ := os.ReadDir(p); len(entries) != 0 {

@@ -36,6 +36,11 @@ type Report struct {
 	Windows    []holds.View `json:"windows"`
 	Builds     []Build      `json:"builds"`
 	LastApply  *LastApply   `json:"last_apply"`
+	// FailedWindows are, per module and step, the last window when it did
+	// not end ok (failed, timeout, interrupted, or released stale).
+	FailedWindows []holds.Entry `json:"failed_windows"`
+	// Problems are what needs a person, one line each (status --check).
+	Problems []string `json:"problems"`
 }
 
 // Container is one managed or desired container.
@@ -74,9 +79,9 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 			return nil, err
 		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
-			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}, nil
+			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}, FailedWindows: []holds.Entry{}, Problems: []string{}}, nil
 	}
-	applied, _, err := apply.LoadApplied(d)
+	applied, appliedOK, err := apply.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
@@ -84,8 +89,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	if err != nil {
 		return nil, err
 	}
-	var hd holds.Doc
-	if _, err := d.Read(holds.File, &hd); err != nil {
+	hd, hist, err := holds.Read(d.Read)
+	if err != nil {
 		return nil, err
 	}
 	scope, ok, err := d.PeekID()
@@ -111,7 +116,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 			byName[c.Name] = c
 		}
 	}
-	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}}
+	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
+		FailedWindows: failedWindows(hist.Windows), Problems: []string{}}
 	heldBy := map[string]holds.View{}
 	for _, c := range classified {
 		v := holds.ViewOf(c.Hold, c.State)
@@ -159,8 +165,73 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	} else if ok {
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
 	}
+	rep.Problems = problems(rep)
 	rep.Summary = summary(rep)
+	if !appliedOK && rep.LastApply == nil && len(rep.Containers) == 0 && len(rep.Windows) == 0 {
+		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
+	}
 	return rep, nil
+}
+
+// failedWindows returns, per module and step, the last window of the
+// history (oldest first) when it did not end ok.
+func failedWindows(hist []holds.Entry) []holds.Entry {
+	last := map[string]holds.Entry{}
+	for _, e := range hist {
+		last[e.Module+"/"+e.Step] = e
+	}
+	out := []holds.Entry{}
+	for _, k := range slices.Sorted(maps.Keys(last)) {
+		if e := last[k]; e.Result != "ok" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// problems lists what needs a person: a failed last apply or window, a
+// stale hold, an overdue window, a container drifted or not running that
+// no window holds. Each line says what to do.
+func problems(rep *Report) []string {
+	out := []string{}
+	if l := rep.LastApply; l != nil && l.Result != "ok" {
+		msg := fmt.Sprintf("the last apply failed (%s, %s)", l.FinishedAt.UTC().Format(time.RFC3339), l.Source)
+		if l.Error != "" {
+			msg += ": " + firstLine(l.Error)
+		}
+		out = append(out, msg+"; fix it and apply again (meshctl apply --last re-applies the applied state)")
+	}
+	for _, e := range rep.FailedWindows {
+		msg := fmt.Sprintf("window %s %s/%s ended %s (%s)", e.ID, e.Module, e.Step, e.Result, e.ClosedAt.UTC().Format(time.RFC3339))
+		if e.Error != "" {
+			msg += ": " + firstLine(e.Error)
+		}
+		out = append(out, msg+"; see meshctl window list")
+	}
+	for _, w := range rep.Windows {
+		switch w.State {
+		case holds.Stale:
+			out = append(out, fmt.Sprintf("window %s %s/%s is stale (its process is gone): meshctl apply --last releases it and brings %s back", w.ID, w.Module, w.Step, strings.Join(w.Containers, ", ")))
+		case holds.Overdue:
+			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, w.Deadline.UTC().Format(time.RFC3339)))
+		}
+	}
+	for _, c := range rep.Containers {
+		switch c.State {
+		case Drifted, Missing, Stopped:
+			msg := fmt.Sprintf("container %s is %s", c.Name, c.State)
+			if len(c.Reasons) > 0 {
+				msg += " (" + strings.Join(c.Reasons, ", ") + ")"
+			}
+			out = append(out, msg+"; meshctl apply --last converges it")
+		}
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func containerState(name, module string, c engine.Container, exists bool, d *apply.Desired, heldBy map[string]holds.View) Container {
@@ -202,11 +273,13 @@ func summary(rep *Report) string {
 	}
 	switch {
 	case bad > 0:
-		return "attention: some containers are not running as the last apply wants; run meshctl apply"
+		return "attention: some containers are not running as the last apply wants; run meshctl apply --last"
 	case len(open) > 0:
 		return "working: " + strings.Join(open, "; ") + "; its held containers come back when it closes"
 	case rep.LastApply != nil && rep.LastApply.Result != "ok":
 		return "attention: the last apply failed"
+	case len(rep.FailedWindows) > 0:
+		return "attention: a window failed"
 	default:
 		return "ok"
 	}

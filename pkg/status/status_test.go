@@ -289,7 +289,7 @@ func TestContainerStates(t *testing.T) {
 func TestNothingApplied(t *testing.T) {
 	fx := newFixture(t, "")
 	rep := get(t, fx, &fakeEngine{}, t0)
-	if rep.Summary != "ok" || rep.Containers == nil || rep.Windows == nil || rep.Builds == nil || rep.LastApply != nil {
+	if !strings.HasSuffix(rep.Summary, " is empty: nothing applied yet") || rep.Containers == nil || rep.Windows == nil || rep.Builds == nil || rep.LastApply != nil || len(rep.Problems) != 0 {
 		t.Errorf("report %+v", rep)
 	}
 }
