@@ -103,6 +103,9 @@ type etcdStore struct {
 	cfg EtcdConfig
 	cli *clientv3.Client
 	tls *tls.Config
+	// wrapKV, set by tests only, stands between the transactions and the
+	// cluster (to lose an answer in flight).
+	wrapKV func(clientv3.KV) clientv3.KV
 }
 
 func newEtcdStore(cfg EtcdConfig) (*etcdStore, error) {
@@ -228,8 +231,12 @@ func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
 	if err != nil {
 		return err
 	}
+	var kv clientv3.KV = cli
+	if s.wrapKV != nil {
+		kv = s.wrapKV(kv)
+	}
 	return s.retry(ctx, func(ctx context.Context) (bool, error) {
-		tx := &etcdTx{s: s, kv: cli, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		tx := &etcdTx{s: s, kv: kv, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
 		if err := fn(tx); err != nil {
 			return false, err
 		}

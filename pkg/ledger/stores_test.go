@@ -3,11 +3,15 @@ package ledger
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // testEtcd returns a ledger in the test etcd cluster (scripts/etcd.sh; its
@@ -141,5 +145,67 @@ func BenchmarkRecordStore(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// lossyKV commits transactions but, while lose is positive, loses the
+// answer of a successful one: the caller sees an error, as when a leader
+// dies after committing and before answering.
+type lossyKV struct {
+	clientv3.KV
+	lose *atomic.Int32
+}
+
+func (k lossyKV) Txn(ctx context.Context) clientv3.Txn { return lossyTxn{k.KV.Txn(ctx), k.lose} }
+
+type lossyTxn struct {
+	clientv3.Txn
+	lose *atomic.Int32
+}
+
+func (t lossyTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return lossyTxn{t.Txn.If(cs...), t.lose} }
+func (t lossyTxn) Then(ops ...clientv3.Op) clientv3.Txn { return lossyTxn{t.Txn.Then(ops...), t.lose} }
+func (t lossyTxn) Else(ops ...clientv3.Op) clientv3.Txn { return lossyTxn{t.Txn.Else(ops...), t.lose} }
+
+func (t lossyTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if err == nil && resp.Succeeded && t.lose.Add(-1) >= 0 {
+		return nil, errors.New("etcdserver: request timed out (answer lost after commit)")
+	}
+	return resp, err
+}
+
+// TestEtcdLostAnswerNotRepeated loses the answer of committed requests and
+// records: run again with the same idempotency key, each is done once and
+// returns its first answer: one id per request, the first outcome.
+func TestEtcdLostAnswerNotRepeated(t *testing.T) {
+	l := testEtcd(t)
+	s := l.st.(*etcdStore)
+	var lose atomic.Int32
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return lossyKV{kv, &lose} }
+
+	lose.Store(1)
+	p, err := l.Request(ctx, []string{"app"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := l.List(ctx, "app")
+	if err != nil || len(all) != 1 || all[0].ID != p.Builds[0].ID {
+		t.Fatalf("after a request whose answer was lost once: %+v, %v; want exactly its one build %s", all, err, p.Builds[0].ID)
+	}
+	older := request(t, l, "app").Builds[0].ID
+	newer := request(t, l, "app").Builds[0].ID
+	rec(t, l, newer, digestImage("reg/app", 2))
+
+	lose.Store(1)
+	r, err := l.Record(ctx, older, mustImage(t, digestImage("reg/app", 1)), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Outcome != OutcomeSuperseded || r.Again {
+		t.Errorf("record whose answer was lost: %+v, want superseded, the first answer (not again)", r)
+	}
+	if lose.Load() > 0 {
+		t.Fatal("no answer was lost: the test proves nothing")
 	}
 }
