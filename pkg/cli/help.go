@@ -315,3 +315,35 @@ run or exec, not both:
 
 A YAML number or boolean where a string is expected is read as that string
 (command: [sleep, 60]). See docs/mesh-file.md for every field with an example.`
+
+// nearTopic is the help topic of cmd (exit-codes, mesh-file) that word
+// looks like a typo of, "" if none: cobra's suggestions leave topics out.
+func nearTopic(cmd *cobra.Command, word string) string {
+	for _, c := range cmd.Commands() {
+		if c.IsAdditionalHelpTopicCommand() && (strings.HasPrefix(c.Name(), word) || distance(c.Name(), word) <= 2) {
+			return c.Name()
+		}
+	}
+	return ""
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

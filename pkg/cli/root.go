@@ -178,6 +178,9 @@ func newHelpCmd() *cobra.Command {
 				return &UsageError{Err: err, Cmd: "meshctl help"}
 			}
 			if len(rest) > 0 && target.HasSubCommands() {
+				if t := nearTopic(target, rest[0]); t != "" {
+					return &UsageError{Err: fmt.Errorf("unknown help topic %q; did you mean %q?", rest[0], t), Cmd: "meshctl help"}
+				}
 				return unknownCommand(target, rest[0])
 			}
 			return target.Help()
