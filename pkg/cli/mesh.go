@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // publishWindow publishes this window to the mesh when the ledger is etcd,
@@ -96,4 +97,34 @@ func runMeshView(ctx context.Context, env *Env) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", b.Module, b.ID, b.Image)
 	}
 	return errors.Join(tw.Flush())
+}
+
+// currentBuilds reads the modules' current builds for status from the
+// configured ledger. An etcd ledger that does not answer leaves them out,
+// with one warning: status reports the host, which works without etcd.
+func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (ledger.Build, bool, error) {
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return func(m string) (ledger.Build, bool, error) { return ledger.Current(dir, m) }
+	}
+	var l *ledger.Ledger
+	var failed bool
+	return func(m string) (ledger.Build, bool, error) {
+		if failed {
+			return ledger.Build{}, false, nil
+		}
+		if l == nil {
+			if l, err = ledger.OpenEtcd(*cfg); err != nil {
+				return ledger.Build{}, false, err
+			}
+		}
+		b, ok, err := l.CurrentBuild(ctx, m)
+		var u *ledger.UnreachableError
+		if errors.As(err, &u) {
+			failed = true
+			env.Warnf("current builds not shown: %v\n", err)
+			return ledger.Build{}, false, nil
+		}
+		return b, ok, err
+	}
 }

@@ -74,6 +74,12 @@ type LastApply struct {
 // directory that does not exist (state.Peek) reads as nothing applied yet,
 // once the engine answers a ping: an unreachable engine is still a failure.
 func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
+	return GetWith(ctx, d, eng, now, func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) })
+}
+
+// GetWith is Get with the modules' current builds read by current: from
+// the ledger the command is configured with (an etcd ledger).
+func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
 			return nil, err
@@ -151,7 +157,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*
 	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
 
 	for _, m := range slices.Sorted(maps.Keys(modules)) {
-		b, ok, err := ledger.Current(d, m)
+		b, ok, err := current(m)
 		if err != nil {
 			return nil, err
 		}
