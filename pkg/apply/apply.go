@@ -573,6 +573,7 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 			}
 		}
 	}
+	ord := newOrder(items)
 	for i := range items {
 		it := &items[i]
 		if it.Action != Create && it.Action != Recreate && it.Action != Remove {
@@ -581,10 +582,16 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// After its dependencies, and without a slot while it waits:
+			// a slot held by a waiter could starve what it waits for.
+			failedDep := ord.wait(ctx, it)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			err := ctx.Err()
-			if why, ok := absent[imageOf(it)]; ok && err == nil && it.Action != Remove {
+			defer func() { ord.finish(it.Name, err != nil) }()
+			if failedDep != "" && err == nil {
+				err = &DependencyError{Dep: failedDep, Action: it.Action}
+			} else if why, ok := absent[imageOf(it)]; ok && err == nil && it.Action != Remove {
 				err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, why, untouched[it.Action])
 			} else if err == nil {
 				opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
@@ -606,6 +613,10 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 					// The reasons say why already (the image's line):
 					// the error says only what became of the container.
 					cr.Action, cr.Error = Failed, untouched[it.Action]
+					return
+				}
+				if de := (*DependencyError)(nil); errors.As(err, &de) {
+					cr.Action, cr.Error = Failed, err.Error()
 					return
 				}
 				var he *HealthError

@@ -250,7 +250,15 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 			byName[c.Name] = c
 		}
 	}
-	for _, name := range w.held {
+	// In depends-on order: a container comes back after, and once healthy,
+	// those it depends on.
+	order := apply.DependencyOrder(w.held, func(name string) []string {
+		if d := desired[name]; d != nil {
+			return d.Def.Dependencies(d.Module)
+		}
+		return nil
+	})
+	for _, name := range order {
 		c, exists := byName[name]
 		d := desired[name]
 		if !exists && d == nil {
