@@ -272,7 +272,7 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 		if len(resp.Kvs) == 1 {
 			cur = &record{}
 			if err := json.Unmarshal(resp.Kvs[0].Value, cur); err != nil {
-				return false, fmt.Errorf("etcd key %s: %v", resp.Kvs[0].Key, err)
+				return false, &corruptError{Key: string(resp.Kvs[0].Key), Err: err}
 			}
 		}
 		return true, nil
