@@ -161,14 +161,27 @@ func stepCompletions(f *mesh.File, module string) []string {
 	return out
 }
 
-// ledgerBuilds are the builds the ledger lists; none when it cannot be read.
+// ledgerBuilds are the builds the ledger lists (the state directory's, or
+// etcd's with --ledger etcd://…); none when it cannot be read in time.
 func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
 	d := completionDir(cmd, env)
+	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
+	defer cancel()
+	if cfg, err := env.etcdLedger(); err != nil {
+		return nil
+	} else if cfg != nil {
+		cfg.Timeout = completionTimeout
+		l, err := ledger.OpenEtcd(*cfg)
+		if err != nil {
+			return nil
+		}
+		defer l.Close()
+		builds, _ := l.List(ctx, "")
+		return builds
+	}
 	if d == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
-	defer cancel()
 	// The ledger reads under its lock: open the directory for that (it
 	// exists: nothing is created but the lock file), and never wait.
 	rw, err := state.Open(d.Path())
