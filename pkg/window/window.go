@@ -124,6 +124,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err != nil {
 		return nil, err
 	}
+	// The step's output is kept (its tail) for meshctl window logs, whatever
+	// is done with it live.
+	logTail := NewTail(LogLimit)
+	opts.StepOutput = &teeWriter{w: opts.StepOutput, tail: logTail}
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -184,7 +188,27 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if w.openErr == nil {
 		w.runStep(ctx)
 	}
-	return w.close(ctx)
+	entry, err := w.close(ctx)
+	if w.openErr == nil && entry != nil {
+		w.keepLog(logTail)
+	}
+	return entry, err
+}
+
+// keepLog keeps the step's output (its tail) beside the history, for
+// meshctl window logs. A log that cannot be kept is said, and fails
+// nothing: the window has closed.
+func (w *window) keepLog(tail *Tail) {
+	out, cut := tail.Bytes()
+	// A fresh, bounded context: the window may be closing after a signal.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l := &Log{ID: w.id, Module: w.module, Step: w.step, Truncated: cut, Output: string(out)}
+	lockOpts := w.opts.Lock
+	lockOpts.Timeout = max(lockOpts.Timeout, 10*time.Second)
+	if err := saveLog(ctx, w.d, lockOpts, l); err != nil {
+		w.opts.Progress("warning: the step log of window %s was not kept: %v\n", w.id, err)
+	}
 }
 
 // resolve finds the step and the held containers' desired state.
