@@ -84,11 +84,42 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 			back[name] = true
 		}
 	}
+	x.stepExits(ctx, released, observed, hist)
 	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
 		return back, err
 	}
 	x.removeDeadSteps(ctx, released, observed, progress)
 	return back, nil
+}
+
+// stepExits writes into the history how the exited step container of each
+// released window ended, when the engine can say: a window that died
+// mid-step leaves its run: step to finish alone, and whether the sweep
+// succeeded is what its operator wants to know.
+func (x Executor) stepExits(ctx context.Context, released []holds.Classified, observed []engine.Container, hist *holds.History) {
+	for _, r := range released {
+		if r.StepContainer == "" {
+			continue
+		}
+		for _, o := range observed {
+			if o.Name != r.StepContainer || o.Labels[LabelManaged] != x.Scope || o.Labels[LabelRole] != RoleStep || o.Running {
+				continue
+			}
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+			full, err := x.Engine.Inspect(ictx, o.ID)
+			cancel()
+			if err != nil || full.State != "exited" {
+				continue
+			}
+			for i := range hist.Windows {
+				if e := &hist.Windows[i]; e.ID == r.ID && e.Result == holds.Stale && e.StepExitCode == nil {
+					code := full.ExitCode
+					e.StepExitCode = &code
+					e.Error += fmt.Sprintf("; its step container %s exited %d", o.Name, code)
+				}
+			}
+		}
+	}
 }
 
 // settle waits for a stop that a dead window may have left in flight on c:
