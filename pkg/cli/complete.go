@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -43,6 +44,23 @@ func addCompletions(root *cobra.Command, env *Env) {
 			return stepCompletions(f, args[0]), cobra.ShellCompDirectiveNoFileComp
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp
+	})
+	// A window to show the output of: those of the history, newest first.
+	on("window logs", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		d := completionDir(cmd, env)
+		if len(args) > 0 || d == nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		_, hist, err := holds.Read(d.Read)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for i := len(hist.Windows) - 1; i >= 0; i-- {
+			w := hist.Windows[i]
+			out = append(out, fmt.Sprintf("%s\t%s/%s %s, closed %s", w.ID, w.Module, w.Step, w.Result, textTime(w.ClosedAt)))
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	})
 	// Modules to build: those the last apply names, and those the ledger knows.
 	on("build request", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
