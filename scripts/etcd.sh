@@ -12,9 +12,11 @@
 #   kill-member N   SIGKILL member N (by its pid); start-member N starts it again on its data and
 #                   waits until the cluster is healthy
 #   build           build the server from scripts/etcd (go.etcd.io/etcd/server/v3 v3.7.3, its own
-#                   module, through the Go module proxy; the first build takes minutes)
+#                   module, through the Go module proxy; the first build takes minutes), and
+#                   etcdutl (snapshot restore) beside it
 #
-# Home: $MESHCTL_ETCD_DIR (default /tmp/meshctl-etcd): bin/etcd, etcd-N.pid, etcd-N.log, data/.
+# Home: $MESHCTL_ETCD_DIR (default /tmp/meshctl-etcd): bin/etcd, bin/etcdutl, etcd-N.pid, etcd-N.log,
+# data/.
 # Ports: clients 127.0.0.1:$((MESHCTL_ETCD_PORT)), +1, +2 (default 32379); peers 1000 above.
 set -euo pipefail
 shopt -s extglob
@@ -65,13 +67,15 @@ pid_of() {
 }
 
 build() {
-	if [[ -x $bin && $bin -nt $here/etcd/main.go && $bin -nt $here/etcd/go.sum ]]; then
+	if [[ -x $bin && -x $dir/bin/etcdutl && $bin -nt $here/etcd/main.go && $bin -nt $here/etcd/go.sum ]]; then
 		return 0
 	fi
 	command -v go >/dev/null || PATH=$PATH:/usr/local/go/bin
 	mkdir -p "$dir/bin"
-	log "building etcd v3.7.3 from $here/etcd (the first build takes minutes)"
-	(cd "$here/etcd" && go build -o "$bin.tmp" .) || die "cannot build etcd (no Go module proxy?)"
+	log "building etcd and etcdutl v3.7.3 from $here/etcd (the first build takes minutes)"
+	# etcdutl (snapshot restore) is a tool of the same module (go.mod's tool directive).
+	(cd "$here/etcd" && go build -o "$dir/bin/etcdutl" go.etcd.io/etcd/etcdutl/v3 && go build -o "$bin.tmp" .) ||
+		die "cannot build etcd (no Go module proxy?)"
 	mv "$bin.tmp" "$bin"
 }
 
