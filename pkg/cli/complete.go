@@ -17,10 +17,11 @@ import (
 )
 
 // Shell completion that knows the host: module and step names from the last
-// applied state, build ids, plans and modules from the ledger. Completion
-// reads the last applied state read-only (state.Peek) and the ledger under
-// its lock without waiting; it creates no state directory, and offers
-// nothing rather than fail or wait.
+// applied state (or window run's -f FILE), the windows of the history,
+// build ids, plans and modules from the ledger (its files, or etcd). It
+// reads the state directory's files read-only (state.Peek), the file
+// ledger under its lock without waiting, etcd within completionTimeout; it
+// creates no state directory, and offers nothing rather than fail or wait.
 
 // completionTimeout bounds what a completion reads: a shell must not hang.
 const completionTimeout = 2 * time.Second
@@ -36,7 +37,13 @@ func addCompletions(root *cobra.Command, env *Env) {
 		}
 	}
 	on("window run", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
-		f := appliedFile(cmd, env)
+		// The step comes from -f FILE when given, as the window will take it.
+		var f *mesh.File
+		if p, _ := cmd.Flags().GetString("file"); p != "" && p != "-" {
+			f, _ = mesh.Load(p, nil)
+		} else {
+			f = appliedFile(cmd, env)
+		}
 		switch len(args) {
 		case 0:
 			return moduleCompletions(f, true), cobra.ShellCompDirectiveNoFileComp
