@@ -22,6 +22,9 @@ const (
 	HealthExited = "exited"
 	// HealthRestarting: the engine restarted it, or is restarting it.
 	HealthRestarting = "restarting"
+	// HealthCompleted: a one-shot container (restart "no" or
+	// "on-failure") that exited 0 without a healthcheck: it did its job.
+	HealthCompleted = "completed"
 )
 
 // DefaultSettle is how long a container without a healthcheck must keep
@@ -68,7 +71,9 @@ func healthBudget(h *engine.Healthcheck) time.Duration {
 // is healthy: with a healthcheck, until it passes, within its budget;
 // without one, until it has run for x.Settle without exiting or being
 // restarted. A container the engine keeps restarting fails even while it
-// reads running: its StartedAt or RestartCount moves. It returns the health
+// reads running: its StartedAt or RestartCount moves. A one-shot container
+// (restart "no" or "on-failure", no healthcheck) that exits 0 has
+// completed, which counts as a success. It returns the health
 // reached, and a *HealthError (with the last log lines) when that is not
 // healthy or running.
 func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, error) {
@@ -87,6 +92,9 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 		switch {
 		case c.Restarting || c.RestartCount != first.RestartCount || !c.StartedAt.Equal(first.StartedAt):
 			return x.unhealthy(ctx, id, name, HealthRestarting, fmt.Sprintf("restarting: exited %d and was restarted by the engine (restart count %d)", c.ExitCode, c.RestartCount))
+		case !c.Running && !probe && c.ExitCode == 0 && (c.RestartPolicy == "no" || c.RestartPolicy == "on-failure" || c.RestartPolicy == ""):
+			// Nothing will restart it and it succeeded: a job, done.
+			return HealthCompleted, nil
 		case !c.Running:
 			ran := c.FinishedAt.Sub(c.StartedAt).Round(100 * time.Millisecond)
 			if c.FinishedAt.IsZero() || c.StartedAt.IsZero() || ran < 0 {

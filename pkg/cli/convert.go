@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+
+	"github.com/meshctl/meshctl/pkg/convert"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+)
+
+type convertOptions struct {
+	files    []string
+	module   string
+	profiles []string
+}
+
+func init() { register(newConvertCmd) }
+
+func newConvertCmd(env *Env) *cobra.Command {
+	opts := &convertOptions{}
+	cmd := &cobra.Command{
+		Use:   "convert [-f compose.yaml]...",
+		Short: "Print the mesh module equivalent to a Compose project",
+		Long: `Print the mesh module equivalent to a Compose project (default: compose.yaml
+or docker-compose.yml in the current directory; -f again merges overrides).
+
+The project is read as Compose reads it (compose-go): variables are
+interpolated from the environment and .env, profiles (--profile) select
+services, overrides and extends are merged. Each service becomes a container
+of one module (--module, default the project's name), with its image,
+command, entrypoint, environment, env_file (kept a file: read at apply time,
+never printed), ports, volumes (named volumes keep the name Compose gave
+them, so the data stays), network_mode, restart (Compose's default "no" is
+written out), labels, pull_policy, healthcheck, depends_on, stop_signal,
+stop_grace_period, user, working_dir, hostname, init, read_only, tmpfs,
+cap_add, cap_drop, mem_limit, cpus, pids_limit, deploy.resources.limits,
+logging and extra_hosts.
+
+Any other key (build, networks, secrets, configs, ports in long form with
+options meshctl lacks, …) is refused by name, and nothing is printed: a
+conversion never drops a key silently. x-* extensions are ignored, as
+Compose ignores them.`,
+		Example: `  meshctl convert > mesh.yaml
+  meshctl convert -f compose.yaml -f compose.prod.yaml --profile db --module shop > shop.yaml
+  meshctl convert | meshctl apply -f -`,
+		Annotations: map[string]string{exitStatusKey: `  0  printed the module
+  2  a key that cannot be carried over (each is named), a file Compose cannot load,
+     or a service or project name that is not a mesh name`},
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runConvert(cmd.Context(), env, opts)
+		},
+	}
+	f := cmd.Flags()
+	f.StringArrayVarP(&opts.files, "file", "f", nil, "Compose file (repeatable: later files override earlier ones)")
+	f.StringVar(&opts.module, "module", "", "module name (default: the Compose project's name)")
+	f.StringArrayVar(&opts.profiles, "profile", nil, "Compose profile to enable (repeatable)")
+	return cmd
+}
+
+func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
+	file, _, err := convert.Convert(ctx, convert.Options{Files: opts.files, Module: opts.module,
+		Profiles: opts.profiles, Env: os.Environ()})
+	if err != nil {
+		return err
+	}
+	if env.JSON() {
+		return env.PrintJSON(file)
+	}
+	var b bytes.Buffer
+	b.WriteString("# meshctl convert: check it, then meshctl apply -f\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(file); err != nil {
+		return err
+	}
+	// What is printed must be a mesh file this meshctl accepts: a value
+	// Compose allows and meshctl refuses (a memory limit under 6m) is
+	// named here, not at the first apply.
+	if _, err := mesh.Decode("<converted>", b.Bytes()); err != nil {
+		return err
+	}
+	_, err = env.Stdout.Write(b.Bytes())
+	return err
+}

@@ -1,0 +1,127 @@
+package convert
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func write(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "compose.yaml")
+}
+
+// TestConvertRefusesByName: every key meshctl cannot carry is named, all of
+// them at once, and nothing is converted.
+func TestConvertRefusesByName(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web:
+    build: .
+    image: shop/web:1
+    container_name: web
+    secrets: [token]
+    networks: [front]
+    environment: [FROM_SHELL]
+    expose: ["80"]
+    healthcheck: {test: ["CMD", "true"], start_interval: 1s}
+    depends_on:
+      migrate: {condition: service_completed_successfully}
+    deploy: {mode: global}
+    x-owner: team-a
+  migrate:
+    image: shop/web:1
+    privileged: true
+networks:
+  front: {}
+secrets:
+  token: {file: ./token}
+`})
+	_, _, err := Convert(context.Background(), Options{Files: []string{path}})
+	var re *RefusedError
+	if !errors.As(err, &re) || re.ExitCode() != 2 {
+		t.Fatalf("Convert = %v, want a refusal", err)
+	}
+	for _, key := range []string{
+		"networks.front", "secrets", "services.migrate.privileged", "services.web.build",
+		"services.web.container_name", "services.web.deploy.mode", "services.web.environment.FROM_SHELL",
+		"services.web.expose", "services.web.healthcheck.start_interval", "services.web.networks",
+		"services.web.secrets", "services.web.depends_on.migrate.condition",
+	} {
+		if !slices.ContainsFunc(re.Keys, func(k string) bool { return strings.HasPrefix(k, key+":") }) {
+			t.Errorf("%s not refused; refused:\n%s", key, strings.Join(re.Keys, "\n"))
+		}
+	}
+	for _, k := range re.Keys {
+		if strings.Contains(k, "x-owner") {
+			t.Errorf("an x- extension was refused: %s", k)
+		}
+	}
+}
+
+// TestConvertCarriesOver: interpolation with .env, profiles, env_file kept
+// a file, named volumes under Compose's name, and the result decodes.
+func TestConvertCarriesOver(t *testing.T) {
+	path := write(t, map[string]string{
+		".env":   "TAG=7\n",
+		"db.env": "PASSWORD=secret\n",
+		"compose.yaml": `
+name: shop
+services:
+  web:
+    image: shop/web:${TAG}
+    environment: {MODE: prod}
+    ports: ["127.0.0.1:8080:80", "9000/udp"]
+    depends_on: [db]
+    restart: always
+    stop_signal: SIGQUIT
+    healthcheck: {test: wget -q -O- http://127.0.0.1/, interval: 2s, retries: 5}
+    cap_drop: [ALL]
+    mem_limit: 128m
+    init: true
+  db:
+    image: shop/db:1
+    env_file: db.env
+    volumes: ["data:/var/lib/db", {type: tmpfs, target: /run, tmpfs: {size: 1048576}}]
+    network_mode: host
+  debug:
+    image: busybox
+    profiles: [debug]
+volumes:
+  data: {}
+`})
+	f, module, err := Convert(context.Background(), Options{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := f.Modules[module]
+	if module != "shop" || len(m.Containers) != 2 {
+		t.Fatalf("module %s with %d containers, want shop with web and db (debug's profile is off)", module, len(m.Containers))
+	}
+	web, db := m.Containers["web"], m.Containers["db"]
+	if web.Image != "shop/web:7" || web.Restart != "always" || web.StopSignal != "SIGQUIT" || !web.Init || web.Memory != "128m" ||
+		!slices.Equal(web.DependsOn, []string{"db"}) || !slices.Equal(web.Ports, []string{"127.0.0.1:8080:80", "9000/udp"}) ||
+		web.Healthcheck == nil || web.Healthcheck.Retries != 5 || web.Healthcheck.Test[0] != "CMD-SHELL" {
+		t.Errorf("web = %+v", web)
+	}
+	if db.Restart != "no" || db.Network != "host" || !slices.Equal(db.Volumes, []string{"shop_data:/var/lib/db"}) ||
+		!slices.Equal(db.Tmpfs, []string{"/run:size=1048576"}) || len(db.EnvFile) != 1 || db.Env["PASSWORD"] != "" {
+		t.Errorf("db = %+v", db)
+	}
+	// With the debug profile, debug is there too.
+	f, _, err = Convert(context.Background(), Options{Files: []string{path}, Profiles: []string{"debug"}})
+	if err != nil || f.Modules["shop"].Containers["debug"] == nil {
+		t.Errorf("--profile debug: %v", err)
+	}
+}
