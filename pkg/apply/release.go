@@ -89,7 +89,24 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 		return back, err
 	}
 	x.removeDeadSteps(ctx, released, observed, progress)
+	removeWindowLocks(lock.Dir(), released, progress)
 	return back, nil
+}
+
+// removeWindowLocks removes the lock files of the dead windows whose holds
+// were just released, as their close would have: window ids are never
+// reused, and a free lock is what said they were dead.
+func removeWindowLocks(d *state.Dir, released []holds.Classified, progress func(string, ...any)) {
+	for _, r := range released {
+		l, free, err := d.TryLock(holds.LockName(r.ID))
+		if err == nil && free {
+			err = l.RemoveLockFile()
+			l.Unlock()
+		}
+		if err != nil {
+			progress("remove the lock file of window %s: %v\n", r.ID, err)
+		}
+	}
 }
 
 // stepExits writes into the history how the exited step container of each

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
 )
@@ -72,7 +73,7 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), v.Deadline.Local().Format("15:04:05"), strings.Join(v.Containers, ","))
+			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(v.Deadline), strings.Join(v.Containers, ","))
 	}
 	if err := tw.Flush(); err != nil || len(hist) == 0 {
 		return err
@@ -87,7 +88,7 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 			code = fmt.Sprint(*e.StepExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.ID, e.Module, e.Step, e.Result, code,
-			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), e.ClosedAt.Local().Format("15:04:05"))
+			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(e.ClosedAt))
 	}
 	return tw.Flush()
 }

@@ -202,7 +202,7 @@ func (v View) Describe() string {
 		held = "nothing"
 	}
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
-		v.OpenedAt.Local().Format("15:04:05"), held)
+		state.When(v.OpenedAt), held)
 	switch v.State {
 	case Orphaned:
 		s += " (its process is gone; its step container still runs)"

@@ -334,7 +334,7 @@ func TestDocFindDrop(t *testing.T) {
 func TestDescribe(t *testing.T) {
 	v := ViewOf(hold("w-20260301T033002-abcdef"), Open)
 	got := v.Describe()
-	want := "window w-20260301T033002-abcdef store/garbage-collect open since " + t0.Local().Format("15:04:05") + ", holds store.registry"
+	want := "window w-20260301T033002-abcdef store/garbage-collect open since " + state.When(t0) + ", holds store.registry"
 	if got != want {
 		t.Errorf("Describe() =\n%q, want\n%q", got, want)
 	}

@@ -25,7 +25,7 @@ func (h Holder) String() string {
 	if h.PID == 0 {
 		return "an unknown process"
 	}
-	return fmt.Sprintf("pid %d (%s) since %s", h.PID, h.Command, h.Since.Local().Format("15:04:05"))
+	return fmt.Sprintf("pid %d (%s) since %s", h.PID, h.Command, When(h.Since))
 }
 
 // BusyError reports a lock that was not had in time (exit 3).
