@@ -21,6 +21,7 @@ func TestLedgerFlags(t *testing.T) {
 		{[]string{"--ledger-ca", "ca.pem"}, 2, "go with an etcd:// --ledger"},
 		{[]string{"--ledger", "etcd://a:1", "--ledger-cert", "c.pem"}, 2, "--ledger-cert and --ledger-key together"},
 		{[]string{"--ledger", "etcd://127.0.0.1:1", "--ledger-ca", "/nonexistent/ca.pem"}, 1, "etcd ledger TLS"},
+		{[]string{"--host-name", "a/b"}, 2, "--host-name"},
 	}
 	for _, tt := range tests {
 		code, out, errs := runMeshctl(t, dir, append(tt.args, "build", "current", "app")...)
