@@ -23,6 +23,15 @@
  *   BROKEN_NO_SETTLE    a stale release starts C without first waiting for
  *                       the stop its dead window left in flight
  *   BROKEN_NO_RELEASE   the last apply does not release stale holds
+ *
+ * Engine semantics, not a variant of the code:
+ *   START_IN_FLIGHT     the engine finishes a start of the step container
+ *                       that a killed window had sent (as it finishes a
+ *                       stop); the container reads "created", not running,
+ *                       until it does. See README.md: the code does not
+ *                       survive this, the property fails.
+ *   REMOVE_STEP_FIRST   the proposed fix: a stale release removes the dead
+ *                       window's step container before it brings C back.
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
@@ -51,6 +60,7 @@ bool c_run = 1;     /* C runs (or reads running: a stop is in flight) */
 bool c_pol_no;      /* C's restart policy is "no" */
 bool c_stopping;    /* a stop of C is in flight; the engine finishes it */
 bool step_run;      /* the module's step container runs */
+bool step_starting; /* START_IN_FLIGHT: a start of it is in flight (it reads "created") */
 
 /* the killer */
 bool dead[5];
@@ -97,6 +107,12 @@ inline classify() {
 inline release_stale() {
 	if
 	:: s1 || s2 ->
+#ifdef REMOVE_STEP_FIRST
+		/* proposed: remove the dead window's step container before anything
+		 * comes back: the engine serialises it with a start in flight, so
+		 * once it returns the step neither runs nor can start */
+		atomic { step_starting = 0; step_run = 0 };
+#endif
 		/* code: settle: a C that reads running with policy "no" has a stop
 		 * in flight from its dead window: Stop waits for it. */
 #ifndef BROKEN_NO_SETTLE
@@ -191,7 +207,12 @@ proctype Window(byte me) {
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
 		/* code: Create the step container (no shared effect) */
+#ifdef START_IN_FLIGHT
+		step_starting = 1;                 /* code: Start it: the request is in the engine */
+		(!step_starting);                  /* ... and returns once the step runs */
+#else
 		step_run = 1;                      /* code: Start it */
+#endif
 #ifndef BROKEN_HOLD_EARLY
 		(!step_run);                       /* code: Wait: the step exits (or is killed at its timeout) */
 		/* code: Remove the step container (no shared effect) */
@@ -253,6 +274,9 @@ end:
 	do
 	:: atomic { c_stopping -> c_run = 0; c_stopping = 0 }  /* a stop completes */
 	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
+#ifdef START_IN_FLIGHT
+	:: atomic { step_starting -> step_run = 1; step_starting = 0 } /* a start completes */
+#endif
 	od
 }
 
