@@ -57,8 +57,9 @@
 // lost; meshctl does, and each request and record carries an idempotency
 // key whose answer is written in the same transaction: run again, it finds
 // that answer and changes nothing. Current reads are linearizable (one Get,
-// never serializable or at a past revision). etcd keeps every build; it
-// prunes none.
+// never serializable or at a past revision). Retention is the same: each
+// record past Retain builds of its module prunes the oldest (never the
+// current one) to its compact record, which still judges a record again.
 //
 // Export and Import move a ledger between stores as JSON lines (export.go).
 //

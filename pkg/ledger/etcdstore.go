@@ -85,7 +85,9 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ledger{st: s}, nil
+	l := &Ledger{st: s}
+	s.retain = l.retain
+	return l, nil
 }
 
 // etcdStore keeps the ledger in etcd, under PREFIX/ledger/:
@@ -93,6 +95,9 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 //	last            the body of the last id issued
 //	b/ID            a build: module, plan, request time, and its record once recorded
 //	head/MODULE     the module's current build
+//	kept/MODULE     the ids of its builds kept in full, in record order: past
+//	                Retain, the oldest (but the current one) is pruned to its
+//	                compact record, as the file ledger prunes its chunks
 //	plan/ID         a plan: the builds it asked for
 //	answer/KEY      what an operation answered, by idempotency key (kept a day)
 //
@@ -106,6 +111,9 @@ type etcdStore struct {
 	// wrapKV, set by tests only, stands between the transactions and the
 	// cluster (to lose an answer in flight).
 	wrapKV func(clientv3.KV) clientv3.KV
+	// retain is the Ledger's Retain (how many builds of a module are kept
+	// in full).
+	retain func() int
 }
 
 func newEtcdStore(cfg EtcdConfig) (*etcdStore, error) {
@@ -500,7 +508,8 @@ func (t *etcdTx) pending(m string) (map[string]pendingRec, error) {
 	return out, nil
 }
 
-// retained is every recorded build of m: etcd keeps them all.
+// retained is every build of m kept in full (the pruned ones keep only
+// their compact record).
 func (t *etcdTx) retained(m string) ([]record, error) {
 	all, err := t.all()
 	if err != nil {
@@ -552,6 +561,10 @@ func (t *etcdTx) addPending(id string, p pendingRec) {
 
 func (t *etcdTx) putPlan(pr planRec) { t.put(t.s.key("plan", pr.ID), pr) }
 
+// prunePerRecord bounds the builds one record prunes, and so the size of
+// its transaction (an import may leave many more than Retain to prune).
+const prunePerRecord = 16
+
 func (t *etcdTx) putRecord(m string, rec record) error {
 	var d buildDoc
 	if _, err := t.getJSON(t.s.key("b", rec.ID), &d); err != nil {
@@ -559,9 +572,36 @@ func (t *etcdTx) putRecord(m string, rec record) error {
 	}
 	d.Record = &rec
 	t.put(t.s.key("b", rec.ID), d)
+	cur, err := t.currentOf(m)
+	if err != nil {
+		return err
+	}
 	if rec.Outcome == OutcomeCurrent {
 		t.put(t.s.key("head", m), rec)
+		cur = &rec
 	}
+	var kept []string
+	if _, err := t.getJSON(t.s.key("kept", m), &kept); err != nil {
+		return err
+	}
+	kept = append(kept, rec.ID)
+	for n := 0; len(kept) > t.s.retain() && n < prunePerRecord; n++ {
+		old := kept[0]
+		kept = kept[1:]
+		if cur != nil && old == cur.ID {
+			continue // the current build stays in full, in head/ and b/
+		}
+		var od buildDoc
+		if ok, err := t.getJSON(t.s.key("b", old), &od); err != nil {
+			return err
+		} else if !ok || od.Record == nil {
+			continue
+		}
+		c := od.Record.compact()
+		od.Record, od.Pruned = nil, &c
+		t.put(t.s.key("b", old), od)
+	}
+	t.put(t.s.key("kept", m), kept)
 	return nil
 }
 
@@ -639,6 +679,7 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 		return &NotEmptyError{Where: s.describe()}
 	}
 	heads := map[string]*record{}
+	kept := map[string][]string{}
 	var ops []clientv3.Op
 	put := func(key string, v any) {
 		b, _ := json.Marshal(v)
@@ -649,9 +690,15 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 		if b.record != nil && b.record.Outcome == OutcomeCurrent {
 			heads[b.module] = b.record // in id order: the last one is current
 		}
+		if b.record != nil {
+			kept[b.module] = append(kept[b.module], b.id)
+		}
 	}
 	for m, r := range heads {
 		put(s.key("head", m), r)
+	}
+	for m, ids := range kept {
+		put(s.key("kept", m), ids)
 	}
 	for _, p := range d.plans {
 		put(s.key("plan", p.ID), p)

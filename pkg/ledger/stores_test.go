@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -207,5 +208,50 @@ func TestEtcdLostAnswerNotRepeated(t *testing.T) {
 	}
 	if lose.Load() > 0 {
 		t.Fatal("no answer was lost: the test proves nothing")
+	}
+}
+
+// TestEtcdRetention records many more builds than Retain on etcd: the
+// newest Retain (and the current one) are listed in full, older ones are
+// pruned to compact records that still judge a record again (idempotent or
+// a conflict) and a late record of an old pending build (superseded).
+func TestEtcdRetention(t *testing.T) {
+	l := testEtcd(t)
+	l.Retain = 3
+	late := request(t, l, "app").Builds[0].ID
+	var ids []string
+	for i := range 12 {
+		id := request(t, l, "app").Builds[0].ID
+		ids = append(ids, id)
+		img := digestImage("reg/app", i)
+		if i == 5 {
+			img = "" // failed: the current build stays ids[4]… until ids[6]
+		}
+		rec(t, l, id, img)
+	}
+	all, err := l.List(ctx, "app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full []string
+	for _, b := range all {
+		if b.State != StatePending {
+			full = append(full, b.ID)
+		}
+	}
+	if want := ids[len(ids)-3:]; !slices.Equal(full, want) {
+		t.Errorf("kept in full: %v, want the newest 3 %v", full, want)
+	}
+	if r := rec(t, l, ids[0], digestImage("reg/app", 0)); !r.Again || r.Outcome != OutcomeCurrent || !r.Build.Pruned {
+		t.Errorf("pruned build recorded again: %+v, want again, current, pruned", r)
+	}
+	if _, err := l.Record(ctx, ids[1], mustImage(t, digestImage("reg/app", 99)), ""); exitCodeOf(err) != 4 {
+		t.Errorf("pruned build with another image: %v, want exit 4", err)
+	}
+	if r := rec(t, l, late, digestImage("reg/app", 100)); r.Outcome != OutcomeSuperseded {
+		t.Errorf("the oldest request recorded last: %s, want superseded", r.Outcome)
+	}
+	if cur, err := l.Current("app"); err != nil || cur.ID != ids[11] {
+		t.Errorf("current %+v, %v; want %s", cur, err, ids[11])
 	}
 }
