@@ -95,6 +95,9 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	fmt.Fprintln(tw, "CONTAINER\tSTATE\tDETAIL")
 	for _, c := range rep.Containers {
 		detail := strings.Join(c.Reasons, ", ")
+		if c.Health != "" {
+			detail = strings.TrimPrefix(detail+", "+c.Health, ", ")
+		}
 		if detail == "" {
 			detail = "-"
 		}

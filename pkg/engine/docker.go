@@ -159,6 +159,7 @@ func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Co
 			State:   s.State,
 			Running: s.State == "running" || s.State == "paused" || s.State == "restarting",
 			Labels:  s.Labels,
+			Health:  summaryHealth(s.Status),
 		})
 	}
 	slices.SortFunc(out, func(a, b Container) int { return strings.Compare(a.Name, b.Name) })

@@ -80,3 +80,17 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 	})
 	return out.String(), err
 }
+
+// summaryHealth reads the health a container list entry's status gives:
+// "Up 5 minutes (healthy)", "(unhealthy)", "(health: starting)".
+func summaryHealth(status string) string {
+	switch {
+	case strings.HasSuffix(status, "(healthy)"):
+		return "healthy"
+	case strings.HasSuffix(status, "(unhealthy)"):
+		return "unhealthy"
+	case strings.HasSuffix(status, "(health: starting)"):
+		return "starting"
+	}
+	return ""
+}

@@ -50,6 +50,11 @@ type Container struct {
 	State   string   `json:"state"`
 	Window  string   `json:"window,omitempty"`
 	Reasons []string `json:"reasons,omitempty"`
+	// Health is what the engine says of a running container's healthcheck
+	// (starting, healthy, unhealthy); omitted without one. A held
+	// container reads held: the engine's "unhealthy" for a stopped
+	// container means nothing there.
+	Health string `json:"health,omitempty"`
 }
 
 // Build is a module's current build.
@@ -223,6 +228,9 @@ func problems(rep *Report) []string {
 		}
 	}
 	for _, c := range rep.Containers {
+		if c.State == Running && c.Health == "unhealthy" {
+			out = append(out, fmt.Sprintf("container %s runs but is unhealthy; see docker logs %s", c.Name, c.Name))
+		}
 		switch c.State {
 		case Drifted, Missing, Stopped:
 			msg := fmt.Sprintf("container %s is %s", c.Name, c.State)
@@ -257,7 +265,7 @@ func containerState(name, module string, c engine.Container, exists bool, d *app
 	case len(diff) > 0:
 		st.State, st.Reasons = Drifted, diff
 	case c.Running:
-		st.State = Running
+		st.State, st.Health = Running, c.Health
 	default:
 		st.State = Stopped
 	}
