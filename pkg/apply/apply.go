@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -192,6 +193,13 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	}
 	for {
 		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
+		if ce := (*claimedError)(nil); errors.As(err, &ce) {
+			opts.Progress("waiting: %v\n", ce)
+			if err := claims.Wait(ctx, d, ce.claim, opts.Lock.Timeout); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if len(missing) == 0 || opts.DryRun {
 			return rep, err
 		}
@@ -309,6 +317,15 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		}
 		defer lock.Unlock()
 		read = lock.Read
+		// Another apply is carrying out its plan: wait for it (Run), then
+		// plan from what it left.
+		live, err := claims.Live(d, read)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(live) > 0 {
+			return nil, nil, &claimedError{claim: live[0]}
+		}
 	}
 
 	hd, hist, err := holds.Read(read)
@@ -451,9 +468,20 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	fillReport(rep, items, absent)
 	rep.Changed = Changes(items)
 
-	runErr := execute(ctx, Executor{Engine: eng, Scope: scope, Settle: opts.Settle}, items, absent, rep, opts)
+	// Carried out with the state lock released, under a claim on the
+	// containers it changes: a health wait of minutes holds up no window.
+	runErr, lock, claim, err := executeClaimed(ctx, d, lock, Executor{Engine: eng, Scope: scope, Settle: opts.Settle},
+		items, absent, rep, opts)
+	if err != nil {
+		return rep, nil, errors.Join(runErr, err)
+	}
+	defer lock.Unlock()
 	rep.EngineCalls = eng.Calls()
-	if err := record(lock, merged, rep, opts, runErr); err != nil {
+	err = record(lock, merged, rep, opts, runErr)
+	if claim != nil {
+		err = errors.Join(err, claim.Release(lock))
+	}
+	if err != nil {
 		return rep, nil, errors.Join(runErr, err)
 	}
 	return rep, nil, runErr

@@ -17,7 +17,7 @@ import (
 // them: every apply that plans after it sees it and leaves them alone, so a
 // slow graceful stop holds up no other window and no apply.
 func (w *window) open(ctx context.Context) error {
-	stop, err := w.record(ctx)
+	stop, err := w.recordUnclaimed(ctx)
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	defer lock.Unlock()
 	hd, hist, err := holds.Read(lock.Read)
 	if err != nil {
+		return nil, err
+	}
+	// An apply carrying out its plan on these containers finishes first:
+	// recordUnclaimed waits for it, then comes back here.
+	if err := w.checkClaims(lock.Read); err != nil {
 		return nil, err
 	}
 	var applied apply.Applied

@@ -1,0 +1,150 @@
+// Package claims lets an apply wait on the engine without the state lock.
+//
+// An apply plans under the state lock. If it changes containers, it claims
+// them before it unlocks: it takes the OS lock "claim-ID" (held for the
+// claim's life, so a claim whose process died is seen dead at once) and
+// records the claim in claims.json. It then creates, recreates, removes and
+// waits for health with the state lock released, so a wait of minutes for
+// one module's container holds up no other module's window and no window's
+// close. It takes the state lock again to record its result and drop the
+// claim.
+//
+// What honours a claim: a window whose held containers are claimed waits
+// for the claim to end before it records its hold (and so before it stops
+// anything); another apply waits for every live claim before it plans.
+package claims
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// File is the claims document in the state directory.
+const File = "claims.json"
+
+// Claim is one apply's claim on the containers it changes.
+type Claim struct {
+	ID         string    `json:"id"`
+	PID        int       `json:"pid"`
+	Containers []string  `json:"containers"`
+	Since      time.Time `json:"since"`
+}
+
+// Doc is the claims.json document.
+type Doc struct {
+	state.Header
+	Claims []Claim `json:"claims"`
+}
+
+// LockName is the OS lock a claim's process holds for the claim's life.
+func LockName(id string) string { return "claim-" + id }
+
+// Held is a claim this process holds.
+type Held struct {
+	Claim
+	lock *state.Lock
+}
+
+// Live returns the claims recorded in the state directory whose process
+// still holds their lock. read reads under the caller's state lock.
+func Live(d *state.Dir, read func(string, state.Document) (bool, error)) ([]Claim, error) {
+	var doc Doc
+	if _, err := read(File, &doc); err != nil {
+		return nil, err
+	}
+	var out []Claim
+	for _, c := range doc.Claims {
+		alive, err := d.Held(LockName(c.ID))
+		if err != nil {
+			return nil, err
+		}
+		if alive {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// Covering returns a live claim on any of names, if there is one.
+func Covering(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
+	live, err := Live(d, read)
+	if err != nil {
+		return Claim{}, false, err
+	}
+	for _, c := range live {
+		for _, n := range names {
+			if slices.Contains(c.Containers, n) {
+				return c, true, nil
+			}
+		}
+	}
+	return Claim{}, false, nil
+}
+
+// Take claims names, under the state lock lock: it takes the claim's OS
+// lock, then records it (dropping the records of dead claims).
+func Take(lock *state.Lock, names []string, now time.Time) (*Held, error) {
+	d := lock.Dir()
+	id := fmt.Sprintf("%d-%d", now.UnixNano(), os.Getpid())
+	l, ok, err := d.TryLock(LockName(id))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("claim %s: its lock is taken", id)
+	}
+	live, err := Live(d, lock.Read)
+	if err != nil {
+		l.Unlock()
+		return nil, err
+	}
+	h := &Held{Claim: Claim{ID: id, PID: os.Getpid(), Containers: slices.Clone(names), Since: now.UTC()}, lock: l}
+	if err := lock.Write(File, &Doc{Claims: append(live, h.Claim)}); err != nil {
+		l.RemoveLockFile()
+		l.Unlock()
+		return nil, err
+	}
+	return h, nil
+}
+
+// Release drops the claim, under the state lock lock, then lets go of its
+// OS lock: whoever waits for it sees the state that apply recorded.
+func (h *Held) Release(lock *state.Lock) error {
+	var doc Doc
+	_, err := lock.Read(File, &doc)
+	if err == nil {
+		doc.Claims = slices.DeleteFunc(doc.Claims, func(c Claim) bool { return c.ID == h.ID })
+		err = lock.Write(File, &doc)
+	}
+	h.lock.RemoveLockFile()
+	h.lock.Unlock()
+	return err
+}
+
+// Abandon lets go of the claim's OS lock without touching claims.json
+// (no state lock to hand): the claim reads dead from now on.
+func (h *Held) Abandon() {
+	h.lock.RemoveLockFile()
+	h.lock.Unlock()
+}
+
+// Wait waits until claim c ends (its process lets go of its lock, or dies),
+// for at most timeout.
+func Wait(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) error {
+	l, err := d.Lock(ctx, LockName(c.ID), state.LockOptions{Timeout: timeout,
+		What: "the claim of apply (pid " + fmt.Sprint(c.PID) + ") on " + strings.Join(c.Containers, ", ")})
+	if err != nil {
+		return err
+	}
+	// Taken only to learn that the claim ended: let go at once, with the
+	// file (the claimant removed it, or died and left it).
+	l.RemoveLockFile()
+	l.Unlock()
+	return nil
+}
