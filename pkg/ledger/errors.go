@@ -83,3 +83,12 @@ func (e *ConflictError) Error() string {
 
 // ExitCode maps a conflicting record to exit status 4.
 func (e *ConflictError) ExitCode() int { return 4 }
+
+// DamagedError reports a ledger that contradicts itself (exit 1): it is the
+// ledger's answer, never retried as a cluster that did not answer.
+type DamagedError struct{ Msg string }
+
+func (e *DamagedError) Error() string { return e.Msg }
+
+// ExitCode maps a damaged ledger to exit status 1.
+func (e *DamagedError) ExitCode() int { return 1 }

@@ -516,7 +516,7 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 				}
 				out.Builds = append(out.Builds, f.build(cur))
 			default:
-				return fmt.Errorf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)
+				return &DamagedError{Msg: fmt.Sprintf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)}
 			}
 		}
 		return nil
