@@ -42,9 +42,16 @@ spec changed: the window applies the change when it closes), orphan (no longer
 in the file; removed with --prune, shown as remove) or conflict (a container
 meshctl does not manage has the name: nothing is changed, exit 1).
 
-A recreate keeps the old container until the new one runs, and puts it back if
-the new one fails. Named volumes are never removed. Missing images are pulled
-without holding the state lock.`,
+A create or recreate succeeds only once the new container is healthy: its
+healthcheck passes (within start-period + retries x (interval + timeout)), or,
+without one, it runs --settle without exiting or being restarted. A recreate
+keeps the old container, stopped and renamed aside, until then, and puts it
+back if the new one fails: the line says failed, why (unhealthy: <probe
+output>, exited 1 after 2s, restarting) and the new container's last log
+lines; exit 1. Containers change after those they depends-on; independent ones
+in parallel. Named volumes are never removed. Missing images are pulled, and
+health waited for, without holding the state lock: the containers being
+changed are claimed, and a window on them waits for the claim.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
