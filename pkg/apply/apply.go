@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -39,6 +40,11 @@ type Options struct {
 	// Warn reports what the operator should act on, even under -q;
 	// default Progress.
 	Warn func(format string, args ...any)
+	// Status, when set (a terminal), shows each container's progress on a
+	// line of its own, updated in place, instead of Progress's lines.
+	Status func(container, msg string)
+	// PullOutput receives the engine's pull progress (layers); nil: none.
+	PullOutput io.Writer
 	// Settle is how long a new container without a healthcheck must keep
 	// running before it counts as started (WaitHealthy); 0 looks once.
 	Settle time.Duration
@@ -230,7 +236,7 @@ func (p *pulls) pull(ctx context.Context, ref string) {
 	p.opts.Progress("pulling %s\n", ref)
 	// A failure is not said here: the report says it once, on the line of
 	// each container that needed the image.
-	if err := p.eng.Pull(ctx, ref, nil); err != nil {
+	if err := p.eng.Pull(ctx, ref, p.opts.PullOutput); err != nil {
 		p.tried[ref] = &reasonError{err: err, msg: engine.Reason(strings.TrimPrefix(err.Error(), "pull "+ref+": "))}
 	} else {
 		p.tried[ref] = nil
@@ -622,7 +628,11 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 			} else if why, ok := absent[imageOf(it)]; ok && err == nil && it.Action != Remove {
 				err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, why, untouched[it.Action])
 			} else if err == nil {
-				opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
+				if opts.Status != nil {
+					opts.Status(it.Name, progressVerb(it.Action)+"…")
+				} else {
+					opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
+				}
 				switch it.Action {
 				case Create:
 					err = x.Create(ctx, it.Desired)
@@ -631,6 +641,9 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 				case Remove:
 					err = x.Remove(ctx, *it.Observed)
 				}
+			}
+			if opts.Status != nil {
+				opts.Status(it.Name, doneWord(it.Action, err))
 			}
 			if err != nil {
 				mu.Lock()
@@ -676,6 +689,20 @@ func imageOf(it *Item) string {
 		return ""
 	}
 	return it.Desired.Image
+}
+
+// doneWord is a container's line once its action is done.
+func doneWord(action string, err error) string {
+	switch {
+	case err != nil:
+		return action + " failed"
+	case action == Create:
+		return "created"
+	case action == Recreate:
+		return "recreated"
+	default:
+		return "removed"
+	}
 }
 
 func progressVerb(action string) string {

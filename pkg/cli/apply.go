@@ -116,6 +116,8 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Now:           env.Now,
 		Progress:      env.Progressf,
 		Warn:          env.Warnf,
+		Status:        env.StatusFunc(),
+		PullOutput:    env.Progress().PullOutput(),
 	})
 	if rep != nil {
 		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))

@@ -47,7 +47,12 @@ type Env struct {
 	// engine's default socket).
 	NewEngine func(host string) (engine.Client, error)
 	Global    Global
+	// StderrTTY says that stderr is a terminal (StderrFd): progress is
+	// then shown live, lines updated in place.
+	StderrTTY bool
+	StderrFd  uintptr
 
+	progress *progress
 	stateDir *state.Dir
 	peekDir  *state.Dir
 	// jsonResult is the document PrintJSON was given, written by Run.
@@ -142,7 +147,10 @@ func (e *Env) OpenStateAndEngine(readOnly bool) (*state.Dir, engine.Client, erro
 
 // LockOptions returns how long to wait for a lock, per --lock-timeout.
 func (e *Env) LockOptions(what string) state.LockOptions {
-	return state.LockOptions{Timeout: e.Global.LockTimeout, What: what}
+	return state.LockOptions{Timeout: e.Global.LockTimeout, What: what,
+		Waiting: func(what string, h state.Holder) {
+			e.Progressf("waiting for the %s held by %s\n", what, h)
+		}}
 }
 
 // JSON reports whether -o json was asked for.
@@ -168,8 +176,31 @@ func (e *Env) Printf(format string, args ...any) {
 
 // Progressf writes a progress line on stderr, unless -q.
 func (e *Env) Progressf(format string, args ...any) {
-	if !e.Global.Quiet {
-		fmt.Fprintf(e.Stderr, format, args...)
+	e.Progress().Linef(format, args...)
+}
+
+// Progress is this invocation's progress on stderr: plain lines, or on a
+// terminal, lines updated in place (see progress).
+func (e *Env) Progress() *progress {
+	if e.progress == nil {
+		e.progress = newProgress(e.Stderr, e.StderrFd, e.StderrTTY, e.Global.Quiet)
+	}
+	return e.progress
+}
+
+// StatusFunc is, on a terminal, what shows an item's progress on a line of
+// its own, updated in place; nil when progress is plain lines.
+func (e *Env) StatusFunc() func(id, msg string) {
+	if p := e.Progress(); p.Live() {
+		return p.Status
+	}
+	return nil
+}
+
+// closeProgress ends the live progress, before the result and errors.
+func (e *Env) closeProgress() {
+	if e.progress != nil {
+		e.progress.Close()
 	}
 }
 

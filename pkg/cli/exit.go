@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/term"
 )
 
 // Exit statuses of CONTRACT §3.
@@ -50,7 +52,10 @@ func Main() int {
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
 	stdout, stderr := &outputWriter{w: os.Stdout}, &outputWriter{w: os.Stderr}
-	code := Run(ctx, NewEnv(os.Stdin, stdout, stderr), os.Args[1:])
+	env := NewEnv(os.Stdin, stdout, stderr)
+	env.StderrFd = os.Stderr.Fd()
+	env.StderrTTY = term.IsTerminal(int(env.StderrFd))
+	code := Run(ctx, env, os.Args[1:])
 	// The exit status is the work's: results that could not be written do
 	// not undo an apply that was done. A reader that left (EPIPE) chose to;
 	// any other failure is said, if stderr still works.
@@ -94,6 +99,7 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	root := newRootCmd(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	env.closeProgress()
 	code := exitOK
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)

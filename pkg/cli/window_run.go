@@ -102,7 +102,8 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		Lock:       env.LockOptions("state lock"),
 		Now:        env.Now,
 		Progress:   env.Progressf,
-		StepOutput: stepOut,
+		Status:     env.StatusFunc(),
+		StepOutput: env.Progress().Output(stepOut),
 		Settle:     opts.settle,
 	})
 	unpublish()

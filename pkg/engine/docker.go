@@ -247,8 +247,13 @@ func (c *dockerClient) Pull(ctx context.Context, ref string, progress io.Writer)
 		}
 		defer rc.Close()
 		// The engine answers 200 before pulling; a failure comes as the
-		// stream's last message, which this returns.
-		return jsonmessage.DisplayJSONMessagesStream(rc, progress, 0, false, nil)
+		// stream's last message, which this returns. A writer that is a
+		// terminal gets the layers' progress bars, updated in place.
+		fd, tty := uintptr(0), false
+		if t, ok := progress.(interface{ Terminal() (uintptr, bool) }); ok {
+			fd, tty = t.Terminal()
+		}
+		return jsonmessage.DisplayJSONMessagesStream(rc, progress, fd, tty, nil)
 	})
 }
 

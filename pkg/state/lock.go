@@ -63,7 +63,14 @@ type LockOptions struct {
 	// Command describes the holder in the lock file, for the busy errors of
 	// others; default this process's command line (CommandLine(os.Args)).
 	Command string
+	// Waiting, if set, is told once when the lock is busy and Lock waits
+	// for it (after a short grace, so that brief contention says nothing):
+	// a person at a terminal sees who they are waiting for.
+	Waiting func(what string, holder Holder)
 }
+
+// waitingGrace is how long a lock is waited for before Waiting is told.
+const waitingGrace = 250 * time.Millisecond
 
 // CommandLine describes a process by its arguments for a lock file: the
 // program's base name and its arguments, "meshctl apply -f mesh.yaml".
@@ -99,14 +106,18 @@ func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, e
 			return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
 		}
 		waited := time.Since(start)
+		what := opts.What
+		if what == "" {
+			what = name + " lock"
+		}
 		if waited >= opts.Timeout {
 			holder := readHolder(f)
 			f.Close()
-			what := opts.What
-			if what == "" {
-				what = name + " lock"
-			}
 			return nil, &BusyError{Lock: what, Holder: holder, Waited: opts.Timeout}
+		}
+		if opts.Waiting != nil && waited >= waitingGrace {
+			opts.Waiting(what, readHolder(f))
+			opts.Waiting = nil // once
 		}
 		t := time.NewTimer(min(delay, opts.Timeout-waited))
 		select {

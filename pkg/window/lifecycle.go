@@ -107,6 +107,7 @@ func (w *window) runStep(ctx context.Context) {
 	defer cancel()
 	w.stepStart = time.Now()
 	w.opts.Progress("step %s started (timeout %s)\n", w.step, w.timeout)
+	stopElapsed := w.showElapsed(stepCtx)
 	// stderr going away (a pipe whose reader died) must neither stop the
 	// step's output from draining nor fail the step.
 	out := &softWriter{w: w.opts.StepOutput}
@@ -117,6 +118,7 @@ func (w *window) runStep(ctx context.Context) {
 	} else {
 		code, err = w.runExec(stepCtx, out)
 	}
+	stopElapsed()
 	w.stepEnd = time.Now()
 	out.endLine()
 	// A kill that failed must not be hidden behind "timeout" or
@@ -151,6 +153,40 @@ func (w *window) runStep(ctx context.Context) {
 	}
 	w.stepCode = &code
 	w.opts.Progress("step %s finished in %s with exit %d\n", w.step, took, code)
+}
+
+// status shows item's progress in place, on a terminal.
+func (w *window) status(item, msg string) {
+	if w.opts.Status != nil {
+		w.opts.Status(item, msg)
+	}
+}
+
+// showElapsed shows, on a terminal, the step's elapsed time once a second
+// until the returned func is called.
+func (w *window) showElapsed(ctx context.Context) func() {
+	if w.opts.Status == nil {
+		return func() {}
+	}
+	item := "step " + w.step
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.status(item, fmt.Sprintf("running for %s (timeout %s)", time.Since(w.stepStart).Round(time.Second), w.timeout))
+			}
+		}
+	}()
+	return func() { close(done); <-stopped }
 }
 
 // stepSupervisor runs an exec: step's argv ("$@", never through a shell's

@@ -30,12 +30,18 @@ func (w *window) open(ctx context.Context) error {
 			continue
 		}
 		if c.Running {
+			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", apply.StopTimeoutOf(c)))
 			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
+				w.status(c.Name, "stop failed")
 				errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 				continue
 			}
 		}
-		w.opts.Progress("stopped %s\n", c.Name)
+		if w.opts.Status != nil {
+			w.status(c.Name, "stopped")
+		} else {
+			w.opts.Progress("stopped %s\n", c.Name)
+		}
 	}
 	return errors.Join(errs...)
 }

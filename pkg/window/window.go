@@ -42,6 +42,10 @@ type Options struct {
 	Now  func() time.Time
 	// Progress reports what the window does (stderr).
 	Progress func(format string, args ...any)
+	// Status, when set (a terminal), shows a held container's or the
+	// step's progress on a line of its own, updated in place: the stops,
+	// and the step's elapsed time.
+	Status func(item, msg string)
 	// StepOutput receives the step's stdout and stderr.
 	StepOutput io.Writer
 	// Settle is how long a held container without a healthcheck must keep

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/docker/docker/pkg/jsonmessage"
+)
+
+// progress is where a command's progress goes (stderr). Piped, it is plain
+// lines. On a terminal, each item (a container, a step) has a line of its
+// own updated in place, and pulls show the engine's layer progress: the
+// rendering is the Docker CLI's own (jsonmessage), so meshctl writes no
+// terminal codes of its own. Under -q nothing is shown.
+type progress struct {
+	mu    sync.Mutex
+	out   io.Writer
+	quiet bool
+	tty   bool
+	fd    uintptr
+	// On a terminal, messages go through a pipe to one jsonmessage
+	// renderer, which keeps track of the lines it can update.
+	pw   *io.PipeWriter
+	done chan struct{}
+}
+
+func newProgress(out io.Writer, fd uintptr, tty, quiet bool) *progress {
+	p := &progress{out: out, quiet: quiet, tty: tty && !quiet, fd: fd}
+	if p.tty {
+		pr, pw := io.Pipe()
+		p.pw, p.done = pw, make(chan struct{})
+		go func() {
+			defer close(p.done)
+			if err := jsonmessage.DisplayJSONMessagesStream(pr, out, fd, true, nil); err != nil {
+				// A renderer that failed (a closed terminal) must not block
+				// the work: drain what comes.
+				_, _ = io.Copy(io.Discard, pr)
+			}
+		}()
+	}
+	return p
+}
+
+// send renders one message and returns once it is on the terminal: the
+// blank written after it is read only when the renderer asks for more,
+// after it has displayed the message.
+func (p *progress) send(m jsonmessage.JSONMessage) {
+	b, _ := json.Marshal(m)
+	_, _ = p.pw.Write(append(b, '\n'))
+	_, _ = p.pw.Write([]byte{' '})
+}
+
+// Linef writes a line of progress.
+func (p *progress) Linef(format string, args ...any) {
+	if p.quiet {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty {
+		p.send(jsonmessage.JSONMessage{Stream: fmt.Sprintf(format, args...)})
+		return
+	}
+	fmt.Fprintf(p.out, format, args...)
+}
+
+// Live reports whether progress is shown on a terminal, where Status lines
+// update in place.
+func (p *progress) Live() bool { return p.tty }
+
+// Status sets item id's line to msg, in place, on a terminal; piped, it
+// shows nothing (the plain lines say what happens).
+func (p *progress) Status(id, msg string) {
+	if !p.tty {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	// An empty Progress makes the renderer clear the line before it
+	// writes the new status over it.
+	p.send(jsonmessage.JSONMessage{ID: id, Status: msg, Progress: &jsonmessage.JSONProgress{}})
+}
+
+// Output is a writer for a step's output: on a terminal it goes through the
+// renderer, so that the lines it updates stay where it put them.
+func (p *progress) Output(w io.Writer) io.Writer {
+	if !p.tty {
+		return w
+	}
+	return writerFunc(func(b []byte) (int, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.send(jsonmessage.JSONMessage{Stream: string(b)})
+		return len(b), nil
+	})
+}
+
+// PullOutput is where an engine pull shows its layers: on a terminal, the
+// engine's own progress bars; piped, nothing (a pull is one plain line).
+func (p *progress) PullOutput() io.Writer {
+	if !p.tty {
+		return nil
+	}
+	return &pullWriter{p: p}
+}
+
+// pullWriter writes a pull's rendering straight to the terminal, which it
+// reports being (engine.Pull renders for one when its writer says so).
+type pullWriter struct{ p *progress }
+
+func (w *pullWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.out.Write(b)
+}
+
+// Terminal says that the writer is a terminal, and its descriptor.
+func (w *pullWriter) Terminal() (uintptr, bool) { return w.p.fd, true }
+
+// Close lets the renderer finish.
+func (p *progress) Close() {
+	if p.pw != nil {
+		p.pw.Close()
+		<-p.done
+		p.pw = nil
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
