@@ -4,7 +4,8 @@
  * says what is modelled and how scripts/model checks it.
  *
  * One module with one held container C and a run: step (its one-off step
- * container). Two windows on the module (W1, W2) and one apply (A) run at
+ * container). C may exit by itself once (so an apply recreates it, under a
+ * claim, with the state lock released). Two windows on the module (W1, W2) and one apply (A) run at
  * once; a killer may SIGKILL any of them between any two of their steps
  * (MAXK kills in all). A kill drops the process's flocks (the state lock,
  * its module lock, its window lock) and whatever it was doing; the engine
@@ -32,6 +33,8 @@
  *                       survive this, the property fails.
  *   REMOVE_STEP_FIRST   the proposed fix: a stale release removes the dead
  *                       window's step container before it brings C back.
+ *   BROKEN_NO_CLAIM_CHECK  the window records its hold without checking
+ *                       for an apply's live claim on C
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
@@ -55,11 +58,17 @@ bool winlock[3];  /* "window-<id>": held for the window's whole life */
 /* holds.json: a hold per window (on C, with its step container) */
 bool hold[3];
 
+/* claims.json: an apply's claim on C while it carries out its plan with
+ * the state lock released; alive while its owner holds "claim-<id>" */
+bool claim;
+byte claimlock;
+
 /* the engine */
 bool c_run = 1;     /* C runs (or reads running: a stop is in flight) */
 bool c_pol_no;      /* C's restart policy is "no" */
 bool c_stopping;    /* a stop of C is in flight; the engine finishes it */
 bool step_run;      /* the module's step container runs */
+byte crashes;       /* C exits by itself (once, while the killer is at work) */
 bool step_starting; /* START_IN_FLIGHT: a start of it is in flight (it reads "created") */
 
 /* the killer */
@@ -136,9 +145,12 @@ inline release_stale() {
  * needs them: the model's state, not the protocol's. */
 inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs_step = 0 }
 
-/* One apply: apply.runLocked. */
+/* One apply: apply.runLocked, and executeClaimed: a plan that changes C is
+ * carried out with the state lock released, under a claim on C. */
 inline apply_pass(me) {
 	lock_state(me);                        /* code: d.Lock(state) */
+	/* code: claims.Live: another apply's claim would make this one wait;
+	 * A and F never overlap here, so there is none */
 	atomic { h1 = hold[1]; h2 = hold[2] }; /* code: holds.Read */
 #ifdef BROKEN_APPLY_WAITS
 	(modlock == 0);
@@ -151,18 +163,24 @@ inline apply_pass(me) {
 	/* code: Plan: C held by a hold still honoured → held (untouched);
 	 * else stopped → recreate (the host's rule), running → unchanged. */
 	if
-	:: (h1 && !s1) || (h2 && !s2) -> skip
+	:: !((h1 && !s1) || (h2 && !s2)) && !obs_c ->
+		/* code: executeClaimed: claims.Take (the claim's lock, then
+		 * claims.json), the state lock released, execute: Recreate (the
+		 * old C reads stopped; renamed aside; a new C created and started
+		 * with the desired policy), the state lock again */
+		claimlock = me;
+		claim = 1;
+		atomic { unlock_state(me); forget() };
+		atomic { c_run = 1; c_pol_no = 0; c_stopping = 0 };
+		lock_state(me);
+		/* code: record: lock.Write(applied.json, last-apply.json) (no shared effect) */
+		claim = 0;                         /* code: Held.Release: claims.json */
+		claimlock = 0;                     /* ... and the claim's lock */
+		unlock_state(me)
 	:: else ->
-		if
-		:: !obs_c ->                       /* code: execute: Recreate */
-			/* the old C is stopped (obs: not running), renamed aside; a new C
-			 * is created and started with the desired policy */
-			atomic { c_run = 1; c_pol_no = 0; c_stopping = 0 }
-		:: else
-		fi
-	fi;
-	/* code: record: lock.Write(applied.json, last-apply.json) (no shared effect) */
-	atomic { unlock_state(me); forget() }
+		/* code: record: lock.Write(applied.json, last-apply.json) (no shared effect) */
+		atomic { unlock_state(me); forget() }
+	fi
 }
 
 /* The cleanup of a killed process: the kernel drops its flocks. */
@@ -170,6 +188,7 @@ inline die(me) {
 	atomic {
 		if :: statelock == me -> statelock = 0 :: else fi;
 		if :: modlock == me -> modlock = 0 :: else fi;
+		if :: claimlock == me -> claimlock = 0 :: else fi;
 		if :: me == W1 || me == W2 -> winlock[me] = 0 :: else fi;
 		done[me] = 1
 	}
@@ -186,8 +205,20 @@ proctype Window(byte me) {
 		winlock[me] = 1;                   /* code: Run: the window's own lock */
 		/* code: prepareStep: the step image is present (no lock, no state) */
 
-		/* code: open → record, under the state lock */
+		/* code: open → recordUnclaimed → record, under the state lock */
+record:
 		lock_state(me);
+#ifndef BROKEN_NO_CLAIM_CHECK
+		/* code: checkClaims (claims.Covering): a live apply claim on C →
+		 * unlock, claims.Wait for its lock, record again */
+		if
+		:: claim && claimlock != 0 ->
+			unlock_state(me);
+			(claimlock == 0);
+			goto record
+		:: else
+		fi;
+#endif
 		atomic { h1 = hold[1]; h2 = hold[2] };
 		classify();
 		/* a hold on this module still honoured: busy */
@@ -274,6 +305,7 @@ end:
 	do
 	:: atomic { c_stopping -> c_run = 0; c_stopping = 0 }  /* a stop completes */
 	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
+	:: atomic { crashes == 0 && !nokill && c_run && !c_stopping -> c_run = 0; crashes = 1 } /* C exits */
 #ifdef START_IN_FLIGHT
 	:: atomic { step_starting -> step_run = 1; step_starting = 0 } /* a start completes */
 #endif
