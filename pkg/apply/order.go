@@ -2,164 +2,31 @@ package apply
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"sync"
+
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
-// DependencyError is a container left untouched because a container it
-// depends on (depends-on) failed to change.
-type DependencyError struct {
-	Dep    string
-	Action string
-}
-
-func (e *DependencyError) Error() string {
-	return fmt.Sprintf("not touched: dependency %s failed", e.Dep)
-}
-
-// order makes one execute's changes follow depends-on: a container is
-// created or recreated only once every container it depends on that this
-// apply changes is done (and healthy: Create and Recreate wait for that).
-// Containers with no path between them still change in parallel.
-type order struct {
-	done map[string]chan struct{}
-	deps map[string][]string
-	mu   sync.Mutex
-	// failed holds the containers whose change failed.
-	failed map[string]bool
-}
-
+// changes reports whether carrying out it changes the engine.
 func changes(it Item) bool {
 	return it.Action == Create || it.Action == Recreate || it.Action == Remove
 }
 
-func newOrder(items []Item) *order {
-	o := &order{done: map[string]chan struct{}{}, deps: map[string][]string{}, failed: map[string]bool{}}
+// order is the depends-on order of one execute (lifecycle.Order).
+type order struct{ *lifecycle.Order }
+
+func newOrder(items []Item) order {
+	changing := map[string][]string{}
 	for _, it := range items {
-		if changes(it) {
-			o.done[it.Name] = make(chan struct{})
+		if !changes(it) {
+			continue
+		}
+		changing[it.Name] = nil
+		if it.Desired != nil && it.Action != Remove {
+			changing[it.Name] = it.Desired.Def.Dependencies(it.Module)
 		}
 	}
-	graph := map[string][]string{}
-	for _, it := range items {
-		if it.Desired != nil && (it.Action == Create || it.Action == Recreate) {
-			for _, d := range it.Desired.Def.Dependencies(it.Module) {
-				if _, ok := o.done[d]; ok {
-					graph[it.Name] = append(graph[it.Name], d)
-				}
-			}
-		}
-	}
-	o.deps = acyclic(graph)
-	return o
+	return order{lifecycle.NewOrder(changing)}
 }
 
-// acyclic returns graph without the edges that close a cycle. A file's
-// cycles are refused at decode; these are the ones that modules applied
-// from different files can make together (apply --last): ordering them is
-// impossible, waiting on them would never end.
-func acyclic(graph map[string][]string) map[string][]string {
-	const (
-		white = iota
-		grey
-		black
-	)
-	color := map[string]int{}
-	out := map[string][]string{}
-	var visit func(n string)
-	visit = func(n string) {
-		color[n] = grey
-		for _, m := range graph[n] {
-			if color[m] == grey {
-				continue // a back edge: drop it
-			}
-			out[n] = append(out[n], m)
-			if color[m] == white {
-				visit(m)
-			}
-		}
-		color[n] = black
-	}
-	for _, n := range sortedNames(graph) {
-		if color[n] == white {
-			visit(n)
-		}
-	}
-	return out
-}
-
-func sortedNames(graph map[string][]string) []string {
-	names := make([]string, 0, len(graph))
-	for n := range graph {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
-
-// wait waits until every dependency of it that this apply changes is done.
-// It returns the first that failed, "" when none did.
-func (o *order) wait(ctx context.Context, it *Item) string {
-	for _, d := range o.deps[it.Name] {
-		select {
-		case <-o.done[d]:
-		case <-ctx.Done():
-			return ""
-		}
-		o.mu.Lock()
-		failed := o.failed[d]
-		o.mu.Unlock()
-		if failed {
-			return d
-		}
-	}
-	return ""
-}
-
-// finish marks name's change done, failed or not.
-func (o *order) finish(name string, failed bool) {
-	o.mu.Lock()
-	o.failed[name] = failed
-	o.mu.Unlock()
-	if ch, ok := o.done[name]; ok {
-		close(ch)
-	}
-}
-
-// DependencyOrder returns names ordered so that each comes after the
-// names it depends on (deps gives them; a dependency not in names is
-// ignored), else in the order given. A window's close brings its held
-// containers back in this order.
-func DependencyOrder(names []string, deps func(name string) []string) []string {
-	in := map[string]bool{}
-	for _, n := range names {
-		in[n] = true
-	}
-	graph := map[string][]string{}
-	for _, n := range names {
-		for _, d := range deps(n) {
-			if in[d] {
-				graph[n] = append(graph[n], d)
-			}
-		}
-	}
-	graph = acyclic(graph)
-	var out []string
-	seen := map[string]bool{}
-	var visit func(n string)
-	visit = func(n string) {
-		if seen[n] {
-			return
-		}
-		seen[n] = true
-		for _, d := range graph[n] {
-			visit(d)
-		}
-		out = append(out, n)
-	}
-	for _, n := range names {
-		visit(n)
-	}
-	return out
-}
+func (o order) wait(ctx context.Context, it *Item) string { return o.Wait(ctx, it.Name) }
+func (o order) finish(name string, failed bool)           { o.Finish(name, failed) }

@@ -10,6 +10,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -234,7 +235,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	if w.hold == nil {
 		return out
 	}
-	x := apply.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
+	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
 	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	observed, err := w.eng.List(listCtx, apply.Managed(w.scope))
 	cancel()
@@ -252,7 +253,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	}
 	// In depends-on order: a container comes back after, and once healthy,
 	// those it depends on.
-	order := apply.DependencyOrder(w.held, func(name string) []string {
+	order := lifecycle.DependencyOrder(w.held, func(name string) []string {
 		if d := desired[name]; d != nil {
 			return d.Def.Dependencies(d.Module)
 		}
@@ -276,7 +277,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 }
 
 // bringOne brings one held container back (see bringBack).
-func (w *window) bringOne(ctx context.Context, x apply.Executor, name string, c engine.Container, exists bool, d *apply.Desired) error {
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, exists bool, d *apply.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart

@@ -1,0 +1,172 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// StopTimeout is how long a container gets to stop gracefully before it is
+// killed, when apply or a window stops it, unless its stop-grace-period
+// says otherwise (StopTimeoutOf).
+const StopTimeout = mesh.DefaultStopGracePeriod
+
+// cleanupTimeout bounds the work that must happen even after a signal:
+// putting an old container back, restarting what a window held.
+const cleanupTimeout = 2 * time.Minute
+
+// Executor carries out container actions on an engine. Window's close uses it
+// too, to bring held containers to what the last apply wants.
+type Executor struct {
+	Engine engine.Client
+	// Scope is the state directory's ID, the value of LabelManaged.
+	Scope string
+	// Settle is how long a new container without a healthcheck must keep
+	// running before it counts as started (WaitHealthy); 0 looks once.
+	Settle time.Duration
+	// Health, when not nil, is told the health each container Create and
+	// Recreate start reaches.
+	Health func(name, health string)
+}
+
+// Create creates and starts d, and waits until it is healthy
+// (WaitHealthy).
+func (x Executor) Create(ctx context.Context, d *Desired) error {
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
+	if err != nil {
+		return err // the engine's error says "create NAME: …" already
+	}
+	err = x.Engine.Start(ctx, id)
+	if err != nil {
+		err = fmt.Errorf("start %s: %w", d.Name, err)
+	} else {
+		err = x.gate(ctx, id, d.Name)
+	}
+	if err != nil {
+		// A container that cannot start, or never becomes healthy, is not
+		// left behind half-made: the next apply tries again.
+		rmErr := x.Engine.Remove(cleanupContext(ctx), id)
+		return errors.Join(err, wrapErr("remove the new "+d.Name, rmErr))
+	}
+	return nil
+}
+
+// gate waits for the container id, just started, to be healthy, and tells
+// x.Health what it reached.
+func (x Executor) gate(ctx context.Context, id, name string) error {
+	h, err := x.WaitHealthy(ctx, id, name)
+	if x.Health != nil && h != "" {
+		x.Health(name, h)
+	}
+	return err
+}
+
+// Recreate replaces old with a new container for d. The old container is
+// kept (stopped, renamed aside) until the new one is created, started and
+// healthy (WaitHealthy); if that fails, the new one is removed and the old
+// one put back as it was: renamed back, and started if it was running. A
+// bad image, or one that crashes or never becomes ready, never leaves the
+// host without the service.
+func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
+	if old.Running {
+		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
+			return fmt.Errorf("stop %s: %w", d.Name, err)
+		}
+	}
+	if err := x.renameAside(ctx, d.Name, old); err != nil {
+		return errors.Join(fmt.Errorf("rename %s aside: %w", d.Name, err), x.restart(ctx, old))
+	}
+	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
+	if err == nil {
+		if err = x.Engine.Start(ctx, id); err != nil {
+			err = fmt.Errorf("start new %s: %w", d.Name, err)
+		} else {
+			err = x.gate(ctx, id, d.Name)
+		}
+	} else {
+		err = fmt.Errorf("create new %s: %w", d.Name, err)
+	}
+	if err != nil {
+		if perr := x.putBack(ctx, d.Name, id, old); perr != nil {
+			return errors.Join(err, perr)
+		}
+		return fmt.Errorf("%w; the old container was put back", err)
+	}
+	if err := x.Engine.Remove(ctx, old.ID); err != nil {
+		return fmt.Errorf("remove the old %s (now %s): %w", d.Name, OldName(d.Name), err)
+	}
+	return nil
+}
+
+// renameAside renames old out of the way of its replacement. A container
+// already under the aside name is a leftover of a recreate that died half
+// way (the service itself is old, which exists): if it is ours, it goes.
+func (x Executor) renameAside(ctx context.Context, name string, old engine.Container) error {
+	err := x.Engine.Rename(ctx, old.ID, OldName(name))
+	if err == nil {
+		return nil
+	}
+	left, ierr := x.Engine.Inspect(ctx, OldName(name))
+	if ierr != nil || left.ID == old.ID || left.Labels[LabelManaged] != x.Scope {
+		return err
+	}
+	if rerr := x.Engine.Remove(ctx, left.ID); rerr != nil {
+		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", OldName(name), rerr))
+	}
+	return x.Engine.Rename(ctx, old.ID, OldName(name))
+}
+
+// putBack undoes a failed recreate: it runs even after a signal.
+func (x Executor) putBack(ctx context.Context, name, newID string, old engine.Container) error {
+	ctx = cleanupContext(ctx)
+	var errs []error
+	if newID != "" {
+		errs = append(errs, wrapErr("remove the failed new "+name, x.Engine.Remove(ctx, newID)))
+	}
+	errs = append(errs, wrapErr("rename the old "+name+" back", x.Engine.Rename(ctx, old.ID, name)))
+	errs = append(errs, x.restart(ctx, old))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("put the old %s back: %w", name, err)
+	}
+	return nil
+}
+
+func (x Executor) restart(ctx context.Context, old engine.Container) error {
+	if !old.Running {
+		return nil
+	}
+	return wrapErr("start the old "+old.Name+" again", x.Engine.Start(cleanupContext(ctx), old.ID))
+}
+
+// Remove stops and removes c. Its named volumes stay.
+func (x Executor) Remove(ctx context.Context, c engine.Container) error {
+	if c.Running {
+		if err := x.Engine.Stop(ctx, c.ID, StopTimeoutOf(c)); err != nil {
+			return fmt.Errorf("stop %s: %w", c.Name, err)
+		}
+	}
+	if err := x.Engine.Remove(ctx, c.ID); err != nil {
+		return fmt.Errorf("remove %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// cleanupContext returns a context that survives ctx's cancellation, bounded
+// by cleanupTimeout from now: cleanup after SIGINT must still happen, but
+// not forever. Make it at the moment of the cleanup, never earlier.
+func cleanupContext(ctx context.Context) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	_ = cancel // released by its timer; the context lives as long as the cleanup
+	return c
+}
+
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,152 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+)
+
+// Health a new or restarted container reached (the report's "health").
+const (
+	// HealthHealthy: its healthcheck passed.
+	HealthHealthy = "healthy"
+	// HealthRunning: it has no healthcheck and still ran, not restarting,
+	// after the settle time.
+	HealthRunning = "running"
+	// HealthUnhealthy: its healthcheck failed, or did not pass in time.
+	HealthUnhealthy = "unhealthy"
+	// HealthExited: it stopped.
+	HealthExited = "exited"
+	// HealthRestarting: the engine restarted it, or is restarting it.
+	HealthRestarting = "restarting"
+	// HealthCompleted: a one-shot container (restart "no" or
+	// "on-failure") that exited 0 without a healthcheck: it did its job.
+	HealthCompleted = "completed"
+)
+
+// DefaultSettle is how long a container without a healthcheck must keep
+// running, not restarting, to count as started (apply --settle).
+const DefaultSettle = 3 * time.Second
+
+// healthPoll is how often a health wait asks the engine.
+const healthPoll = 200 * time.Millisecond
+
+// logLines is how many of its last log lines a failed container's report
+// shows.
+const logLines = 10
+
+// HealthError is a container that did not become healthy: Reason says how
+// ("unhealthy: <last probe output>", "exited 1 after 2s", "restarting"),
+// Log holds its last log lines.
+type HealthError struct {
+	Name   string
+	Health string
+	Reason string
+	Log    []string
+}
+
+func (e *HealthError) Error() string { return e.Reason }
+
+// healthBudget is how long a container with healthcheck h may take to
+// become healthy: start period + retries × (interval + timeout), with the
+// engine's defaults.
+func healthBudget(h *engine.Healthcheck) time.Duration {
+	interval, timeout, retries := h.Interval, h.Timeout, h.Retries
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	if retries <= 0 {
+		retries = 3
+	}
+	return h.StartPeriod + time.Duration(retries)*(interval+timeout)
+}
+
+// WaitHealthy waits until the container id (called name), just started,
+// is healthy: with a healthcheck, until it passes, within its budget;
+// without one, until it has run for x.Settle without exiting or being
+// restarted. A container the engine keeps restarting fails even while it
+// reads running: its StartedAt or RestartCount moves. A one-shot container
+// (restart "no" or "on-failure", no healthcheck) that exits 0 has
+// completed, which counts as a success. It returns the health
+// reached, and a *HealthError (with the last log lines) when that is not
+// healthy or running.
+func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, error) {
+	first, err := x.Engine.Inspect(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("inspect %s: %w", name, err)
+	}
+	probe := first.Healthcheck != nil && len(first.Healthcheck.Test) > 0 && first.Healthcheck.Test[0] != "NONE"
+	start := time.Now()
+	budget := x.Settle
+	if probe {
+		budget = max(healthBudget(first.Healthcheck), x.Settle)
+	}
+	c := first
+	for {
+		switch {
+		case c.Restarting || c.RestartCount != first.RestartCount || !c.StartedAt.Equal(first.StartedAt):
+			return x.unhealthy(ctx, id, name, HealthRestarting, fmt.Sprintf("restarting: exited %d and was restarted by the engine (restart count %d)", c.ExitCode, c.RestartCount))
+		case !c.Running && !probe && c.ExitCode == 0 && (c.RestartPolicy == "no" || c.RestartPolicy == "on-failure" || c.RestartPolicy == ""):
+			// Nothing will restart it and it succeeded: a job, done.
+			return HealthCompleted, nil
+		case !c.Running:
+			ran := c.FinishedAt.Sub(c.StartedAt).Round(100 * time.Millisecond)
+			if c.FinishedAt.IsZero() || c.StartedAt.IsZero() || ran < 0 {
+				ran = time.Since(start).Round(100 * time.Millisecond)
+			}
+			return x.unhealthy(ctx, id, name, HealthExited, fmt.Sprintf("exited %d after %s", c.ExitCode, ran))
+		case probe && c.Health == HealthHealthy:
+			return HealthHealthy, nil
+		case probe && c.Health == HealthUnhealthy:
+			return x.unhealthy(ctx, id, name, HealthUnhealthy, "unhealthy: "+oneLine(c.HealthOutput))
+		case !probe && time.Since(start) >= x.Settle:
+			return HealthRunning, nil
+		case probe && time.Since(start) >= budget:
+			why := fmt.Sprintf("unhealthy: no probe passed within %s", budget.Round(time.Millisecond))
+			if c.HealthOutput != "" {
+				why += ": " + oneLine(c.HealthOutput)
+			}
+			return x.unhealthy(ctx, id, name, HealthUnhealthy, why)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(healthPoll):
+		}
+		if c, err = x.Engine.Inspect(ctx, id); err != nil {
+			return "", fmt.Errorf("inspect %s: %w", name, err)
+		}
+	}
+}
+
+// unhealthy makes the HealthError for a container that failed its wait,
+// with its last log lines.
+func (x Executor) unhealthy(ctx context.Context, id, name, health, reason string) (string, error) {
+	e := &HealthError{Name: name, Health: health, Reason: reason}
+	if out, err := x.Engine.Tail(cleanupContext(ctx), id, logLines); err == nil {
+		for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+			if l = strings.TrimRight(l, "\r"); l != "" {
+				e.Log = append(e.Log, l)
+			}
+		}
+	}
+	return health, e
+}
+
+// oneLine keeps a probe's output to one short line for a reason.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "the probe failed without output"
+	}
+	return s
+}

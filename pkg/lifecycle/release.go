@@ -1,0 +1,184 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// resumeTimeout bounds bringing one held container back: setting its
+// restart policy and starting it.
+const resumeTimeout = 2 * time.Minute
+
+// Resume brings back a container that a window held, as the window's close
+// does: the same container, its restart policy set to policy ("" keeps the
+// default), started if it does not run. It works after a signal too: its
+// context is made here, bounded.
+func (x Executor) Resume(ctx context.Context, c engine.Container, policy string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	if policy == "" {
+		policy = mesh.DefaultRestart
+	}
+	if err := x.Engine.SetRestart(ctx, c.ID, policy); err != nil {
+		return fmt.Errorf("restore restart policy %s of %s: %w", policy, c.Name, err)
+	}
+	if err := x.Engine.Start(ctx, c.ID); err != nil {
+		return fmt.Errorf("start %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// ReleaseStale releases, under lock, the holds of dead windows in
+// classified: each held container is brought back as its window's close
+// would have done (Resume, with the restart policy policies names, else the
+// one recorded at open), the holds file and the history are written, and
+// the dead windows' exited step containers removed. Whatever instant a
+// window died at, the containers it held run again with their policy.
+//
+// A window killed while the engine stopped a held container leaves that
+// stop to finish without it: the container still reads running, and would
+// be stopped for good just after a plain start. One that runs with restart
+// policy "no" (the window set it before stopping) is therefore stopped
+// first, which waits for a stop in flight, then started. It returns, for
+// each container it tried to bring back, whether it runs now, so the plan
+// that follows sees the engine as it is.
+func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.Doc, hist *holds.History,
+	classified []holds.Classified, observed []engine.Container, policies map[string]string, now time.Time,
+	progress func(string, ...any)) (map[string]bool, error) {
+	byName := map[string]engine.Container{}
+	for _, c := range observed {
+		byName[c.Name] = c
+	}
+	released := holds.ReleaseStale(hd, hist, classified, now)
+	back := map[string]bool{}
+	if len(released) == 0 {
+		return back, nil
+	}
+	for _, r := range released {
+		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
+		for _, name := range r.Containers {
+			c, ok := byName[name]
+			if !ok || !IsService(c, x.Scope) {
+				continue // missing: the plan creates it
+			}
+			policy, ok := policies[name]
+			if !ok {
+				policy = r.Restart[name]
+			}
+			err := x.settle(ctx, c)
+			if err == nil {
+				err = x.Resume(ctx, c, policy)
+			}
+			if err != nil {
+				progress("bring %s back: %v\n", name, err)
+				back[name] = x.runs(ctx, c)
+				continue
+			}
+			back[name] = true
+		}
+	}
+	x.stepExits(ctx, released, observed, hist)
+	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
+		return back, err
+	}
+	x.removeDeadSteps(ctx, released, observed, progress)
+	removeWindowLocks(lock.Dir(), released, progress)
+	return back, nil
+}
+
+// removeWindowLocks removes the lock files of the dead windows whose holds
+// were just released, as their close would have: window ids are never
+// reused, and a free lock is what said they were dead.
+func removeWindowLocks(d *state.Dir, released []holds.Classified, progress func(string, ...any)) {
+	for _, r := range released {
+		l, free, err := d.TryLock(holds.LockName(r.ID))
+		if err == nil && free {
+			err = l.RemoveLockFile()
+			l.Unlock()
+		}
+		if err != nil {
+			progress("remove the lock file of window %s: %v\n", r.ID, err)
+		}
+	}
+}
+
+// stepExits writes into the history how the exited step container of each
+// released window ended, when the engine can say: a window that died
+// mid-step leaves its run: step to finish alone, and whether the sweep
+// succeeded is what its operator wants to know.
+func (x Executor) stepExits(ctx context.Context, released []holds.Classified, observed []engine.Container, hist *holds.History) {
+	for _, r := range released {
+		if r.StepContainer == "" {
+			continue
+		}
+		for _, o := range observed {
+			if o.Name != r.StepContainer || o.Labels[LabelManaged] != x.Scope || o.Labels[LabelRole] != RoleStep || o.Running {
+				continue
+			}
+			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+			full, err := x.Engine.Inspect(ictx, o.ID)
+			cancel()
+			if err != nil || full.State != "exited" {
+				continue
+			}
+			for i := range hist.Windows {
+				if e := &hist.Windows[i]; e.ID == r.ID && e.Result == holds.Stale && e.StepExitCode == nil {
+					code := full.ExitCode
+					e.StepExitCode = &code
+					e.Error += fmt.Sprintf("; its step container %s exited %d", o.Name, code)
+				}
+			}
+		}
+	}
+}
+
+// settle waits for a stop that a dead window may have left in flight on c:
+// a held container that reads running with restart policy "no".
+func (x Executor) settle(ctx context.Context, c engine.Container) error {
+	if !c.Running {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	full, err := x.Engine.Inspect(ctx, c.ID)
+	if err != nil || full.RestartPolicy != "no" {
+		return err
+	}
+	if err := x.Engine.Stop(ctx, c.ID, StopTimeoutOf(c)); err != nil {
+		return fmt.Errorf("stop %s, which its dead window may have been stopping: %w", c.Name, err)
+	}
+	return nil
+}
+
+// runs asks the engine whether c runs now; false when it cannot say, so
+// that the plan replaces what it cannot see running.
+func (x Executor) runs(ctx context.Context, c engine.Container) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	defer cancel()
+	full, err := x.Engine.Inspect(ctx, c.ID)
+	return err == nil && full.Running
+}
+
+// removeDeadSteps removes the exited step containers of the stale holds
+// just released: their windows died before they could.
+func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classified, observed []engine.Container, progress func(string, ...any)) {
+	for _, c := range released {
+		if c.StepContainer == "" {
+			continue
+		}
+		for _, o := range observed {
+			if o.Name == c.StepContainer && o.Labels[LabelManaged] == x.Scope && o.Labels[LabelRole] == RoleStep && !o.Running {
+				if err := x.Engine.Remove(cleanupContext(ctx), o.ID); err != nil && !engine.IsNotFound(err) {
+					progress("remove the dead window's step container %s: %v\n", o.Name, err)
+				}
+			}
+		}
+	}
+}
