@@ -174,7 +174,64 @@ func TestMixedStress(t *testing.T) {
 			}
 		})
 	}
+	// While they run: a managed container that reads stopped is held. Its
+	// hold is in the holds file read just before the listing or just after
+	// it, or its window closed in between (then it is in the history).
+	done := make(chan struct{})
+	samples, seenHeld := 0, 0
+	var monitor sync.WaitGroup
+	monitor.Add(1)
+	go func() {
+		defer monitor.Done()
+		d, err := state.Open(m.state)
+		if err != nil {
+			fail("state dir: %v", err)
+			return
+		}
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			before, histBefore, err1 := holds.Read(d.Read)
+			list, err2 := m.eng.List(t.Context(), map[string]string{apply.LabelRole: apply.RoleService})
+			after, histAfter, err3 := holds.Read(d.Read)
+			if err := errors.Join(err1, err2, err3); err != nil {
+				fail("sample: %v", err)
+				return
+			}
+			samples++
+			held := map[string]bool{}
+			for _, doc := range []holds.Doc{before, after} {
+				for _, h := range doc.Holds {
+					for _, c := range h.Containers {
+						held[c] = true
+					}
+				}
+			}
+			closed := map[string]bool{}
+			for _, e := range histAfter.Windows {
+				if !histBefore.Has(e.ID) {
+					closed[e.Module] = true
+				}
+			}
+			for _, c := range list {
+				mod := c.Labels[apply.LabelModule]
+				if (mod != modA && mod != modB) || c.Running {
+					continue
+				}
+				if !held[c.Name] && !closed[mod] {
+					fail("%s reads %s and no window holds it", c.Name, c.State)
+				}
+				seenHeld++
+			}
+		}
+	}()
 	wg.Wait()
+	close(done)
+	monitor.Wait()
+	t.Logf("the monitor sampled the engine %d times, and saw a held container stopped %d times", samples, seenHeld)
 	for _, err := range errs {
 		t.Error(err)
 	}
