@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -112,46 +113,59 @@ func FuzzLedgerFiles(f *testing.F) {
 	f.Add(uint8(3), []byte(`{"version":2}`))
 	f.Add(uint8(4), []byte(`not json`))
 	f.Add(uint8(5), []byte(`{"version":1,"segments":[{"seq":-5,"level":99,"first":"b-z","last":"b-a"}]}`))
+	// A ledger with every kind of file, made once: 7 builds of m recorded
+	// in chunks of 2 with 2 retained, so chunks are archived; one pending.
+	// Each input starts from a copy of it.
+	tmpl := filepath.Join(f.TempDir(), "state")
+	d, err := state.Open(tmpl)
+	if err != nil {
+		f.Fatal(err)
+	}
+	l := &Ledger{Dir: d, ChunkSize: 2, Retain: 2}
+	img, _ := ParseImage("meshtest/busybox:1")
+	var ids []string
+	var plan string
+	for i := range 8 {
+		p, err := l.Request(context.Background(), []string{"m"}, "")
+		if err != nil {
+			f.Fatal(err)
+		}
+		ids, plan = append(ids, p.Builds[0].ID), p.ID
+		if i < 7 {
+			if _, err := l.Record(context.Background(), p.Builds[0].ID, &img, ""); err != nil {
+				f.Fatal(err)
+			}
+		}
+	}
+	var files []string
+	_ = filepath.WalkDir(tmpl, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() && strings.HasSuffix(p, ".json") && strings.Contains(p, "ledger") {
+			rel, _ := filepath.Rel(tmpl, p)
+			files = append(files, rel)
+		}
+		return nil
+	})
+	slices.Sort(files)
 	f.Fuzz(func(t *testing.T, which uint8, data []byte) {
+		if len(files) == 0 {
+			t.Skip("no ledger files in the state directory: another backend")
+		}
 		dir := filepath.Join(t.TempDir(), "state")
+		if err := os.CopyFS(dir, os.DirFS(tmpl)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
 		d, err := state.Open(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A ledger with every kind of file: 7 builds of m in chunks of 2,
-		// 2 retained, so chunks are archived; one build pending.
-		l := &Ledger{Dir: d, ChunkSize: 2, Retain: 2}
-		img, _ := ParseImage("meshtest/busybox:1")
-		var ids []string
-		var plan string
-		for i := range 8 {
-			p, err := l.Request(t.Context(), []string{"m"}, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids, plan = append(ids, p.Builds[0].ID), p.ID
-			if i < 7 {
-				if _, err := l.Record(t.Context(), p.Builds[0].ID, &img, ""); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
-		var files []string
-		_ = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-			if err == nil && !e.IsDir() && strings.HasSuffix(p, ".json") && strings.Contains(p, "ledger") {
-				files = append(files, p)
-			}
-			return nil
-		})
-		if len(files) == 0 {
-			t.Skip("no ledger files in the state directory: another backend")
-		}
-		slices.Sort(files)
-		target := files[int(which)%len(files)]
+		target := filepath.Join(dir, files[int(which)%len(files)])
 		if err := os.WriteFile(target, data, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		l = &Ledger{Dir: d, ChunkSize: 2, Retain: 2}
+		l := &Ledger{Dir: d, ChunkSize: 2, Retain: 2}
 		check := func(what string, err error, codes ...int) {
 			if err == nil {
 				return
