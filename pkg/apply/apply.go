@@ -599,6 +599,9 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 		sem  = make(chan struct{}, opts.Parallel)
 	)
 	x.Health = func(name, health string) {
+		if opts.Status != nil {
+			opts.Status(name, "health: "+health)
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		for i := range rep.Containers {
