@@ -100,6 +100,10 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 			if c.FinishedAt.IsZero() || c.StartedAt.IsZero() || ran < 0 {
 				ran = time.Since(start).Round(100 * time.Millisecond)
 			}
+			if c.RestartPolicy == "always" || c.RestartPolicy == "unless-stopped" || c.RestartPolicy == "on-failure" && c.ExitCode != 0 {
+				// Seen between its exit and the engine's restart: a crash loop.
+				return x.unhealthy(ctx, id, name, HealthRestarting, fmt.Sprintf("restarting: exited %d after %s, and the engine restarts it", c.ExitCode, ran))
+			}
 			return x.unhealthy(ctx, id, name, HealthExited, fmt.Sprintf("exited %d after %s", c.ExitCode, ran))
 		case probe && c.Health == HealthHealthy:
 			return HealthHealthy, nil
