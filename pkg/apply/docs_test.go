@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -26,6 +27,7 @@ func TestStateDirDocExamples(t *testing.T) {
 		`"holds"`:      func() any { return &holds.Doc{} },
 		`"windows"`:    func() any { return &holds.History{} },
 		`"applied_at"`: func() any { return &Applied{} },
+		`"claims"`:     func() any { return &claims.Doc{} },
 		`"id": "`: func() any {
 			return &struct {
 				state.Header
@@ -39,7 +41,7 @@ func TestStateDirDocExamples(t *testing.T) {
 		if bytes.Contains(body, []byte("…")) {
 			continue // an abbreviated example (the ledger's)
 		}
-		for _, key := range []string{`"holds"`, `"windows"`, `"applied_at"`, `"id": "`} {
+		for _, key := range []string{`"holds"`, `"windows"`, `"applied_at"`, `"claims"`, `"id": "`} {
 			if !bytes.Contains(body, []byte(key)) {
 				continue
 			}
