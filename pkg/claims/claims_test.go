@@ -1,0 +1,73 @@
+package claims
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+func lockState(t *testing.T, d *state.Dir) *state.Lock {
+	t.Helper()
+	l, err := d.Lock(context.Background(), "state", state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// TestClaimLifecycle: a claim is live while its lock is held, covers its
+// containers only, and reads dead (ignored, then dropped) once its holder
+// lets go without recording anything, as a killed apply does.
+func TestClaimLifecycle(t *testing.T) {
+	d, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := lockState(t, d)
+	h, err := Take(l, []string{"m.a", "m.b"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := Covering(d, l.Read, []string{"m.c"}); ok {
+		t.Error("m.c reads claimed")
+	}
+	if c, ok, _ := Covering(d, l.Read, []string{"m.c", "m.b"}); !ok || c.ID != h.ID {
+		t.Errorf("m.b not claimed by %s: %+v %v", h.ID, c, ok)
+	}
+	l.Unlock()
+
+	// Wait returns once the claim ends.
+	done := make(chan error, 1)
+	go func() { done <- Wait(context.Background(), d, h.Claim, time.Minute) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned while the claim lives: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.Abandon() // killed: nothing recorded
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	l = lockState(t, d)
+	defer l.Unlock()
+	if live, err := Live(d, l.Read); err != nil || len(live) != 0 {
+		t.Errorf("Live = %+v, %v; want the dead claim ignored", live, err)
+	}
+	h2, err := Take(l, []string{"m.c"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc Doc
+	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 1 || doc.Claims[0].ID != h2.ID {
+		t.Errorf("claims.json = %+v, want only the new claim", doc)
+	}
+	if err := h2.Release(l); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 0 {
+		t.Errorf("claims.json after Release = %+v", doc)
+	}
+}
