@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -36,10 +37,12 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 }
 
 // ReleaseStale releases, under lock, the holds of dead windows in
-// classified: each held container is brought back as its window's close
-// would have done (Resume, with the restart policy policies names, else the
-// one recorded at open), the holds file and the history are written, and
-// the dead windows' exited step containers removed. Whatever instant a
+// classified: the dead windows' step containers are removed first (a start
+// one sent before it died may still be under way in the engine; one that
+// cannot be removed fails the release, and the holds stay), then each held
+// container is brought back as its window's close would have done (Resume,
+// with the restart policy policies names, else the one recorded at open),
+// and the holds file and the history are written. Whatever instant a
 // window died at, the containers it held run again with their policy.
 //
 // A window killed while the engine stopped a held container leaves that
@@ -60,6 +63,16 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 	back := map[string]bool{}
 	if len(released) == 0 {
 		return back, nil
+	}
+	// The dead windows' step containers go before anything comes back: one
+	// that reads created may be a start its window sent just before it
+	// died, which the engine still carries out. The engine does a
+	// container's start and remove one after the other, so once the remove
+	// has returned the sweep neither runs nor can start. One that cannot be
+	// removed keeps every hold: nothing is written (fail closed).
+	x.stepExits(ctx, released, observed, hist)
+	if err := x.removeDeadSteps(ctx, released, observed); err != nil {
+		return back, err
 	}
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
@@ -84,11 +97,9 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 			back[name] = true
 		}
 	}
-	x.stepExits(ctx, released, observed, hist)
 	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
 		return back, err
 	}
-	x.removeDeadSteps(ctx, released, observed, progress)
 	removeWindowLocks(lock.Dir(), released, progress)
 	return back, nil
 }
@@ -166,9 +177,10 @@ func (x Executor) runs(ctx context.Context, c engine.Container) bool {
 	return err == nil && full.Running
 }
 
-// removeDeadSteps removes the exited step containers of the stale holds
-// just released: their windows died before they could.
-func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classified, observed []engine.Container, progress func(string, ...any)) {
+// removeDeadSteps removes the step containers of the stale holds about to
+// be released, which read exited or created (never running: those holds
+// would not be stale): their windows died before they could.
+func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classified, observed []engine.Container) error {
 	for _, c := range released {
 		if c.StepContainer == "" {
 			continue
@@ -176,9 +188,11 @@ func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classifi
 		for _, o := range observed {
 			if o.Name == c.StepContainer && o.Labels[LabelManaged] == x.Scope && o.Labels[LabelRole] == RoleStep && !o.Running {
 				if err := x.Engine.Remove(cleanupContext(ctx), o.ID); err != nil && !engine.IsNotFound(err) {
-					progress("remove the dead window's step container %s: %v\n", o.Name, err)
+					return fmt.Errorf("remove the step container %s of dead window %s, which may still start: %w; its hold stays, and %s with it",
+						o.Name, c.ID, err, strings.Join(c.Containers, ", "))
 				}
 			}
 		}
 	}
+	return nil
 }

@@ -1,0 +1,124 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// deadWindowMidStart sets up what a window SIGKILLed while the engine
+// carried out the start of its run: step container leaves: the held
+// container m.c stopped with restart policy "no", the step container
+// created but not (yet) running, and the window's hold, stale by its free
+// lock and the listing. It returns the hold classified and the listing.
+func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope string) (holds.Doc, []holds.Classified, []engine.Container) {
+	t.Helper()
+	ctx := context.Background()
+	svc, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Labels: map[string]string{
+		LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = svc
+	const step = "meshctl-window.m.s"
+	if _, err := eng.Create(ctx, step, engine.Spec{Image: busybox, Labels: map[string]string{
+		LabelManaged: scope, LabelRole: RoleStep, LabelModule: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour), StepContainer: step}}}
+	var observed []engine.Container
+	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
+	}
+	return hd, classified, observed
+}
+
+// TestReleaseRemovesTheStepFirst: a dead window's step container that reads
+// created may be a start the window sent just before it died, which the
+// engine still carries out. So the stale release removes it before the held
+// container comes back: once the remove has returned, the sweep can neither
+// run nor start (the engine does a container's start and remove one after
+// the other). Found by docs/model/window.pml with START_IN_FLIGHT.
+func TestReleaseRemovesTheStepFirst(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd, classified, observed := deadWindowMidStart(t, d, eng, scope)
+	stepThere := false
+	eng.Hook = func(op, target string) {
+		if op == enginetest.OpStart && target == "m.c" {
+			_, stepThere = eng.Get("meshctl-window.m.s")
+		}
+	}
+	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	var hist holds.History
+	back, err := Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
+		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
+	if err != nil || !back["m.c"] {
+		t.Fatalf("release: %v, %v", back, err)
+	}
+	if stepThere {
+		t.Error("m.c was started while the dead window's step container was still there, able to start")
+	}
+	if _, ok := eng.Get("meshctl-window.m.s"); ok {
+		t.Error("the dead window's step container is still there")
+	}
+	if c, _ := eng.Get("m.c"); !c.Running || c.Spec.Restart != "always" {
+		t.Errorf("m.c after the release: %+v, want running, restart always", c)
+	}
+}
+
+// removeFails is an engine whose Remove fails.
+type removeFails struct{ *enginetest.Fake }
+
+func (e removeFails) Remove(context.Context, string) error { return errors.New("engine says no") }
+
+// TestReleaseKeepsTheHoldWhenTheStepStays: a dead window's step container
+// that cannot be removed may still start: nothing is brought back, the
+// release fails and its caller writes nothing, so the hold stays (fail
+// closed).
+func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
+	d, fake := stateDir(t), enginetest.NewFake(busybox)
+	eng := removeFails{fake}
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd, classified, observed := deadWindowMidStart(t, d, eng, scope)
+	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	if err := lock.Write(holds.File, &hd); err != nil {
+		t.Fatal(err)
+	}
+	var hist holds.History
+	_, err = Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
+		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
+	if err == nil {
+		t.Fatal("release succeeded with the step container still there")
+	}
+	if c, _ := fake.Get("m.c"); c.Running {
+		t.Error("m.c was started with the dead window's step container still there")
+	}
+	var onDisk holds.Doc
+	if _, err := d.Read(holds.File, &onDisk); err != nil || len(onDisk.Holds) != 1 {
+		t.Errorf("holds file: %+v, %v; want the hold still there", onDisk, err)
+	}
+}
