@@ -266,10 +266,16 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 			continue
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
+		w.status(name, "bringing back…")
 		err := w.bringOne(cctx, x, name, c, exists, d)
 		cancel()
 		out[name] = err
-		if err == nil {
+		switch {
+		case err != nil:
+			w.status(name, "not brought back")
+		case w.opts.Status != nil:
+			w.status(name, "running again")
+		default:
 			w.opts.Progress("started %s again\n", name)
 		}
 	}
