@@ -166,7 +166,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 		if !ok || a.File == nil {
 			return nil, &NothingAppliedError{Dir: d.Path()}
 		}
-		opts.File = a.File
+		opts.File = withoutModules(a.File, opts.RemoveModules)
 	}
 	if opts.File == nil {
 		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
@@ -347,7 +347,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		if prev.File == nil {
 			return nil, nil, &NothingAppliedError{Dir: d.Path()}
 		}
-		file = prev.File
+		// apply --last --remove-module M: every applied module but M.
+		file = withoutModules(prev.File, opts.RemoveModules)
 	}
 	// Resolved here, under the lock: "current" is what the ledger says now,
 	// not what it said before a pull that took minutes.
@@ -717,6 +718,19 @@ func progressVerb(action string) string {
 	default:
 		return "removing"
 	}
+}
+
+// withoutModules returns f without the modules in drop (f itself when
+// there are none).
+func withoutModules(f *mesh.File, drop []string) *mesh.File {
+	if len(drop) == 0 {
+		return f
+	}
+	out := &mesh.File{Modules: maps.Clone(f.Modules)}
+	for _, m := range drop {
+		delete(out.Modules, m)
+	}
+	return out
 }
 
 // checkRemovable refuses to remove a module this state directory knows
