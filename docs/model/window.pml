@@ -5,12 +5,13 @@
  *
  * One module with one held container C and a run: step (its one-off step
  * container). C may exit by itself once (so an apply recreates it, under a
- * claim, with the state lock released). Two windows on the module (W1, W2) and one apply (A) run at
- * once; a killer may SIGKILL any of them between any two of their steps
- * (MAXK kills in all). A kill drops the process's flocks (the state lock,
- * its module lock, its window lock) and whatever it was doing; the engine
- * finishes a stop already in flight, and a step container already started
- * runs on. Once the killer is done and W1, W2 and A have ended, a last apply
+ * claim, with the state lock released). Two windows on the module (W1, W2)
+ * and one apply (A) run at once; a killer may SIGKILL any of them between
+ * any two of their steps (MAXK kills in all). A kill drops the process's
+ * flocks (the state lock, its module lock, its window lock, an apply's
+ * claim) and whatever it was doing; the engine finishes a stop already in
+ * flight, and a start of the step container: a step container started, or
+ * being started, runs on. Once the killer is done and W1, W2 and A have ended, a last apply
  * (F, never killed: the next cron run) runs, again while a hold remains.
  *
  * Each line marked "code:" is one lock, one state-file write or one engine
@@ -24,17 +25,10 @@
  *   BROKEN_NO_SETTLE    a stale release starts C without first waiting for
  *                       the stop its dead window left in flight
  *   BROKEN_NO_RELEASE   the last apply does not release stale holds
- *
- * Engine semantics, not a variant of the code:
- *   START_IN_FLIGHT     the engine finishes a start of the step container
- *                       that a killed window had sent (as it finishes a
- *                       stop); the container reads "created", not running,
- *                       until it does. See README.md: the code does not
- *                       survive this, the property fails.
- *   REMOVE_STEP_FIRST   the proposed fix: a stale release removes the dead
- *                       window's step container before it brings C back.
- *   BROKEN_NO_CLAIM_CHECK  the window records its hold without checking
- *                       for an apply's live claim on C
+ *   BROKEN_STEP_REMOVED_LATE  a stale release removes the dead window's
+ *                       step container only after it has brought C back (the
+ *                       code before f9834a4): a start the window sent before
+ *                       it died lands after C's start
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
@@ -69,7 +63,10 @@ bool c_pol_no;      /* C's restart policy is "no" */
 bool c_stopping;    /* a stop of C is in flight; the engine finishes it */
 bool step_run;      /* the module's step container runs */
 byte crashes;       /* C exits by itself (once, while the killer is at work) */
-bool step_starting; /* START_IN_FLIGHT: a start of it is in flight (it reads "created") */
+byte step_owner;    /* ghost: the window whose step container it is */
+bool step_live_start; /* ghost: its start completed while that window lived */
+bool step_starting; /* a start of it is in flight (it reads "created"); the
+                     * engine finishes it even if the window dies */
 
 /* the killer */
 bool dead[5];
@@ -116,11 +113,19 @@ inline classify() {
 inline release_stale() {
 	if
 	:: s1 || s2 ->
-#ifdef REMOVE_STEP_FIRST
-		/* proposed: remove the dead window's step container before anything
-		 * comes back: the engine serialises it with a start in flight, so
-		 * once it returns the step neither runs nor can start */
-		atomic { step_starting = 0; step_run = 0 };
+#ifndef BROKEN_STEP_REMOVED_LATE
+		/* code: removeDeadSteps, before anything comes back: a start of the
+		 * step container that its dead window sent may still be under way;
+		 * the engine does a container's start and remove one after the
+		 * other, so once the remove returns the step neither runs nor can
+		 * start (a remove that fails fails the release: not modelled) */
+		atomic {
+			/* a step that started while its window lived is never one a
+			 * release finds stale: it is in the listing, made after the
+			 * window's lock was found free */
+			assert(!(step_run && step_live_start));
+			step_starting = 0; step_run = 0
+		};
 #endif
 		/* code: settle: a C that reads running with policy "no" has a stop
 		 * in flight from its dead window: Stop waits for it. */
@@ -238,12 +243,8 @@ record:
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
 		/* code: Create the step container (no shared effect) */
-#ifdef START_IN_FLIGHT
-		step_starting = 1;                 /* code: Start it: the request is in the engine */
+		atomic { step_starting = 1; step_owner = me }  /* code: Start it: the request is in the engine */
 		(!step_starting);                  /* ... and returns once the step runs */
-#else
-		step_run = 1;                      /* code: Start it */
-#endif
 #ifndef BROKEN_HOLD_EARLY
 		(!step_run);                       /* code: Wait: the step exits (or is killed at its timeout) */
 		/* code: Remove the step container (no shared effect) */
@@ -306,9 +307,8 @@ end:
 	:: atomic { c_stopping -> c_run = 0; c_stopping = 0 }  /* a stop completes */
 	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
 	:: atomic { crashes == 0 && !nokill && c_run && !c_stopping -> c_run = 0; crashes = 1 } /* C exits */
-#ifdef START_IN_FLIGHT
-	:: atomic { step_starting -> step_run = 1; step_starting = 0 } /* a start completes */
-#endif
+	:: atomic { step_starting -> step_run = 1; step_starting = 0;  /* a start completes */
+	            step_live_start = winlock[step_owner] }
 	od
 }
 
