@@ -142,7 +142,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 
 	// One window per module: this lock is held for the window's life.
 	waitUntil := time.Now().Add(opts.Wait)
-	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock"})
+	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
 	var busy *state.BusyError
 	if errors.As(err, &busy) {
 		return nil, &BusyError{Module: p.module, Why: "held by " + busy.Holder.String()}
