@@ -35,6 +35,13 @@ func newApplyCmd(env *Env) *cobra.Command {
 		Short: "Converge the host's containers to a mesh file",
 		Long: `Converge the host's containers to a mesh file (YAML or JSON; -f - reads stdin).
 
+A file owns its modules, not the whole host: the apply converges the modules
+the file names and leaves every other module alone, its containers and its part
+of the applied state. --prune removes the containers of the file's modules that
+it no longer names. --remove-module M removes a whole module (refused, exit 3,
+while a window holds it). --last converges every applied module again without a
+file: the recovery command after a crash.
+
 Each container gets one action: create, unchanged, recreate (naming each field
 that differs, or "not running": a stopped container nobody holds is broken),
 held (a live window holds it: left exactly as it is), deferred (held, and its
