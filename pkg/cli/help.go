@@ -36,8 +36,10 @@ var helpOf = map[string]struct{ example, exit string }{
   1    a container could not be converged, a name is taken by a container
        meshctl does not manage, or the engine refused or is unreachable
   2    bad usage, a mesh file that does not decode, an artifact: without a
-       current build, a state file that cannot be read
-  3    the state lock was not had within --lock-timeout
+       current build, a state file that cannot be read, --last with nothing
+       applied, --remove-module of a module never applied
+  3    the state lock was not had within --lock-timeout, or --remove-module
+       names a module a live window holds
   130  interrupted, after cleaning up`,
 	},
 	"window": {
@@ -129,9 +131,12 @@ var helpOf = map[string]struct{ example, exit string }{
 	},
 	"status": {
 		example: `  meshctl status
-  meshctl status -o json | jq '.containers[] | select(.state != "running")'`,
-		exit: `  0    shown, whatever the containers' states
-  1    the engine is unreachable
+  meshctl status -o json | jq '.containers[] | select(.state != "running")'
+  */5 * * * * meshctl status --check -q          # cron mails only problems
+  meshctl status --check || page-oncall          # a Nagios-style check`,
+		exit: `  0    shown, whatever the containers' states (--check: no problem)
+  1    the engine is unreachable; --check: a problem needs a person (one
+       line each on stdout)
   2    bad usage, a state file that cannot be read`,
 	},
 	"version": {
