@@ -386,6 +386,11 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if listErr != nil {
 		return nil, nil, fmt.Errorf("list containers: %w", listErr)
 	}
+	if !opts.DryRun {
+		if observed, err = healInterrupted(ctx, lock, eng, scope, observed, &hd, opts.Progress); err != nil {
+			return nil, nil, err
+		}
+	}
 	rep := &Report{DryRun: opts.DryRun, Containers: []ContainerReport{}, Windows: []holds.View{}}
 	held := map[string]HoldRef{}
 	for _, c := range classified {
