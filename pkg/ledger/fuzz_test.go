@@ -113,6 +113,8 @@ func FuzzLedgerFiles(f *testing.F) {
 	f.Add(uint8(3), []byte(`{"version":2}`))
 	f.Add(uint8(4), []byte(`not json`))
 	f.Add(uint8(5), []byte(`{"version":1,"segments":[{"seq":-5,"level":99,"first":"b-z","last":"b-a"}]}`))
+	// A module name from a file becomes part of a path only once checked.
+	f.Add(uint8(0), []byte(`{"version":1,"pending":{"":{"module":"/m"}}}`))
 	// A ledger with every kind of file, made once: 7 builds of m recorded
 	// in chunks of 2 with 2 retained, so chunks are archived; one pending.
 	// Each input starts from a copy of it.

@@ -205,48 +205,69 @@ type reader interface {
 	Read(name string, doc state.Document) (bool, error)
 }
 
+// checkNamed refuses a module name that a ledger file gave, before it
+// becomes part of a path: a file that names an invalid module is damaged.
+func checkNamed(m string) error {
+	if CheckModule(m) != nil {
+		return &DamagedError{Msg: fmt.Sprintf("the ledger names module %q, which is not a valid module name; the ledger is damaged", m)}
+	}
+	return nil
+}
+
 func readModule(r reader, m string) (*moduleDoc, error) {
+	if err := checkNamed(m); err != nil {
+		return nil, err
+	}
 	doc := &moduleDoc{Module: m}
 	if _, err := r.Read(moduleFile(m), doc); err != nil {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, fmt.Errorf("ledger file %s names module %q", moduleFile(m), doc.Module)
+		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", moduleFile(m), doc.Module, m)}
 	}
 	return doc, nil
 }
 
 func readCatalog(r reader, m string) (*catalogDoc, error) {
+	if err := checkNamed(m); err != nil {
+		return nil, err
+	}
 	doc := &catalogDoc{Module: m}
 	if _, err := r.Read(catalogFile(m), doc); err != nil {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, fmt.Errorf("ledger file %s names module %q", catalogFile(m), doc.Module)
+		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", catalogFile(m), doc.Module, m)}
 	}
 	return doc, nil
 }
 
 func readChunk(r reader, m string, n int) (*chunkDoc, error) {
+	if err := checkNamed(m); err != nil {
+		return nil, err
+	}
 	doc := &chunkDoc{}
 	ok, err := r.Read(chunkFile(m, n), doc)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)
+		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)}
 	}
 	return doc, nil
 }
 
 func readArchive(r reader, m string, seq int) (*archiveDoc, error) {
+	if err := checkNamed(m); err != nil {
+		return nil, err
+	}
 	doc := &archiveDoc{}
 	ok, err := r.Read(archiveFile(m, seq), doc)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)
+		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)}
 	}
 	return doc, nil
 }
