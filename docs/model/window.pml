@@ -30,11 +30,15 @@
  *                       code before f9834a4): a start the window sent before
  *                       it died lands after C's start
  *
- * Engine semantics the code does not survive yet (README.md, "An open gap"):
+ *   BROKEN_OPEN_STOPS_LISTED  the window's open stops C only when its
+ *                       listing read C running (the code before the fix of
+ *                       "A new container's start in flight", README.md): a
+ *                       start of a new C that a killed apply sent lands
+ *                       mid-step
+ *
+ * Engine semantics (on unless NO_APPLY_START_IN_FLIGHT):
  *   APPLY_START_IN_FLIGHT  the engine finishes the start of a new C that an
  *                       apply killed mid-recreate had sent
- *   OPEN_STOPS_ALWAYS   the proposed fix: the window's open stops C whatever
- *                       the listing said
  *
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
@@ -43,6 +47,10 @@
 
 #ifndef MAXK
 #define MAXK 2
+#endif
+
+#ifndef NO_APPLY_START_IN_FLIGHT
+#define APPLY_START_IN_FLIGHT
 #endif
 
 /* process numbers: lock owners */
@@ -254,9 +262,9 @@ record:
 		c_pol_no = 1;                      /* code: open: SetRestart(no), restart policy first */
 		if
 		:: obs_c -> forget(); stop_c()     /* code: Stop (waits for the engine) */
-#ifdef OPEN_STOPS_ALWAYS
-		/* proposed: stop whatever the listing said; the engine carries out
-		 * a start in flight on the container before the stop */
+#ifndef BROKEN_OPEN_STOPS_LISTED
+		/* code: stop whatever the listing said; the engine carries out a
+		 * start in flight on the container before the stop */
 		:: else -> forget(); stop_c()
 #else
 		:: else -> forget()

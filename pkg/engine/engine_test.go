@@ -189,6 +189,15 @@ func TestContainerLifecycle(t *testing.T) {
 		t.Errorf("create over an existing name: got %v, want a conflict naming it", err)
 	}
 
+	// A window's open stops every held container whatever it read, a
+	// created one too: the engine answers 304, which is no error.
+	if err := c.Stop(ctx, id, time.Second); err != nil {
+		t.Errorf("stop a created container: %v, want nil", err)
+	}
+	if ct := inspect(t, c, id); ct.State != "created" {
+		t.Errorf("after a stop of a created container: state %s, want created", ct.State)
+	}
+
 	calls(t, c, 1, "start", func() error { return c.Start(ctx, id) })
 	if ct := inspect(t, c, id); ct.State != "running" || !ct.Running || ct.StartedAt.IsZero() {
 		t.Errorf("after start: %+v", ct)

@@ -29,13 +29,18 @@ func (w *window) open(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("set restart policy of %s to no: %w", c.Name, err))
 			continue
 		}
+		// Stop it whatever the listing said: a container that read created
+		// or exited may have a start in flight in the engine (an apply
+		// killed mid-recreate sent it), which the engine carries out before
+		// this stop. A stop of a stopped container changes nothing.
+		// (docs/model/README.md, "A new container's start in flight".)
 		if c.Running {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", apply.StopTimeoutOf(c)))
-			if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
-				w.status(c.Name, "stop failed")
-				errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
-				continue
-			}
+		}
+		if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
+			w.status(c.Name, "stop failed")
+			errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
+			continue
 		}
 		if w.opts.Status != nil {
 			w.status(c.Name, "stopped")
