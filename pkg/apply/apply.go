@@ -199,9 +199,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	}
 	for {
 		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
-		if ce := (*claimedError)(nil); errors.As(err, &ce) {
+		if ce := (*claims.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
-			if err := claims.Wait(ctx, d, ce.claim, opts.Lock.Timeout); err != nil {
+			if err := claims.Wait(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
 				return nil, err
 			}
 			continue
@@ -330,7 +330,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 			return nil, nil, err
 		}
 		if len(live) > 0 {
-			return nil, nil, &claimedError{claim: live[0]}
+			return nil, nil, &claims.ClaimedError{Claim: live[0]}
 		}
 	}
 

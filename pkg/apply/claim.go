@@ -2,8 +2,6 @@ package apply
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/claims"
@@ -14,14 +12,6 @@ import (
 // relockWait is the least an apply waits to take the state lock again
 // after carrying out its plan: giving up would leave its record unwritten.
 const relockWait = 10 * time.Minute
-
-// claimedError is a live claim of another apply, seen under the state
-// lock: Run waits for it to end, then plans again.
-type claimedError struct{ claim claims.Claim }
-
-func (e *claimedError) Error() string {
-	return fmt.Sprintf("apply (pid %d) is changing %s", e.claim.PID, strings.Join(e.claim.Containers, ", "))
-}
 
 // executeClaimed carries out the plan with the state lock released: under
 // lock it claims the containers the plan changes, unlocks, executes (health

@@ -36,6 +36,15 @@ type Claim struct {
 	Since      time.Time `json:"since"`
 }
 
+// ClaimedError is another apply's live claim, seen under the state lock
+// by an apply about to plan or a window about to record its hold: the
+// caller unlocks, waits for the claim to end (Wait), and tries again.
+type ClaimedError struct{ Claim Claim }
+
+func (e *ClaimedError) Error() string {
+	return fmt.Sprintf("apply (pid %d) is changing %s", e.Claim.PID, strings.Join(e.Claim.Containers, ", "))
+}
+
 // Doc is the claims.json document.
 type Doc struct {
 	state.Header

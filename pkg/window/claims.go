@@ -3,8 +3,6 @@ package window
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/claims"
@@ -16,26 +14,18 @@ import (
 // containers it would hold: the apply's health waits, at worst.
 const claimWait = 30 * time.Minute
 
-// claimedError is a live apply claim on containers this window would hold,
-// seen under the state lock before anything was recorded or stopped.
-type claimedError struct{ claim claims.Claim }
-
-func (e *claimedError) Error() string {
-	return fmt.Sprintf("apply (pid %d) is changing %s", e.claim.PID, strings.Join(e.claim.Containers, ", "))
-}
-
 // recordUnclaimed records the hold (record) once no apply claims the
 // containers it holds: an apply carrying out its plan, health waits
 // included, finishes with them first. Nothing is stopped before.
 func (w *window) recordUnclaimed(ctx context.Context) ([]engine.Container, error) {
 	for {
 		stop, err := w.record(ctx)
-		var ce *claimedError
+		var ce *claims.ClaimedError
 		if !errors.As(err, &ce) {
 			return stop, err
 		}
 		w.opts.Progress("waiting: %v\n", ce)
-		if err := claims.Wait(ctx, w.d, ce.claim, max(w.opts.Wait, claimWait)); err != nil {
+		if err := claims.Wait(ctx, w.d, ce.Claim, max(w.opts.Wait, claimWait)); err != nil {
 			return nil, err
 		}
 	}
@@ -48,7 +38,7 @@ func (w *window) checkClaims(read func(string, state.Document) (bool, error)) er
 		return err
 	}
 	if claimed {
-		return &claimedError{claim: c}
+		return &claims.ClaimedError{Claim: c}
 	}
 	return nil
 }
