@@ -30,6 +30,7 @@ directory:
   window run   hold containers stopped while a maintenance step runs (cron)
   build        a ledger of builds: the current artifact follows request order
   status       what runs, what is held and why, each module's current build
+  convert      print a Compose project as a mesh module, to move from Compose
 
 Global flags may also be set as MESHCTL_<NAME> variables (MESHCTL_STATE_DIR,
 MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);
