@@ -447,7 +447,9 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	}
 	// The files this apply replaces must be ones it may replace: a newer
 	// meshctl's, or one that does not parse, is reported and left alone.
-	if err := CheckRecords(lock); err != nil {
+	// applied.json was read above, under this lock (prev): the report is
+	// the one left to check.
+	if err := CheckReport(lock); err != nil {
 		return nil, nil, err
 	}
 	merged := prev.Merge(file, opts.RemoveModules, desired, opts.Source, now.UTC(), opts.Last)

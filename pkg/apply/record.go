@@ -173,6 +173,12 @@ func CheckRecords(lock *state.Lock) error {
 	if _, err := lock.Read(AppliedFile, &Applied{}); err != nil {
 		return err
 	}
+	return CheckReport(lock)
+}
+
+// CheckReport is CheckRecords for last-apply.json alone, for a caller that
+// has read applied.json under the same lock already.
+func CheckReport(lock *state.Lock) error {
 	_, err := lock.Read(ReportFile, &LastReport{})
 	return err
 }

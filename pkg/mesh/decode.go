@@ -121,18 +121,24 @@ func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
 	}
-	var root yaml.Node
-	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, &root, err)
-	}
-	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null" {
-		return nil, &DecodeError{File: name, Msg: `is empty; a mesh file has a "modules:" map`}
-	}
+	// The node tree gives errors their lines. A file that decodes and
+	// validates needs none, so it is parsed only for one that does not:
+	// parsing the YAML twice is most of a no-op apply's decode.
+	t := &tree{data: data}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
 	if err := dec.Decode(&f); err != nil {
-		return nil, yamlError(name, &root, err)
+		if err := t.check(name); err != nil {
+			return nil, err
+		}
+		return nil, yamlError(name, t.node(), err)
+	}
+	if f.Modules == nil {
+		// null, or a document without modules: the tree tells which.
+		if err := t.check(name); err != nil {
+			return nil, err
+		}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -144,7 +150,7 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	v := validator{file: name, root: &root}
+	v := validator{file: name, root: t.node}
 	v.file_(&f)
 	// In the file's order, as an editor shows them; stable, so that errors
 	// on one line keep the validator's (name) order.
@@ -153,6 +159,34 @@ func Decode(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	return &f, nil
+}
+
+// tree is a file's YAML node tree, parsed on first use.
+type tree struct {
+	data   []byte
+	parsed bool
+	root   yaml.Node
+	err    error
+}
+
+func (t *tree) node() *yaml.Node {
+	if !t.parsed {
+		t.parsed = true
+		t.err = yaml.Unmarshal(t.data, &t.root)
+	}
+	return &t.root
+}
+
+// check returns the file's syntax error, or that it is empty.
+func (t *tree) check(name string) error {
+	root := t.node()
+	if t.err != nil {
+		return yamlError(name, root, t.err)
+	}
+	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null" {
+		return &DecodeError{File: name, Msg: `is empty; a mesh file has a "modules:" map`}
+	}
+	return nil
 }
 
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)

@@ -22,12 +22,13 @@ var (
 // operator fixes them all in one go.
 type validator struct {
 	file string
-	root *yaml.Node
+	// root is the file's node tree, for the lines of errors.
+	root func() *yaml.Node
 	errs []*DecodeError
 }
 
 func (v *validator) fail(path []string, format string, args ...any) {
-	v.errs = append(v.errs, &DecodeError{File: v.file, Line: lineOf(v.root, path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, &DecodeError{File: v.file, Line: lineOf(v.root(), path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)})
 }
 
 func (v *validator) name(path []string, kind, name string) {
