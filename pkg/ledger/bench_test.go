@@ -2,8 +2,6 @@ package ledger
 
 import (
 	"fmt"
-
-	"github.com/meshctl/meshctl/pkg/state"
 	"os"
 	"runtime"
 	"strconv"
@@ -11,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // BenchmarkRecord records one build of a module that has history builds
