@@ -206,6 +206,13 @@ func (e *Env) closeProgress() {
 
 // Warnf writes a warning on stderr, even with -q: a warning is something the
 // operator should act on.
+// On a terminal with live progress it goes through the progress renderer,
+// above the lines it updates in place, so that no update overwrites it.
 func (e *Env) Warnf(format string, args ...any) {
-	fmt.Fprintf(e.Stderr, "warning: "+format, args...)
+	msg := fmt.Sprintf("warning: "+format, args...)
+	if e.progress != nil && e.progress.Live() {
+		e.progress.Linef("%s", msg)
+		return
+	}
+	fmt.Fprint(e.Stderr, msg)
 }
