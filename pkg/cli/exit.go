@@ -98,10 +98,18 @@ func (o *outputWriter) Err() error {
 func Run(ctx context.Context, env *Env, args []string) int {
 	root := newRootCmd(env)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	env.closeProgress()
 	code := exitOK
 	if err != nil {
+		// A flag or argument error comes before the pre-run that folds in
+		// MESHCTL_* and the config file: fold them in now, so that -o json
+		// set there still makes the error a JSON document. (Folding in
+		// again after the pre-run changes nothing; an error there was
+		// reported by the pre-run itself.)
+		if cmd != nil {
+			_ = loadConfig(cmd)
+		}
 		fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)
 		var usage *UsageError
 		if errors.As(err, &usage) && usage.Cmd != "" {
