@@ -107,10 +107,10 @@ func (w *window) runStep(ctx context.Context) {
 	defer cancel()
 	w.stepStart = time.Now()
 	w.opts.Progress("step %s started (timeout %s)\n", w.step, w.timeout)
-	stopElapsed := w.showElapsed(stepCtx)
 	// stderr going away (a pipe whose reader died) must neither stop the
 	// step's output from draining nor fail the step.
 	out := &softWriter{w: w.opts.StepOutput}
+	stopElapsed := w.showElapsed(stepCtx, out.lastWrite)
 	var code int
 	var err error
 	if w.def.Run != nil {
@@ -162,9 +162,16 @@ func (w *window) status(item, msg string) {
 	}
 }
 
+// elapsedQuiet is how long a step must have written nothing before its
+// elapsed time shows. Step output ends the lines the terminal updates in
+// place, so an elapsed line shown between output would be left behind, a
+// stale one each second, among the output.
+const elapsedQuiet = 3 * time.Second
+
 // showElapsed shows, on a terminal, the step's elapsed time once a second
-// until the returned func is called.
-func (w *window) showElapsed(ctx context.Context) func() {
+// while the step has written nothing for elapsedQuiet (lastOutput says when
+// it last did), until the returned func is called.
+func (w *window) showElapsed(ctx context.Context, lastOutput func() time.Time) func() {
 	if w.opts.Status == nil {
 		return func() {}
 	}
@@ -182,6 +189,9 @@ func (w *window) showElapsed(ctx context.Context) func() {
 			case <-ctx.Done():
 				return
 			case <-t.C:
+				if time.Since(lastOutput()) < elapsedQuiet {
+					continue
+				}
 				w.status(item, fmt.Sprintf("running for %s (timeout %s)", time.Since(w.stepStart).Round(time.Second), w.timeout))
 			}
 		}
@@ -358,10 +368,11 @@ func boundedContext(ctx context.Context, d time.Duration) (context.Context, cont
 // never fails: the step's output keeps draining when its destination is
 // gone, and that is not the step's failure.
 type softWriter struct {
-	mu   sync.Mutex
-	w    io.Writer
-	err  error
-	last byte // the last byte written, 0 before any
+	mu     sync.Mutex
+	w      io.Writer
+	err    error
+	last   byte      // the last byte written, 0 before any
+	lastAt time.Time // when the step last wrote
 }
 
 func (s *softWriter) Write(p []byte) (int, error) {
@@ -371,9 +382,16 @@ func (s *softWriter) Write(p []byte) (int, error) {
 		_, s.err = s.w.Write(p)
 	}
 	if len(p) > 0 {
-		s.last = p[len(p)-1]
+		s.last, s.lastAt = p[len(p)-1], time.Now()
 	}
 	return len(p), nil
+}
+
+// lastWrite is when the step last wrote (zero before it has).
+func (s *softWriter) lastWrite() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastAt
 }
 
 // endLine ends the output's last line if the step left it open (printf

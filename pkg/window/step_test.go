@@ -434,3 +434,51 @@ func TestTail(t *testing.T) {
 		t.Errorf("kept %d bytes for a tail of 1 KiB", c)
 	}
 }
+
+// TestElapsedWaitsForQuiet: on a terminal, the step's elapsed time shows
+// only while the step has written nothing for elapsedQuiet. Output ends the
+// lines a terminal updates in place, so an elapsed line shown among the
+// output would be left behind, stale, once a second.
+func TestElapsedWaitsForQuiet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var shown []time.Duration // when, since the step's start
+		w := &window{plan: &plan{step: "gc", timeout: time.Hour}, stepStart: time.Now()}
+		start := w.stepStart
+		w.opts.Status = func(item, msg string) {
+			mu.Lock()
+			defer mu.Unlock()
+			shown = append(shown, time.Since(start))
+		}
+		out := &softWriter{w: io.Discard}
+		stop := w.showElapsed(context.Background(), out.lastWrite)
+		// 2.5 s of silence, then 10 s of a line every 500 ms, then silence.
+		time.Sleep(2500 * time.Millisecond)
+		for range 20 {
+			out.Write([]byte("marking\n"))
+			time.Sleep(500 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Second)
+		stop()
+
+		mu.Lock()
+		defer mu.Unlock()
+		var during, after int
+		for _, at := range shown {
+			switch {
+			case at < 2500*time.Millisecond:
+				// before any output: shown at once
+			case at < 12*time.Second+elapsedQuiet: // the last line is written at 12 s
+				during++
+			default:
+				after++
+			}
+		}
+		if during > 0 {
+			t.Errorf("the elapsed time showed %d times among the step's output (at %v)", during, shown)
+		}
+		if after == 0 || len(shown) == after {
+			t.Errorf("the elapsed time did not show before the output or once the step was quiet again (at %v)", shown)
+		}
+	})
+}
