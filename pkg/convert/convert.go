@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -56,6 +57,15 @@ func (e *LoadError) Unwrap() error { return e.Err }
 // ExitCode maps it to exit status 2.
 func (e *LoadError) ExitCode() int { return 2 }
 
+// Project converts the Compose project of files (merged in order, with
+// profiles enabled) into module, interpolating from this process's
+// environment: what meshctl convert prints (it is cli.Converter in
+// cmd/meshctl-convert).
+func Project(ctx context.Context, files []string, module string, profiles []string) (*mesh.File, error) {
+	f, _, err := Convert(ctx, Options{Files: files, Module: module, Profiles: profiles, Env: os.Environ()})
+	return f, err
+}
+
 // Convert loads the project and returns the mesh file of one module.
 func Convert(ctx context.Context, opts Options) (*mesh.File, string, error) {
 	var popts []cli.ProjectOptionsFn
@@ -67,6 +77,11 @@ func Convert(ctx context.Context, opts Options) (*mesh.File, string, error) {
 		cli.WithEnv(opts.Env),
 		cli.WithEnvFiles(), // .env in the working directory, as Compose
 		cli.WithDotEnv,
+		// Without files: COMPOSE_FILE, else compose.yaml (or
+		// docker-compose.yml, …) in the working directory or above, as
+		// Compose finds its project.
+		cli.WithConfigFileEnv,
+		cli.WithDefaultConfigPath,
 		cli.WithProfiles(opts.Profiles),
 		// env_file stays a file: its values are read at apply time, and
 		// never printed here.

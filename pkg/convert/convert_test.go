@@ -125,3 +125,27 @@ volumes:
 		t.Errorf("--profile debug: %v", err)
 	}
 }
+
+// TestConvertFindsTheProject: without -f, the project is compose.yaml (or
+// docker-compose.yml…) in the working directory, as Compose finds it; and
+// COMPOSE_FILE names it, as for Compose.
+func TestConvertFindsTheProject(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": "name: found\nservices:\n  web:\n    image: meshtest/busybox:1\n"})
+	t.Chdir(filepath.Dir(path))
+	f, module, err := Convert(context.Background(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if module != "found" || f.Modules["found"].Containers["web"] == nil {
+		t.Errorf("converted module %q: %+v", module, f.Modules)
+	}
+
+	other := write(t, map[string]string{"compose.yaml": "name: named\nservices:\n  db:\n    image: meshtest/busybox:1\n"})
+	_, module, err = Convert(context.Background(), Options{Env: []string{"COMPOSE_FILE=" + other}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if module != "named" {
+		t.Errorf("with COMPOSE_FILE, converted module %q, want named", module)
+	}
+}
