@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/cli"
+	"github.com/meshctl/meshctl/pkg/convert"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -23,10 +24,15 @@ import (
 )
 
 // TestMain lets the scripts run meshctl as a real process: "exec meshctl …"
-// runs this test binary as meshctl.
+// runs this test binary as meshctl, and as meshctl-convert (its main's
+// body), which meshctl convert runs from PATH.
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
 		"meshctl": func() { os.Exit(cli.Main()) },
+		"meshctl-convert": func() {
+			cli.Converter = convert.Project
+			os.Exit(cli.Main())
+		},
 	})
 }
 

@@ -3,13 +3,22 @@ package cli
 import (
 	"bytes"
 	"context"
-	"os"
 
-	"github.com/meshctl/meshctl/pkg/convert"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 )
+
+// Converter reads a Compose project (its files merged in order, with the
+// profiles enabled) as one mesh module. It is set in meshctl-convert alone
+// (cmd/meshctl-convert, to convert.Project): compose-go, which it needs,
+// would cost every meshctl command milliseconds of package initialisation
+// (its JSON-schema compiler; docs/performance.md). Where it is nil, as in
+// meshctl, `meshctl convert` runs meshctl-convert with the same arguments.
+var Converter func(ctx context.Context, files []string, module string, profiles []string) (*mesh.File, error)
+
+// convertHelper is the program that carries out `meshctl convert`.
+const convertHelper = "meshctl-convert"
 
 type convertOptions struct {
 	files    []string
@@ -42,7 +51,10 @@ logging and extra_hosts.
 Any other key (build, networks, secrets, configs, ports in long form with
 options meshctl lacks, …) is refused by name, and nothing is printed: a
 conversion never drops a key silently. x-* extensions are ignored, as
-Compose ignores them.`,
+Compose ignores them.
+
+meshctl runs meshctl-convert, shipped beside it, for this command (found
+beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
 		Example: `  meshctl convert > mesh.yaml
   meshctl convert -f compose.yaml -f compose.prod.yaml --profile db --module shop > shop.yaml
   meshctl convert | meshctl apply -f -`,
@@ -51,6 +63,9 @@ Compose ignores them.`,
      or a service or project name that is not a mesh name`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if Converter == nil {
+				return runHelper(env, convertHelper)
+			}
 			return runConvert(cmd.Context(), env, opts)
 		},
 	}
@@ -62,8 +77,7 @@ Compose ignores them.`,
 }
 
 func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
-	file, _, err := convert.Convert(ctx, convert.Options{Files: opts.files, Module: opts.module,
-		Profiles: opts.profiles, Env: os.Environ()})
+	file, err := Converter(ctx, opts.files, opts.module, opts.profiles)
 	if err != nil {
 		return err
 	}

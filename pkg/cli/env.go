@@ -57,6 +57,9 @@ type Env struct {
 	peekDir  *state.Dir
 	// jsonResult is the document PrintJSON was given, written by Run.
 	jsonResult []byte
+	// args are the arguments Run was given, for a helper program that
+	// carries out the command (runHelper).
+	args []string
 }
 
 // NewEnv returns the Env of a real invocation.

@@ -98,8 +98,12 @@ func (o *outputWriter) Err() error {
 func Run(ctx context.Context, env *Env, args []string) int {
 	root := newRootCmd(env)
 	root.SetArgs(args)
+	env.args = args
 	cmd, err := root.ExecuteContextC(ctx)
 	env.closeProgress()
+	if he := (*helperExit)(nil); errors.As(err, &he) {
+		return he.code // the helper said all there was to say
+	}
 	code := exitOK
 	if err != nil {
 		// A flag or argument error comes before the pre-run that folds in

@@ -21,17 +21,20 @@ func TestGoreleaserConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	type build struct {
+		ID      string   `yaml:"id"`
+		Main    string   `yaml:"main"`
+		Ldflags []string `yaml:"ldflags"`
+	}
 	var cfg struct {
 		Version int `yaml:"version"`
 		Before  struct {
 			Hooks []string `yaml:"hooks"`
 		} `yaml:"before"`
-		Builds []struct {
-			Main    string   `yaml:"main"`
-			Ldflags []string `yaml:"ldflags"`
-		} `yaml:"builds"`
+		Builds   []build `yaml:"builds"`
 		Archives []struct {
-			Files []any `yaml:"files"`
+			IDs   []string `yaml:"ids"`
+			Files []any    `yaml:"files"`
 		} `yaml:"archives"`
 	}
 	if err := yaml.Unmarshal(b, &cfg); err != nil {
@@ -56,6 +59,24 @@ func TestGoreleaserConfig(t *testing.T) {
 	}
 	if cfg.Builds[0].Main != "./cmd/meshctl" {
 		t.Errorf("builds main = %q", cfg.Builds[0].Main)
+	}
+	// Every program under cmd/ is built, with the same version flags, and
+	// shipped in the same archive: meshctl runs meshctl-convert from beside
+	// itself.
+	cmds, _ := filepath.Glob(filepath.Join(repo, "cmd", "*"))
+	for _, dir := range cmds {
+		main := "./cmd/" + filepath.Base(dir)
+		i := slices.IndexFunc(cfg.Builds, func(b build) bool { return b.Main == main })
+		if i < 0 {
+			t.Errorf("no build of %s", main)
+			continue
+		}
+		if !slices.Equal(cfg.Builds[i].Ldflags, cfg.Builds[0].Ldflags) {
+			t.Errorf("%s is built with ldflags %v, meshctl with %v", main, cfg.Builds[i].Ldflags, cfg.Builds[0].Ldflags)
+		}
+		if !slices.Contains(cfg.Archives[0].IDs, cfg.Builds[i].ID) {
+			t.Errorf("the archive (ids %v) does not ship build %q (%s)", cfg.Archives[0].IDs, cfg.Builds[i].ID, main)
+		}
 	}
 
 	hooks := strings.Join(cfg.Before.Hooks, "\n")

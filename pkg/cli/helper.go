@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// helperExit is the exit status of a helper program that wrote its own
+// output, errors and JSON document (meshctl-convert): Run adds nothing.
+type helperExit struct{ code int }
+
+func (e *helperExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// HelperMissingError is a helper program found neither beside meshctl nor
+// on PATH (exit 1): an installation without it.
+type HelperMissingError struct{ Name, Dir string }
+
+func (e *HelperMissingError) Error() string {
+	return fmt.Sprintf("%s is needed for this command and is neither beside meshctl (%s) nor on PATH; "+
+		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", e.Name, e.Dir, e.Dir, e.Name)
+}
+
+func (e *HelperMissingError) ExitCode() int { return exitFailed }
+
+// runHelper runs the helper program name with this invocation's arguments,
+// on its stdin, stdout and stderr, and returns its exit status. A signal
+// from the terminal reaches both; the helper's own handling decides.
+func runHelper(env *Env, name string) error {
+	path, err := helperPath(name)
+	if err != nil {
+		return err
+	}
+	c := exec.Command(path, env.args...)
+	c.Stdin, c.Stdout, c.Stderr = env.Stdin, env.Stdout, env.Stderr
+	err = c.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		return &helperExit{code: ee.ExitCode()}
+	case err != nil:
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// helperPath finds the helper program name beside meshctl's own executable
+// (the release archive's layout), else on PATH.
+func helperPath(name string) (string, error) {
+	dir := "the directory of meshctl"
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			dir = filepath.Dir(exe)
+			p := filepath.Join(dir, name)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+				return p, nil
+			}
+		}
+	}
+	if p, err := exec.LookPath(name); err == nil {
+		return p, nil
+	}
+	return "", &HelperMissingError{Name: name, Dir: dir}
+}
