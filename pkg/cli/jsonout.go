@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 )
 
 // jsonError is the error member of a failed command's JSON document.
@@ -89,9 +90,18 @@ func emptySlices(v reflect.Value) reflect.Value {
 		out := reflect.New(t).Elem()
 		out.Set(v)
 		for i := range t.NumField() {
-			if f := out.Field(i); t.Field(i).IsExported() && f.CanSet() {
-				f.Set(emptySlices(v.Field(i)))
+			sf := t.Field(i)
+			f := out.Field(i)
+			if !sf.IsExported() || !f.CanSet() {
+				continue
 			}
+			// A nil slice in an omitzero field stays nil: the field is left
+			// out, as its type means it (a mesh file's "entrypoint": [] clears
+			// the image's entrypoint; no entrypoint keeps it).
+			if f.Kind() == reflect.Slice && f.IsNil() && hasJSONOption(sf.Tag.Get("json"), "omitzero") {
+				continue
+			}
+			f.Set(emptySlices(v.Field(i)))
 		}
 		return out
 	case reflect.Slice:
@@ -117,4 +127,15 @@ func emptySlices(v reflect.Value) reflect.Value {
 		return out
 	}
 	return v
+}
+
+// hasJSONOption reports whether a json struct tag has option opt.
+func hasJSONOption(tag, opt string) bool {
+	_, opts, _ := strings.Cut(tag, ",")
+	for o := range strings.SplitSeq(opts, ",") {
+		if o == opt {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// TestJSONArraysAndAbsentFields: a nil slice prints [], never null; one in
+// an omitzero field is left out, as its type means it.
+func TestJSONArraysAndAbsentFields(t *testing.T) {
+	type doc struct {
+		List    []string `json:"list"`
+		Gone    []string `json:"gone,omitzero"`
+		Cleared []string `json:"cleared,omitzero"`
+	}
+	b, err := marshalJSON(doc{Cleared: []string{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(strings.Fields(string(b)), " "), `{ "list": [], "cleared": [] }`; got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestConvertJSONKeepsTheEntrypoint: meshctl convert -o json prints a mesh
+// file that applies as the YAML does. A container without an entrypoint
+// must not come out with "entrypoint": [], which clears the image's.
+func TestConvertJSONKeepsTheEntrypoint(t *testing.T) {
+	f := &mesh.File{Modules: map[string]*mesh.Module{"shop": {Containers: map[string]*mesh.Container{
+		"web":   {Image: "meshtest/busybox:1"},
+		"clear": {Image: "meshtest/busybox:1", Entrypoint: []string{}},
+	}}}}
+	b, err := marshalJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := mesh.Decode("converted.json", b)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b)
+	}
+	if e := back.Modules["shop"].Containers["web"].Entrypoint; e != nil {
+		t.Errorf("web's entrypoint came back %#v, want nil (the image's):\n%s", e, b)
+	}
+	if e := back.Modules["shop"].Containers["clear"].Entrypoint; e == nil || len(e) != 0 {
+		t.Errorf("clear's entrypoint came back %#v, want [] (cleared):\n%s", e, b)
+	}
+}
