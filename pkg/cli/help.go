@@ -4,6 +4,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/spf13/cobra"
 )
 
@@ -323,32 +324,17 @@ A YAML number or boolean where a string is expected is read as that string
 
 // nearTopic is the help topic of cmd (exit-codes, mesh-file) that word
 // looks like a typo of, "" if none: cobra's suggestions leave topics out.
+// A topic word begins is taken first; else the nearest (mesh.Suggest).
 func nearTopic(cmd *cobra.Command, word string) string {
+	var topics []string
 	for _, c := range cmd.Commands() {
-		if c.IsAdditionalHelpTopicCommand() && (strings.HasPrefix(c.Name(), word) || distance(c.Name(), word) <= 2) {
+		if !c.IsAdditionalHelpTopicCommand() {
+			continue
+		}
+		if strings.HasPrefix(c.Name(), word) {
 			return c.Name()
 		}
+		topics = append(topics, c.Name())
 	}
-	return ""
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return mesh.Suggest(word, topics)
 }

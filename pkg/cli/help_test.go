@@ -196,3 +196,20 @@ func TestVersionFromCheckout(t *testing.T) {
 	}
 	_ = os.Remove(bin)
 }
+
+// TestHelpTopicTypo: a mistyped help topic is exit 2 naming the topic it
+// looks like; a word that is no topic's is an unknown command.
+func TestHelpTopicTypo(t *testing.T) {
+	for word, want := range map[string]string{
+		"mesh-fiel":  `unknown help topic "mesh-fiel"; did you mean "mesh-file"?`,
+		"exit":       `unknown help topic "exit"; did you mean "exit-codes"?`,
+		"exti-codes": `unknown help topic "exti-codes"; did you mean "exit-codes"?`,
+		"zzz":        `unknown command "zzz"`,
+	} {
+		var out, errOut bytes.Buffer
+		code := Run(context.Background(), NewEnv(strings.NewReader(""), &out, &errOut), []string{"help", word})
+		if code != exitUsage || !strings.Contains(errOut.String(), want) || out.Len() > 0 {
+			t.Errorf("help %s: exit %d, stdout %q, stderr %q; want exit 2 and %s", word, code, out.String(), errOut.String(), want)
+		}
+	}
+}
