@@ -124,6 +124,24 @@ func child(t *testing.T, mode, dir string) *exec.Cmd {
 	return cmd
 }
 
+// startRecorder starts a child that records builds into the ledger at dir
+// for ever, and returns it once it runs, for kill k to land in its writes.
+func startRecorder(t *testing.T, dir string, k int) *exec.Cmd {
+	t.Helper()
+	cmd := child(t, "record-forever", dir)
+	ready, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
+		t.Fatalf("kill %d: the child did not start: %v", k, err)
+	}
+	return cmd
+}
+
 // TestConcurrentProcesses runs 8 processes that each request and record 25
 // builds: 200 unique ids, in request order within each process, none lost,
 // and the current build is the newest request, not the last record.
@@ -213,24 +231,14 @@ func TestKillDuringRecord(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rec(t, l, request(t, l, "app").Builds[0].ID, "reg/app:0")
 	for k := range kills {
-		cmd := child(t, "record-forever", d.Path())
-		ready, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
-			t.Fatalf("kill %d: the child did not start: %v", k, err)
-		}
+		cmd := startRecorder(t, d.Path(), k)
 		// Past its start, the child spends its time in the ledger's writes:
 		// a random instant lands in one of them.
 		time.Sleep(time.Duration(r.IntN(40000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
 			t.Fatalf("kill %d: the child ended before the kill: %v", k, err)
 		}

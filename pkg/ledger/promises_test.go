@@ -1,7 +1,6 @@
 package ledger
 
 import (
-	"bufio"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -160,17 +159,7 @@ func TestKillLeavesNoTempAfterNextCommand(t *testing.T) {
 	l.LockTimeout = 10 * time.Second
 	left := 0
 	for k := range kills {
-		cmd := child(t, "record-forever", d.Path())
-		ready, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := bufio.NewReader(ready).ReadString('\n'); err != nil {
-			t.Fatalf("kill %d: the child did not start: %v", k, err)
-		}
+		cmd := startRecorder(t, d.Path(), k)
 		time.Sleep(time.Duration(rand.IntN(20000)) * time.Microsecond)
 		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
