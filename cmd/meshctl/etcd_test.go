@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,35 +20,15 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
-
-// testEtcd returns the test cluster's endpoints (scripts/etcd.sh, in
-// MESHCTL_TEST_ETCD); without one the test skips, except under CI=true.
-func testEtcd(t testing.TB) string {
-	t.Helper()
-	eps := os.Getenv("MESHCTL_TEST_ETCD")
-	if eps == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MESHCTL_TEST_ETCD is not set under CI=true: the etcd tests must run (scripts/test starts the cluster)")
-		}
-		t.Skip("no test etcd cluster: run scripts/etcd.sh start and eval \"$(scripts/etcd.sh env)\"")
-	}
-	return eps
-}
-
-// etcdPrefix is a key prefix of its own for one test or script.
-func etcdPrefix(name string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("/meshctl-test/%s-%x", strings.NewReplacer("/", "-", " ", "_").Replace(name), b)
-}
 
 // TestEtcdScripts runs testdata/etcd/*.txtar: the scripts of the etcd
 // ledger, each with MESHCTL_LEDGER set to a prefix of its own in the test
 // cluster (ETCD_EPS names its endpoints).
 func TestEtcdScripts(t *testing.T) {
-	eps := testEtcd(t)
+	eps := etcdtest.Endpoints(t)
 	testscript.Run(t, testscript.Params{
 		Dir:                 filepath.Join("..", "..", "testdata", "etcd"),
 		RequireExplicitExec: true,
@@ -60,7 +39,7 @@ func TestEtcdScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("ETCD_EPS", eps)
-			env.Setenv("MESHCTL_LEDGER", "etcd://"+eps+etcdPrefix(filepath.Base(env.WorkDir)))
+			env.Setenv("MESHCTL_LEDGER", "etcd://"+eps+etcdtest.Prefix(filepath.Base(env.WorkDir)))
 			env.Setenv("MESHCTL_TEST_ETCD_DIR", os.Getenv("MESHCTL_TEST_ETCD_DIR"))
 			return nil
 		},
@@ -200,8 +179,8 @@ func TestMeshBuildsLeaderKilled(t *testing.T) {
 }
 
 func meshBuilds(t *testing.T, perHost, builds int, killLeader bool) {
-	eps := testEtcd(t)
-	ledger := "etcd://" + eps + etcdPrefix(t.Name())
+	eps := etcdtest.Endpoints(t)
+	ledger := "etcd://" + eps + etcdtest.Prefix(t.Name())
 	out := make(chan issued, 2*perHost*builds)
 	var retried atomic.Int64
 	var wg sync.WaitGroup

@@ -2,10 +2,7 @@ package ledger
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,6 +10,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 )
 
 // testEtcd returns a ledger in the test etcd cluster (scripts/etcd.sh; its
@@ -20,26 +19,13 @@ import (
 // cluster the test skips, except under CI=true, where that is a failure.
 func testEtcd(t testing.TB) *Ledger {
 	t.Helper()
-	eps := os.Getenv("MESHCTL_TEST_ETCD")
-	if eps == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MESHCTL_TEST_ETCD is not set under CI=true: the etcd tests must run (scripts/test starts the cluster)")
-		}
-		t.Skip("no test etcd cluster: run scripts/etcd.sh start and eval \"$(scripts/etcd.sh env)\"")
-	}
-	l, err := OpenEtcd(EtcdConfig{Endpoints: strings.Split(eps, ","), Prefix: testPrefix(t), Timeout: 20 * time.Second})
+	eps := etcdtest.Endpoints(t)
+	l, err := OpenEtcd(EtcdConfig{Endpoints: strings.Split(eps, ","), Prefix: etcdtest.Prefix(t.Name()), Timeout: 20 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
 	return l
-}
-
-// testPrefix is a key prefix no other test run shares.
-func testPrefix(t testing.TB) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("/meshctl-test/%s-%x", strings.NewReplacer("/", "-", " ", "_").Replace(t.Name()), b)
 }
 
 // eachStore runs f against a ledger of each store: the files, and etcd.
