@@ -63,7 +63,7 @@ func runBuildList(ctx context.Context, env *Env, opts *buildListOptions) error {
 		return err
 	}
 	if env.JSON() {
-		out := buildListJSON{Builds: []buildListBuildJSON{}}
+		out := buildListJSON{}
 		for _, b := range builds {
 			j := buildListBuildJSON{ID: b.ID, Module: b.Module, Plan: b.Plan, State: string(b.State),
 				RequestedAt: b.RequestedAt.UTC(), FinishedAt: jsonTime(b.FinishedAt)}

@@ -52,7 +52,7 @@ func runBuildPlan(ctx context.Context, env *Env, opts *buildPlanOptions) error {
 		return err
 	}
 	if env.JSON() {
-		out := buildPlanJSON{ID: p.ID, Settled: p.Settled, Builds: []buildPlanBuildJSON{}}
+		out := buildPlanJSON{ID: p.ID, Settled: p.Settled}
 		for _, b := range p.Builds {
 			out.Builds = append(out.Builds, buildPlanBuildJSON{ID: b.ID, Module: b.Module, State: string(b.State)})
 		}

@@ -66,7 +66,7 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 		return err
 	}
 	if env.JSON() {
-		out := buildRequestJSON{Plan: p.ID, Builds: []buildRequestBuildJSON{}}
+		out := buildRequestJSON{Plan: p.ID}
 		for _, b := range p.Builds {
 			out.Builds = append(out.Builds, buildRequestBuildJSON{ID: b.ID, Module: b.Module, RequestedAt: b.RequestedAt.UTC()})
 		}

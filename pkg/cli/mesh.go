@@ -73,10 +73,7 @@ func runMeshView(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	out := meshJSON{Windows: ws, Builds: []meshBuildJSON{}}
-	if out.Windows == nil {
-		out.Windows = []ledger.MeshWindow{}
-	}
+	out := meshJSON{Windows: ws}
 	for _, b := range bs {
 		out.Builds = append(out.Builds, meshBuildJSON{Module: b.Module, ID: b.ID, Image: b.Image})
 	}
