@@ -81,14 +81,7 @@ func closingWindow(t *testing.T, d *state.Dir, eng engine.Client, scope string, 
 	for _, n := range names {
 		h.Restart[n] = "always"
 	}
-	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
-		t.Fatal(err)
-	}
-	l.Unlock()
+	writeHold(t, d, h)
 	return &window{d: d, eng: eng, id: "w-1", hold: &h, openedAt: now, result: ResultOK, scope: scope,
 		opts: Options{Now: func() time.Time { return now }, Progress: func(string, ...any) {}},
 		plan: &plan{module: "store", step: "gc", held: names, def: &mesh.Step{Exec: []string{"true"}},
@@ -206,4 +199,18 @@ func TestCloseWaitsForTheLockAsDocumented(t *testing.T) {
 			t.Error("the held container was not brought back before the wait for the lock")
 		}
 	})
+}
+
+// writeHold records h in the state directory's holds file, as a window's
+// open does.
+func writeHold(t *testing.T, d *state.Dir, h holds.Hold) {
+	t.Helper()
+	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
+		t.Fatal(err)
+	}
 }

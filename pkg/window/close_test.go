@@ -11,7 +11,6 @@ import (
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
-	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // stuckEngine reports the window's step container as still running, as an
@@ -53,14 +52,7 @@ func TestCloseKeepsHoldWhileStepRuns(t *testing.T) {
 			now := time.Date(2026, 11, 29, 3, 30, 0, 0, time.UTC)
 			h := holds.Hold{ID: "w-1", Module: "store", Step: "gc", PID: 1, Containers: []string{"store.registry"},
 				OpenedAt: now, Deadline: now.Add(time.Hour), StepContainer: StepContainerName("store", "gc")}
-			l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
-				t.Fatal(err)
-			}
-			l.Unlock()
+			writeHold(t, d, h)
 
 			eng := &stuckEngine{listErr: tt.listErr, step: engine.Container{Name: h.StepContainer, Running: true,
 				Labels: map[string]string{apply.LabelManaged: scope, apply.LabelWindow: "w-1", apply.LabelRole: apply.RoleStep}}}
