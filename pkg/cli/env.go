@@ -60,6 +60,9 @@ type Env struct {
 	// args are the arguments Run was given, for a helper program that
 	// carries out the command (runHelper).
 	args []string
+	// preRun says that the root's pre-run began: MESHCTL_* and the config
+	// file were folded into the global flags (or failed to be).
+	preRun bool
 }
 
 // NewEnv returns the Env of a real invocation.

@@ -108,10 +108,9 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	if err != nil {
 		// A flag or argument error comes before the pre-run that folds in
 		// MESHCTL_* and the config file: fold them in now, so that -o json
-		// set there still makes the error a JSON document. (Folding in
-		// again after the pre-run changes nothing; an error there was
-		// reported by the pre-run itself.)
-		if cmd != nil {
+		// set there still makes the error a JSON document. A pre-run that
+		// failed while folding them in has reported that itself.
+		if cmd != nil && !env.preRun {
 			_ = loadConfig(cmd)
 		}
 		fmt.Fprintf(env.Stderr, "meshctl: %v\n", err)

@@ -40,6 +40,7 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			env.preRun = true
 			if err := loadConfig(cmd); err != nil {
 				return err
 			}
