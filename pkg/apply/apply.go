@@ -315,6 +315,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	// A dry run reads snapshots and takes no lock: it changes nothing in
 	// the state directory, not even the lock file's holder line.
 	var lock *state.Lock
+	var dead claims.Doc
 	read := d.Read
 	if !opts.DryRun {
 		var err error
@@ -324,8 +325,12 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		defer lock.Unlock()
 		read = lock.Read
 		// Another apply is carrying out its plan: wait for it (Run), then
-		// plan from what it left.
-		live, err := claims.Live(d, read)
+		// plan from what it left. Past this, every claim left is dead: the
+		// claims of applies that died carrying out their plans.
+		if _, err := lock.Read(claims.File, &dead); err != nil {
+			return nil, nil, err
+		}
+		live, err := claims.LiveOf(d, dead.Claims)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -387,7 +392,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		return nil, nil, fmt.Errorf("list containers: %w", listErr)
 	}
 	if !opts.DryRun {
-		if observed, err = healInterrupted(ctx, lock, eng, scope, observed, &hd, opts.Progress); err != nil {
+		if observed, err = healInterrupted(ctx, lock, eng, scope, observed, dead.Claims, &hd, opts.Progress); err != nil {
 			return nil, nil, err
 		}
 	}

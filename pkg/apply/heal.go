@@ -12,7 +12,8 @@ import (
 )
 
 // healInterrupted puts back what an apply that died while carrying out its
-// plan left behind: its claim is recorded but dead, and a container it was
+// plan left behind: its claim, in dead, is recorded but dead (the caller
+// found, under lock, that no recorded claim is live), and a container it was
 // replacing is still aside (NAME.meshctl-old), with or without an
 // unverified new NAME. The old container is what last ran healthy: it is
 // renamed back and started, the unverified new one removed, and the plan
@@ -20,18 +21,9 @@ import (
 // window holds is left alone. It returns the containers as the engine has
 // them now.
 func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, scope string, observed []engine.Container,
-	hd *holds.Doc, progress func(string, ...any)) ([]engine.Container, error) {
-	var doc claims.Doc
-	if _, err := lock.Read(claims.File, &doc); err != nil || len(doc.Claims) == 0 {
-		return observed, err
-	}
-	live, err := claims.Live(lock.Dir(), lock.Read)
-	if err != nil || len(live) == len(doc.Claims) {
-		return observed, err
-	}
-	isLive := map[string]bool{}
-	for _, c := range live {
-		isLive[c.ID] = true
+	dead []claims.Claim, hd *holds.Doc, progress func(string, ...any)) ([]engine.Container, error) {
+	if len(dead) == 0 {
+		return observed, nil
 	}
 	held := map[string]bool{}
 	for _, h := range hd.Holds {
@@ -46,10 +38,7 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 		}
 	}
 	changed := false
-	for _, c := range doc.Claims {
-		if isLive[c.ID] {
-			continue
-		}
+	for _, c := range dead {
 		for _, name := range c.Containers {
 			aside, ok := byName[lifecycle.OldName(name)]
 			if !ok || held[name] {
@@ -70,7 +59,8 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 			changed = true
 		}
 	}
-	if err := lock.Write(claims.File, &claims.Doc{Claims: live}); err != nil {
+	// Every claim was dead: none is kept.
+	if err := lock.Write(claims.File, &claims.Doc{}); err != nil {
 		return observed, err
 	}
 	if !changed {

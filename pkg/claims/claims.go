@@ -67,8 +67,14 @@ func Live(d *state.Dir, read func(string, state.Document) (bool, error)) ([]Clai
 	if _, err := read(File, &doc); err != nil {
 		return nil, err
 	}
+	return LiveOf(d, doc.Claims)
+}
+
+// LiveOf returns the claims of cs whose holder still runs (its lock is
+// held), for a caller that has read claims.json already.
+func LiveOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 	var out []Claim
-	for _, c := range doc.Claims {
+	for _, c := range cs {
 		alive, err := d.Held(LockName(c.ID))
 		if err != nil {
 			return nil, err
