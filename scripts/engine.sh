@@ -3,11 +3,14 @@
 #
 # usage: scripts/engine.sh start|stop|env|status
 #
-#   start   start containerd and dockerd under $MESHCTL_ENGINE_DIR (default /tmp/meshctl-engine),
+#   start   start containerd and dockerd under $MESHCTL_ENGINE_DIR (default: this checkout's
+#           /tmp/meshctl-engine-XXXXXXXX, see lib.sh),
 #           unless an engine already answers at $MESHCTL_TEST_DOCKER_HOST; installs docker.io
 #           with apt-get when dockerd is missing (root only)
-#   stop    stop the engine this script started there, and everything it left behind
-#   env     print export lines for DOCKER_HOST and MESHCTL_TEST_DOCKER_HOST; use with eval
+#   stop    stop the engine this script started there, and everything it left behind; an engine
+#           in another home (another checkout's, or a test run's own) is never touched
+#   env     print export lines for MESHCTL_ENGINE_DIR, DOCKER_HOST and MESHCTL_TEST_DOCKER_HOST;
+#           use with eval
 #   status  exit 0 if the engine answers
 #
 # Engine home layout:
@@ -59,7 +62,7 @@ our_pid() {
 	[[ -s $file ]] || return 1
 	read -r pid <"$file" || [[ -n $pid ]] || return 1 # dockerd writes no final newline
 	[[ $pid =~ ^[1-9][0-9]*$ ]] && alive "$pid" || return 1
-	tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$ENGINE_DIR/" || return 1
+	tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF -- "$ENGINE_DIR/" || return 1
 	echo "$pid"
 }
 
@@ -85,7 +88,9 @@ terminate() {
 our_shims() {
 	local proc args i
 	for proc in /proc/[1-9]*; do
-		mapfile -d '' -t args <"$proc/cmdline" 2>/dev/null || continue
+		# The redirection to /dev/null comes first: a process that exits between the glob and the
+		# read must not print "No such file or directory".
+		mapfile -d '' -t args 2>/dev/null <"$proc/cmdline" || continue
 		if ((${#args[@]} < 3)) || [[ ${args[0]##*/} != containerd-shim* ]]; then
 			continue
 		fi
@@ -191,6 +196,8 @@ start_dockerd() {
 	# --config-file: never read the host's /etc/docker/daemon.json.
 	# --containerd: our own containerd (see start_containerd).
 	# --bridge=none and no iptables: the engine touches no host network configuration.
+	# --default-address-pool: networks a test creates take addresses in 198.18.0.0/15 (the
+	# benchmarking range), never in 10/8, 172.16/12 or 192.168/16.
 	setsid dockerd \
 		--config-file "$ENGINE_DIR/daemon.json" \
 		--host "$ENGINE_PRIVATE_HOST" \
@@ -200,6 +207,7 @@ start_dockerd() {
 		--containerd "$containerd_sock" \
 		--storage-driver "$driver" \
 		--bridge=none --iptables=false --ip6tables=false \
+		--default-address-pool base=198.18.0.0/15,size=24 \
 		>>"$ENGINE_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
 	pid=$!
 	for ((i = 0; i < start_timeout * 4; i++)); do
@@ -336,6 +344,7 @@ cmd_stop() {
 }
 
 cmd_env() {
+	printf 'export MESHCTL_ENGINE_DIR=%q\n' "$ENGINE_DIR"
 	printf 'export DOCKER_HOST=%q\n' "$ENGINE_HOST"
 	printf 'export MESHCTL_TEST_DOCKER_HOST=%q\n' "$ENGINE_HOST"
 }

@@ -2,23 +2,65 @@
 # lib.sh: helpers shared by engine.sh, images.sh and test. Source it; do not run it.
 #
 # It resolves where the private test engine lives:
-#   MESHCTL_ENGINE_DIR        engine home (socket, data root, exec root, pid files, logs);
-#                             default /tmp/meshctl-engine
+#   MESHCTL_ENGINE_DIR        engine home (socket, data root, exec root, pid files, logs); default
+#                             /tmp/meshctl-engine-XXXXXXXX, one per checkout (XXXXXXXX: a hash of
+#                             its path), so that scripts/engine.sh in one checkout never reaches
+#                             the engine of another
 #   MESHCTL_TEST_DOCKER_HOST  the engine the tests use; default unix://$MESHCTL_ENGINE_DIR/docker.sock
+# scripts/test, demo and bench use an engine that already answers there; otherwise each run starts
+# one in a home of its own (run_engine_home), which it stops and removes when it ends.
 
 # Keep the engine home short: unix socket paths are limited to 107 bytes, and containerd puts
 # "$ENGINE_DIR/exec/containerd/containerd.sock.ttrpc" (42 bytes more) under it.
 readonly ENGINE_DIR_MAX=60
 
-ENGINE_DIR=${MESHCTL_ENGINE_DIR:-/tmp/meshctl-engine}
-case $ENGINE_DIR in
-/*) ;;
-*) ENGINE_DIR=$PWD/$ENGINE_DIR ;;
-esac
-while [[ $ENGINE_DIR == */ && $ENGINE_DIR != / ]]; do ENGINE_DIR=${ENGINE_DIR%/}; done
-ENGINE_SOCK=$ENGINE_DIR/docker.sock
-ENGINE_PRIVATE_HOST=unix://$ENGINE_SOCK
-ENGINE_HOST=${MESHCTL_TEST_DOCKER_HOST:-$ENGINE_PRIVATE_HOST}
+# set_engine_dir DIR makes DIR the engine home of this script and of the scripts it runs.
+set_engine_dir() {
+	ENGINE_DIR=$1
+	case $ENGINE_DIR in
+	/*) ;;
+	*) ENGINE_DIR=$PWD/$ENGINE_DIR ;;
+	esac
+	while [[ $ENGINE_DIR == */ && $ENGINE_DIR != / ]]; do ENGINE_DIR=${ENGINE_DIR%/}; done
+	ENGINE_SOCK=$ENGINE_DIR/docker.sock
+	ENGINE_PRIVATE_HOST=unix://$ENGINE_SOCK
+	ENGINE_HOST=${MESHCTL_TEST_DOCKER_HOST:-$ENGINE_PRIVATE_HOST}
+	export MESHCTL_ENGINE_DIR=$ENGINE_DIR
+}
+
+# checkout_engine_dir prints the default engine home of this checkout.
+checkout_engine_dir() {
+	local top sum
+	top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+	sum=$(printf '%s' "$top" | cksum)
+	printf '/tmp/meshctl-engine-%08x\n' "${sum%% *}"
+}
+
+# run_engine_home gives this run an engine home of its own, unless the engine to use was named
+# (MESHCTL_TEST_DOCKER_HOST or MESHCTL_ENGINE_DIR) or one already answers in the checkout's home.
+# It sets own_home to the new home (empty when none was made); the caller removes it at the end
+# (remove_engine_home), after stopping the engine.
+run_engine_home() {
+	own_home=''
+	if [[ -n ${MESHCTL_TEST_DOCKER_HOST:-} || -n $engine_dir_given ]] || engine_answers; then
+		return 0
+	fi
+	own_home=$(mktemp -d /tmp/mse-XXXXXX)
+	set_engine_dir "$own_home"
+}
+
+# remove_engine_home removes a home run_engine_home made, once nothing of its engine runs.
+remove_engine_home() {
+	[[ -n ${own_home:-} && $own_home == /tmp/mse-* ]] || return 0
+	if [[ -e $own_home/dockerd.pid || -e $own_home/containerd.pid ]]; then
+		log "engine home $own_home still has a running engine; left in place"
+		return 0
+	fi
+	rm -rf "$own_home" 2>/dev/null || log "could not remove $own_home"
+}
+
+engine_dir_given=${MESHCTL_ENGINE_DIR:-}
+set_engine_dir "${MESHCTL_ENGINE_DIR:-$(checkout_engine_dir)}"
 
 # dockerd, containerd and runc live in /usr/sbin and /sbin, which a non-login PATH may lack.
 case ":$PATH:" in *:/usr/sbin:*) ;; *) PATH=$PATH:/usr/sbin ;; esac

@@ -45,3 +45,86 @@ func TestRepoScripts(t *testing.T) {
 		t.Errorf(".ci/run must run scripts/test, then scripts/demo:\n%s", ci)
 	}
 }
+
+// TestEngineHomePerCheckout: two checkouts get two engine homes by default, so
+// scripts/engine.sh stop in one never ends the engine of a run in the other
+// (issue 22 item 7); the home is short enough for containerd's socket path.
+func TestEngineHomePerCheckout(t *testing.T) {
+	lib, err := os.ReadFile(filepath.Join("..", "..", "scripts", "lib.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	homes := map[string]bool{}
+	for _, name := range []string{"a", "b"} {
+		top := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(filepath.Join(top, "scripts"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(top, "scripts", "lib.sh"), lib, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("bash", "-c", `. scripts/lib.sh && echo "$ENGINE_DIR"`)
+		cmd.Dir = top
+		cmd.Env = withoutEnv(os.Environ(), "MESHCTL_ENGINE_DIR", "MESHCTL_TEST_DOCKER_HOST")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("sourcing lib.sh in %s: %v", top, err)
+		}
+		home := strings.TrimSpace(string(out))
+		if !regexp.MustCompile(`^/tmp/meshctl-engine-[0-9a-f]{8}$`).MatchString(home) {
+			t.Errorf("checkout %s: engine home %q, want /tmp/meshctl-engine-XXXXXXXX", top, home)
+		}
+		homes[home] = true
+	}
+	if len(homes) != 2 {
+		t.Errorf("two checkouts share the engine home %v", homes)
+	}
+}
+
+// TestEngineStopQuiet: scripts/engine.sh stop walks /proc for leftover shims;
+// a process that exits during the walk must not print "No such file or
+// directory" (it did on every stop).
+func TestEngineStopQuiet(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("scripts/engine.sh stop walks /proc only as root")
+	}
+	home, err := os.MkdirTemp("/tmp", "mse-q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(home)
+	// Short-lived processes all through the stop, so that some exit mid-walk.
+	churn := exec.Command("bash", "-c", `end=$((SECONDS + 20)); while ((SECONDS < end)); do /bin/true & /bin/true & wait; done`)
+	if err := churn.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = churn.Process.Kill(); _ = churn.Wait() }()
+	for range 5 {
+		cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "engine.sh"), "stop")
+		cmd.Env = append(withoutEnv(os.Environ(), "MESHCTL_TEST_DOCKER_HOST"), "MESHCTL_ENGINE_DIR="+home)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("engine.sh stop: %v\n%s", err, out)
+		}
+		if strings.Contains(string(out), "No such file") {
+			t.Fatalf("engine.sh stop printed an error for a process that exited:\n%s", out)
+		}
+	}
+}
+
+// withoutEnv returns env without the variables named.
+func withoutEnv(env []string, names ...string) []string {
+	var out []string
+	for _, kv := range env {
+		keep := true
+		for _, n := range names {
+			if strings.HasPrefix(kv, n+"=") {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
