@@ -128,3 +128,24 @@ func withoutEnv(env []string, names ...string) []string {
 	}
 	return out
 }
+
+// TestReadmeBuildIsClean: the README builds with `go build -o bin/ ./cmd/...`;
+// git must ignore what that writes, or every later build of the checkout
+// reads "+dirty" in `meshctl version` (issue 22 item 6).
+func TestReadmeBuildIsClean(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "go build -o bin/ ./cmd/...") {
+		t.Fatal("README no longer builds into bin/: update this test")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	cmd := exec.Command("git", "check-ignore", "-q", "bin/meshctl", "bin/meshctl-convert")
+	cmd.Dir = filepath.Join("..", "..")
+	if err := cmd.Run(); err != nil {
+		t.Errorf("git does not ignore bin/ (the README's build output): %v", err)
+	}
+}
