@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -128,5 +129,39 @@ func TestWriteAtomic(t *testing.T) {
 	}
 	if err := Write(filepath.Join(dir, "meshctl.txt"), Snapshot{}); err == nil || !strings.Contains(err.Error(), ".prom") {
 		t.Errorf("a name without .prom: %v", err)
+	}
+}
+
+// TestAlertRules: the alert rules docs/metrics.md gives pass promtool check
+// rules, and name only metrics this package writes (or node_exporter's).
+func TestAlertRules(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Alert rules\n\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/metrics.md has no yaml block under ## Alert rules")
+	}
+	rules, _, _ := strings.Cut(rest, "```")
+	rendered := string(Render(sampleSnapshot()))
+	for _, name := range regexp.MustCompile(`\bmeshctl_[a-z_]+`).FindAllString(rules, -1) {
+		if !strings.Contains(rendered, "# TYPE "+name+" gauge") {
+			t.Errorf("the alert rules name %s, which meshctl does not write", name)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and promtool is missing")
+		}
+		t.Skip("promtool not installed")
+	}
+	file := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(file, []byte(rules), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
+		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
 }
