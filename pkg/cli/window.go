@@ -10,6 +10,6 @@ func newWindowCmd(env *Env) *cobra.Command {
 		Short: "Hold containers stopped while a maintenance step runs",
 		Args:  usageArgs(cobra.NoArgs),
 	}
-	cmd.AddCommand(newWindowRunCmd(env), newWindowListCmd(env), newWindowLogsCmd(env))
+	cmd.AddCommand(newWindowRunCmd(env), newWindowListCmd(env), newWindowLogsCmd(env), newWindowAckCmd(env))
 	return cmd
 }

@@ -103,7 +103,13 @@ type Entry struct {
 	Result       string `json:"result"`
 	StepExitCode *int   `json:"step_exit_code"`
 	Error        string `json:"error,omitempty"`
+	// AckedAt is when a person acknowledged this window's failure (meshctl
+	// window ack): it is no longer a problem for status --check.
+	AckedAt *time.Time `json:"acked_at,omitempty"`
 }
+
+// Failed reports whether the window did not end ok.
+func (e Entry) Failed() bool { return e.Result != "ok" }
 
 // History is the history file: oldest first, at most HistoryLimit entries.
 type History struct {

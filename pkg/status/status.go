@@ -128,7 +128,7 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		}
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
-		FailedWindows: failedWindows(hist.Windows), Problems: []string{}}
+		FailedWindows: failedWindows(hist.Windows, appliedStep(applied, appliedOK)), Problems: []string{}}
 	heldBy := map[string]holds.View{}
 	for _, c := range classified {
 		v := holds.ViewOf(c.Hold, c.State)
@@ -184,20 +184,34 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 	return rep, nil
 }
 
-// failedWindows returns, per module and step, the last window of the
-// history (oldest first) when it did not end ok.
-func failedWindows(hist []holds.Entry) []holds.Entry {
+// failedWindows returns, per module and step that the applied state still
+// has, the last window of the history (oldest first) when it did not end ok
+// and no one acknowledged it (meshctl window ack).
+func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) []holds.Entry {
 	last := map[string]holds.Entry{}
 	for _, e := range hist {
 		last[e.Module+"/"+e.Step] = e
 	}
 	out := []holds.Entry{}
 	for _, k := range slices.Sorted(maps.Keys(last)) {
-		if e := last[k]; e.Result != "ok" {
+		if e := last[k]; e.Failed() && e.AckedAt == nil && hasStep(e.Module, e.Step) {
 			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// appliedStep reports whether the applied state has a module's step; with
+// nothing applied (or an applied state without its file) every step counts,
+// since none can be told gone.
+func appliedStep(a *apply.Applied, ok bool) func(module, step string) bool {
+	return func(module, step string) bool {
+		if !ok || a == nil || a.File == nil {
+			return true
+		}
+		m := a.File.Modules[module]
+		return m != nil && m.Steps[step] != nil
+	}
 }
 
 // problems lists what needs a person: a failed last apply or window, a
@@ -206,25 +220,25 @@ func failedWindows(hist []holds.Entry) []holds.Entry {
 func problems(rep *Report) []string {
 	out := []string{}
 	if l := rep.LastApply; l != nil && l.Result != "ok" {
-		msg := fmt.Sprintf("the last apply failed (%s, %s)", l.FinishedAt.UTC().Format(time.RFC3339), l.Source)
+		msg := fmt.Sprintf("the last apply failed (%s, %s)", state.When(l.FinishedAt), l.Source)
 		if l.Error != "" {
 			msg += ": " + firstLine(l.Error)
 		}
 		out = append(out, msg+"; fix it and apply again (meshctl apply --last re-applies the applied state)")
 	}
 	for _, e := range rep.FailedWindows {
-		msg := fmt.Sprintf("window %s %s/%s ended %s (%s)", e.ID, e.Module, e.Step, e.Result, e.ClosedAt.UTC().Format(time.RFC3339))
+		msg := fmt.Sprintf("window %s %s/%s ended %s at %s", e.ID, e.Module, e.Step, e.Result, state.When(e.ClosedAt))
 		if e.Error != "" {
 			msg += ": " + firstLine(e.Error)
 		}
-		out = append(out, msg+"; see meshctl window list")
+		out = append(out, msg+fmt.Sprintf("; see meshctl window logs %s, then meshctl window ack %s", e.ID, e.ID))
 	}
 	for _, w := range rep.Windows {
 		switch w.State {
 		case holds.Stale:
 			out = append(out, fmt.Sprintf("window %s %s/%s is stale (its process is gone): meshctl apply --last releases it and brings %s back", w.ID, w.Module, w.Step, strings.Join(w.Containers, ", ")))
 		case holds.Overdue:
-			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, w.Deadline.UTC().Format(time.RFC3339)))
+			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, state.When(w.Deadline)))
 		}
 	}
 	for _, c := range rep.Containers {

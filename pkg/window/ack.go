@@ -1,0 +1,92 @@
+package window
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// Ack acknowledges failed windows of the history: each window named by ids,
+// or, with no ids, the last window of every module's step when it failed.
+// An acknowledged window stays in the history and in window list, but is no
+// longer a problem for status --check (until the step fails again). It
+// returns the windows it acknowledged now; one acknowledged before is
+// returned as it was. An unknown id, or a window that ended ok, is a
+// UsageError, and nothing is written.
+func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string, now time.Time) ([]holds.Entry, error) {
+	lock, err := d.Lock(ctx, holds.StateLock, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Unlock()
+	var hist holds.History
+	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+		return nil, err
+	}
+	idx, err := ackTargets(&hist, ids)
+	if err != nil {
+		return nil, err
+	}
+	var out []holds.Entry
+	changed := false
+	for _, i := range idx {
+		if hist.Windows[i].AckedAt == nil {
+			at := now.UTC()
+			hist.Windows[i].AckedAt = &at
+			changed = true
+		}
+		out = append(out, hist.Windows[i])
+	}
+	if changed {
+		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ackTargets returns the indexes in hist of the windows to acknowledge.
+func ackTargets(hist *holds.History, ids []string) ([]int, error) {
+	if len(ids) == 0 {
+		last := map[string]int{}
+		var order []string
+		for i, e := range hist.Windows {
+			k := e.Module + "/" + e.Step
+			if _, ok := last[k]; !ok {
+				order = append(order, k)
+			}
+			last[k] = i
+		}
+		var idx []int
+		for _, k := range order {
+			if i := last[k]; hist.Windows[i].Failed() {
+				idx = append(idx, i)
+			}
+		}
+		return idx, nil
+	}
+	var idx []int
+	for _, id := range ids {
+		i := -1
+		for j, e := range hist.Windows {
+			if e.ID == id {
+				i = j
+			}
+		}
+		switch {
+		case i < 0:
+			known := make([]string, 0, len(hist.Windows))
+			for _, e := range hist.Windows {
+				known = append(known, e.ID)
+			}
+			return nil, &UsageError{Msg: fmt.Sprintf("no window %s in the history (the last %d closed windows)%s", id, holds.HistoryLimit, didYouMean(id, known))}
+		case !hist.Windows[i].Failed():
+			return nil, &UsageError{Msg: fmt.Sprintf("window %s ended ok: there is nothing to acknowledge", id)}
+		}
+		idx = append(idx, i)
+	}
+	return idx, nil
+}
