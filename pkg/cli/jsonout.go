@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 )
@@ -22,20 +23,25 @@ func jsonDocument(result []byte, err error, code int) []byte {
 		return result
 	}
 	je := jsonError{Code: code, Message: err.Error()}
-	var members map[string]json.RawMessage
-	if json.Unmarshal(result, &members) == nil {
-		if _, clash := members["error"]; clash {
-			// The result says why already (a window's history entry): the
-			// error object takes its place, for one shape across commands.
-			members["error"], _ = json.Marshal(je)
-			out, _ := json.MarshalIndent(members, "", "  ")
-			return append(out, '\n')
-		}
-	}
 	e, _ := json.MarshalIndent(je, "  ", "  ")
 	var b bytes.Buffer
 	b.WriteString("{\n  \"error\": ")
 	b.Write(e)
+	if members, ok := objectMembers(result); ok && members.has("error") {
+		// The result says why already (a window's history entry): the
+		// error object takes its place, first, for one shape across
+		// commands; the other members follow in their order.
+		for _, m := range members {
+			if m.key == "error" {
+				continue
+			}
+			k, _ := json.Marshal(m.key)
+			v, _ := json.MarshalIndent(m.value, "  ", "  ")
+			fmt.Fprintf(&b, ",\n  %s: %s", k, v)
+		}
+		b.WriteString("\n}\n")
+		return b.Bytes()
+	}
 	rest := bytes.TrimSpace(result)
 	if len(rest) > 2 && rest[0] == '{' {
 		// A partial result (an apply's report): its members follow.
@@ -46,6 +52,45 @@ func jsonDocument(result []byte, err error, code int) []byte {
 	}
 	b.WriteString("\n")
 	return b.Bytes()
+}
+
+// member is one member of a JSON object.
+type member struct {
+	key   string
+	value json.RawMessage
+}
+
+type members []member
+
+func (ms members) has(key string) bool {
+	for _, m := range ms {
+		if m.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// objectMembers returns the members of the JSON object doc in their order;
+// ok is false when doc is not an object.
+func objectMembers(doc []byte) (out members, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		key, isKey := t.(string)
+		if err != nil || !isKey {
+			return nil, false
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, false
+		}
+		out = append(out, member{key, v})
+	}
+	return out, true
 }
 
 // marshalJSON encodes v as an indented JSON document in which every nil

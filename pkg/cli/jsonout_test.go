@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
@@ -45,5 +46,30 @@ func TestConvertJSONKeepsTheEntrypoint(t *testing.T) {
 	}
 	if e := back.Modules["shop"].Containers["clear"].Entrypoint; e == nil || len(e) != 0 {
 		t.Errorf("clear's entrypoint came back %#v, want [] (cleared):\n%s", e, b)
+	}
+}
+
+// TestJSONErrorComesFirst: a failed command's document starts with its
+// error, also where the partial result has an error member of its own (a
+// window's history entry), whose other members keep their order (issue 22
+// item 5: window run -o json put closed_at first).
+func TestJSONErrorComesFirst(t *testing.T) {
+	entry := []byte(`{"id": "w-1", "module": "m", "closed_at": "2026-12-01T00:00:00Z", "result": "failed", "error": "step exited 1"}`)
+	out := jsonDocument(entry, errors.New("window w-1 failed"), 1)
+	ms, ok := objectMembers(out)
+	if !ok {
+		t.Fatalf("not an object:\n%s", out)
+	}
+	var keys []string
+	for _, m := range ms {
+		keys = append(keys, m.key)
+	}
+	if got, want := strings.Join(keys, ","), "error,id,module,closed_at,result"; got != want {
+		t.Errorf("members %s, want %s:\n%s", got, want, out)
+	}
+	report := []byte(`{"changed": true, "containers": []}`)
+	ms, _ = objectMembers(jsonDocument(report, errors.New("apply failed"), 1))
+	if len(ms) != 3 || ms[0].key != "error" || ms[1].key != "changed" {
+		t.Errorf("apply's partial report: %v", ms)
 	}
 }

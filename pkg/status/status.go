@@ -48,13 +48,15 @@ type Container struct {
 	Name    string   `json:"name"`
 	Module  string   `json:"module"`
 	State   string   `json:"state"`
-	Window  string   `json:"window,omitempty"`
-	Reasons []string `json:"reasons,omitempty"`
+	// Window is the window that holds the container, "" when none; every
+	// key is always there (CONTRACT §8), so a reader needs no check.
+	Window  string   `json:"window"`
+	Reasons []string `json:"reasons"`
 	// Health is what the engine says of a running container's healthcheck
-	// (starting, healthy, unhealthy); omitted without one. A held
-	// container reads held: the engine's "unhealthy" for a stopped
-	// container means nothing there.
-	Health string `json:"health,omitempty"`
+	// (starting, healthy, unhealthy); "" without one. A held container
+	// reads "": the engine's "unhealthy" for a stopped container means
+	// nothing there.
+	Health string `json:"health"`
 }
 
 // Build is a module's current build.
