@@ -45,9 +45,9 @@ type Report struct {
 
 // Container is one managed or desired container.
 type Container struct {
-	Name    string   `json:"name"`
-	Module  string   `json:"module"`
-	State   string   `json:"state"`
+	Name   string `json:"name"`
+	Module string `json:"module"`
+	State  string `json:"state"`
 	// Window is the window that holds the container, "" when none; every
 	// key is always there (CONTRACT §8), so a reader needs no check.
 	Window  string   `json:"window"`
