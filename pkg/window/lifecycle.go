@@ -34,13 +34,14 @@ type window struct {
 	openErr  error
 
 	stepStart time.Time
-	// stepStarted says that the step's process or container started: only
-	// then is there output to keep (window logs).
-	stepStarted bool
 	stepEnd   time.Time
 	stepCode  *int
 	stepErr   error
 	result    string
+
+	// stepStarted says that the step's process or container started: only
+	// then is there output to keep (window logs).
+	stepStarted bool
 }
 
 // Bounds of what a step's end does with the engine and its output. Each is
