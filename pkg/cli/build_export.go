@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -68,21 +69,30 @@ export.`,
 }
 
 func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) error {
-	var in io.Reader = env.Stdin
-	if opts.file != "" && opts.file != "-" {
-		f, err := os.Open(opts.file)
-		if err != nil {
-			return usageErrorf("import: %v", err)
+	// The whole export is read before the ledger is touched, and
+	// interruptibly: a stdin or FIFO that never ends must not make the
+	// command deaf to signals.
+	data, err := interruptible(ctx, "reading the export", func() ([]byte, error) {
+		var in io.Reader = env.Stdin
+		if opts.file != "" && opts.file != "-" {
+			f, err := os.Open(opts.file)
+			if err != nil {
+				return nil, usageErrorf("import: %v", err)
+			}
+			defer f.Close()
+			in = f
 		}
-		defer f.Close()
-		in = f
+		return io.ReadAll(in)
+	})
+	if err != nil {
+		return err
 	}
 	l, err := openLedger(env)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	n, err := l.Import(ctx, in)
+	n, err := l.Import(ctx, bytes.NewReader(data))
 	if err != nil {
 		return err
 	}

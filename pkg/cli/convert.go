@@ -64,7 +64,7 @@ beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if Converter == nil {
-				return runHelper(env, convertHelper)
+				return runHelper(cmd.Context(), env, convertHelper)
 			}
 			return runConvert(cmd.Context(), env, opts)
 		},

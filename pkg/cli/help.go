@@ -316,8 +316,12 @@ run or exec, not both:
     volumes-from   containers of this module whose volumes it mounts;
                    default: the held containers
     network        default none
-  exec           argv run on the host (never through a shell), in its own
-                 process group, killed whole with its window
+  exec           argv run on the host (exec'd as it is, never through a shell),
+                 in its own process group, killed whole with its window; its
+                 environment is only PATH=/usr/local/sbin:/usr/local/bin:
+                 /usr/sbin:/usr/bin:/sbin:/bin and HOME, LANG, LC_ALL, TZ as
+                 meshctl has them (never MESHCTL_*): declare what it needs in
+                 the argv, [env, K=V, /usr/local/bin/gc.sh]
 
 A YAML number or boolean where a string is expected is read as that string
 (command: [sleep, 60]). See docs/mesh-file.md for every field with an example.`

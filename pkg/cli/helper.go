@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
+	"time"
 )
 
 // helperExit is the exit status of a helper program that wrote its own
@@ -27,13 +30,17 @@ func (e *HelperMissingError) ExitCode() int { return exitFailed }
 
 // runHelper runs the helper program name with this invocation's arguments,
 // on its stdin, stdout and stderr, and returns its exit status. A signal
-// from the terminal reaches both; the helper's own handling decides.
-func runHelper(env *Env, name string) error {
+// from the terminal reaches both; one sent to meshctl alone (kill PID) is
+// passed on as SIGTERM, and a helper still running helperGrace later is
+// killed: meshctl never waits on a helper deaf to it.
+func runHelper(ctx context.Context, env *Env, name string) error {
 	path, err := helperPath(name)
 	if err != nil {
 		return err
 	}
-	c := exec.Command(path, env.args...)
+	c := exec.CommandContext(ctx, path, env.args...)
+	c.Cancel = func() error { return c.Process.Signal(syscall.SIGTERM) }
+	c.WaitDelay = helperGrace
 	c.Stdin, c.Stdout, c.Stderr = env.Stdin, env.Stdout, env.Stderr
 	err = c.Run()
 	var ee *exec.ExitError
@@ -45,6 +52,9 @@ func runHelper(env *Env, name string) error {
 	}
 	return nil
 }
+
+// helperGrace is how long a helper has to end once meshctl was signalled.
+const helperGrace = time.Second
 
 // helperPath finds the helper program name beside meshctl's own executable
 // (the release archive's layout), else on PATH.

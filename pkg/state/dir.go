@@ -109,6 +109,16 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 		return nil, fmt.Errorf("state dir %s: %w", path, err)
 	}
 	d := &Dir{path: abs, readOnly: readOnly, fsync: fsync}
+	// A symlink is refused, not followed: whoever can change it steers
+	// meshctl to a directory of their choosing. meshctl resolves nothing
+	// behind the operator's back: the fix names the target.
+	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		fix := "pass the directory itself as --state-dir"
+		if target, err := filepath.EvalSymlinks(abs); err == nil {
+			fix = "pass the directory itself: --state-dir " + target
+		}
+		return nil, &DirError{Path: abs, Reason: "is a symlink; meshctl does not follow a symlinked state dir", Fix: fix}
+	}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
 		if readOnly {
 			d.missing = true
@@ -180,20 +190,57 @@ func (d *Dir) syncDir(dir string) error {
 // Peek whose directory is missing.
 func (d *Dir) Exists() bool { return !d.missing }
 
+// checkOwner checks the state directory itself, as trusted does each
+// directory and file in it.
 func checkOwner(path string, fi os.FileInfo) error {
-	if fi.Mode().Perm()&0o022 != 0 {
-		who := "group-writable"
-		if fi.Mode().Perm()&0o002 != 0 {
-			who = "world-writable"
+	if why := untrusted(fi); why != "" {
+		fix := "chown it to the user that runs meshctl, or use another --state-dir"
+		if fi.Mode().Perm()&0o022 != 0 {
+			fix = "chmod 700 it"
 		}
-		return &DirError{Path: path, Reason: "is " + who, Fix: "chmod 700 it"}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &DirError{Path: path,
-			Reason: fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
-			Fix:    "chown it to the user that runs meshctl, or use another --state-dir"}
+		return &DirError{Path: path, Reason: why, Fix: fix}
 	}
 	return nil
+}
+
+// untrusted says why a directory or file of the state directory cannot be
+// trusted, "" if it can: as sshd checks ~/.ssh, it must be owned by the
+// user meshctl runs as or by root, and writable by no group and no other
+// user. Another user who can write ledger/ can make root's apply deploy
+// their image.
+func untrusted(fi os.FileInfo) string {
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		who := "group-writable"
+		if perm&0o002 != 0 {
+			who = "world-writable"
+		}
+		return "is " + who
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() && st.Uid != 0 {
+		return fmt.Sprintf("is owned by uid %d, not by you (uid %d) or root", st.Uid, os.Geteuid())
+	}
+	return ""
+}
+
+// trusted checks a directory or file inside the state directory (untrusted):
+// one that is not is bad input (exit 2), left as it is.
+func trusted(p string, fi os.FileInfo) error {
+	why := untrusted(fi)
+	if why == "" {
+		return nil
+	}
+	mode := "600"
+	if fi.IsDir() {
+		mode = "700"
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		why += fmt.Sprintf(" (mode %04o)", fi.Mode().Perm())
+	}
+	fix := "meshctl trusts nothing another user can write: chmod " + mode + " it"
+	if fi.Mode().Perm()&0o022 == 0 {
+		fix = "meshctl trusts nothing another user wrote: check it, then chown it or move it aside"
+	}
+	return &FileError{Path: p, Err: fmt.Errorf("%s; %s", why, fix)}
 }
 
 // Path returns the directory's absolute path.

@@ -76,6 +76,9 @@ func (d *Dir) Read(name string, doc Document) (bool, error) {
 	if !fi.Mode().IsRegular() {
 		return false, &FileError{Path: p, Err: fmt.Errorf("is not a regular file (%s); it was left as it is: move it aside", fi.Mode().Type())}
 	}
+	if err := trusted(p, fi); err != nil {
+		return false, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
 		return false, unreadable(p, err)
@@ -98,8 +101,9 @@ func unreadable(p string, err error) error {
 }
 
 // checkParents refuses a path inside the directory whose intermediate
-// directories (ledger/ …) are symlinks or not directories: O_NOFOLLOW guards
-// only the last component. A missing one is fine: the file is missing too.
+// directories (ledger/ …) are symlinks, not directories, or not trusted
+// (untrusted): O_NOFOLLOW guards only the last component. A missing one is
+// fine: the file is missing too.
 func (d *Dir) checkParents(p string) error {
 	rel, err := filepath.Rel(d.path, filepath.Dir(p))
 	if err != nil || rel == "." {
@@ -118,6 +122,9 @@ func (d *Dir) checkParents(p string) error {
 			return symlinkError(cur)
 		case !fi.IsDir():
 			return &FileError{Path: cur, Err: errors.New("is not a directory; move it aside")}
+		}
+		if err := trusted(cur, fi); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -291,7 +298,7 @@ func (d *Dir) mkdirFor(p string) error {
 	case !fi.IsDir():
 		return &FileError{Path: dir, Err: errors.New("is not a directory")}
 	}
-	return nil
+	return trusted(dir, fi)
 }
 
 func refuseSymlink(p string) error {

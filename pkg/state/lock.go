@@ -174,6 +174,11 @@ func (d *Dir) Held(name string) (bool, error) {
 		return false, unreadable(p, err)
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return false, unreadable(p, err)
+	} else if err := trusted(p, fi); err != nil {
+		return false, err
+	}
 	err = syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
 	if errors.Is(err, syscall.EWOULDBLOCK) {
 		return true, nil
@@ -244,9 +249,14 @@ func (d *Dir) openLockFile(name string) (*os.File, error) {
 		}
 		return nil, &FileError{Path: p, Err: fmt.Errorf("cannot be opened as a lock file: %w; move it aside", err)}
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, &FileError{Path: p, Err: errors.New("is not a regular file; move it aside")}
+	}
+	if err := trusted(p, fi); err != nil {
+		f.Close()
+		return nil, err
 	}
 	return f, nil
 }

@@ -38,6 +38,10 @@ type window struct {
 	stepCode  *int
 	stepErr   error
 	result    string
+
+	// stepStarted says that the step's process or container started: only
+	// then is there output to keep (window logs).
+	stepStarted bool
 }
 
 // Bounds of what a step's end does with the engine and its output. Each is
@@ -78,7 +82,7 @@ func (w *window) prepareStep(ctx context.Context) error {
 		if len(w.def.Exec) == 0 {
 			return &UsageError{Msg: fmt.Sprintf("step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)}
 		}
-		if _, err := exec.LookPath(w.def.Exec[0]); err != nil {
+		if _, err := lookStepPath(w.def.Exec[0]); err != nil {
 			return &UsageError{Msg: fmt.Sprintf("step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)}
 		}
 		return nil
@@ -199,21 +203,23 @@ func (w *window) showElapsed(ctx context.Context, lastOutput func() time.Time) f
 	return func() { close(done); <-stopped }
 }
 
-// stepSupervisor runs an exec: step's argv ("$@", never through a shell's
-// parsing) in the background and waits for it. It gets SIGTERM when the
-// window's process dies (parent-death signal) and then SIGKILLs its whole
-// process group: the step and whatever the step started (a gc.sh whose
-// child does the sweep) die with the window.
-const stepSupervisor = `trap 'kill -KILL 0' TERM; "$@" & wait $!`
-
-// runExec runs an exec: step on the host: argv, never a shell. The step is
-// in its own process group, killed whole on timeout or signal, and killed
-// whole if the window's process dies (it must not outlive the window).
+// runExec runs an exec: step on the host: its argv exec'd as it is, never
+// through a shell (argv[0] a shell's builtin name, echo, runs the program
+// found on the step's PATH), with the step's environment only (stepEnv). The
+// step is in a process group of its own, killed whole on timeout or signal,
+// and killed whole if the window's process dies (a guard in the group,
+// startGuard): neither the step nor what it started outlives the window.
 func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
-	if _, err := exec.LookPath(w.def.Exec[0]); err != nil {
+	prog, err := lookStepPath(w.def.Exec[0])
+	if err != nil {
 		return -1, err
 	}
-	cmd := exec.Command("/bin/sh", append([]string{"-c", stepSupervisor, w.step}, w.def.Exec...)...)
+	g, err := startGuard()
+	if err != nil {
+		return -1, fmt.Errorf("start the step's guard: %w", err)
+	}
+	defer g.stop()
+	cmd := &exec.Cmd{Path: prog, Args: w.def.Exec, Env: stepEnv(os.Getenv)}
 	// The step writes to a pipe of ours, an *os.File: Wait then returns when
 	// the step exits, not when the last process holding its output (a child
 	// it left in the background) lets go of it, up to the step's timeout.
@@ -222,13 +228,16 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// In the guard's process group; the parent-death signal also ends the
+	// step itself at once should the window die.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	pw.Close()
 	if err != nil {
 		pr.Close()
 		return -1, err
 	}
+	w.stepStarted = true
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
@@ -250,7 +259,7 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	go func() {
 		select {
 		case <-ctx.Done():
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 		case <-done:
 		}
 	}()
@@ -258,7 +267,7 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	close(done)
 	// What the step left running in its process group (a daemon it forked)
 	// must not go on past the step either.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		// Killed by a signal: 128+signal, as a shell and the engine say
@@ -313,6 +322,7 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 	if err := w.eng.Start(ctx, id); err != nil {
 		return -1, fmt.Errorf("start step container: %w", err)
 	}
+	w.stepStarted = true
 	// The log stream follows the step for as long as it runs, past a timeout
 	// or a signal too, until the step container has been waited for.
 	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))

@@ -193,7 +193,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 		w.runStep(ctx)
 	}
 	entry, err := w.close(ctx)
-	if w.openErr == nil && entry != nil {
+	if w.openErr == nil && entry != nil && w.stepStarted {
 		w.keepLog(logTail)
 	}
 	return entry, err

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// signalGrace is how soon after SIGTERM or SIGINT a command must have
+// exited (issue 18 item 4), wherever it was.
+const signalGrace = 2 * time.Second
+
+// signalMesh is a module whose step holds nothing: its window's close has
+// no container to bring back, so the whole interrupted path fits in
+// signalGrace.
+const signalMesh = `modules:
+  sigm:
+    containers:
+      app:
+        image: meshtest/busybox:1
+        command: [sleep, "3600"]
+        network: none
+    steps:
+      nap:
+        exec: [/bin/sleep, "60"]
+`
+
+// TestSignalEndsCommand (issue 18 item 4): SIGTERM and SIGINT end a command
+// within two seconds wherever it is — reading its mesh file from a stdin
+// that never ends, waiting for a lock, waiting on an engine call that never
+// answers, running a step — with exit 130, and nothing half-written in the
+// state directory.
+func TestSignalEndsCommand(t *testing.T) {
+	// An engine that accepts and never answers: every call to it hangs
+	// until meshctl gives up on it.
+	sock := filepath.Join(shortTempDir(t), "hang.sock")
+	accepted := hangingEngine(t, sock)
+	hang := "unix://" + sock
+
+	tests := []struct {
+		name   string
+		args   []string
+		sig    syscall.Signal
+		prep   func(t *testing.T, m *meshctl) // before the command starts
+		stdin  bool                           // stdin is a pipe the test never closes
+		engine bool                           // needs the test engine
+		ready  func(stderr string) bool       // the command is where the test wants it
+		after  time.Duration                  // else: send the signal this long after the start
+	}{
+		{name: "apply reading its file from a stdin that never ends",
+			args: []string{"apply", "-f", "-"}, sig: syscall.SIGTERM, stdin: true},
+		{name: "window run reading its file from a stdin that never ends",
+			args: []string{"window", "run", "sigm", "nap", "-f", "-"}, sig: syscall.SIGINT, stdin: true},
+		{name: "apply decoding a large mesh file",
+			args: []string{"--docker-host", hang, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: time.Second,
+			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.dir, "big.yaml")) }},
+		{name: "apply from a FIFO no one writes",
+			args: []string{"apply", "-f", "fifo.yaml"}, sig: syscall.SIGTERM,
+			prep: func(t *testing.T, m *meshctl) {
+				if err := syscall.Mkfifo(filepath.Join(m.dir, "fifo.yaml"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "build request waiting for the ledger lock",
+			args: []string{"--lock-timeout", "1m", "build", "request", "web"}, sig: syscall.SIGTERM,
+			prep: holdLock("ledger")},
+		{name: "build record waiting for the ledger lock",
+			args: []string{"--lock-timeout", "1m", "build", "record", "b-01M8R0TS7B000DBZQPR6TEMNFQ", "--failed"}, sig: syscall.SIGINT,
+			prep: holdLock("ledger")},
+		{name: "build import reading a stdin that never ends",
+			args: []string{"build", "import"}, sig: syscall.SIGTERM, stdin: true},
+		{name: "status on an engine that never answers",
+			args: []string{"--docker-host", hang, "status"}, sig: syscall.SIGTERM},
+		{name: "apply on an engine that never answers",
+			args: []string{"--docker-host", hang, "apply", "-f", "mesh.yaml"}, sig: syscall.SIGTERM},
+		{name: "apply --dry-run on an engine that never answers",
+			args: []string{"--docker-host", hang, "apply", "--dry-run", "-f", "mesh.yaml"}, sig: syscall.SIGINT},
+		{name: "window run on an engine that never answers",
+			args: []string{"--docker-host", hang, "window", "run", "sigm", "nap", "-f", "mesh.yaml"}, sig: syscall.SIGTERM},
+		{name: "window run during its step",
+			args: []string{"window", "run", "sigm", "nap", "-f", "mesh.yaml"}, sig: syscall.SIGTERM, engine: true,
+			ready: func(stderr string) bool { return strings.Contains(stderr, "step nap started") }},
+		{name: "apply waiting for the state lock",
+			args: []string{"--lock-timeout", "1m", "apply", "-f", "mesh.yaml"}, sig: syscall.SIGTERM, engine: true,
+			prep:  holdLock("state"),
+			ready: func(stderr string) bool { return strings.Contains(stderr, "waiting for") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			host := hang
+			if tt.engine {
+				host = testEngine(t)
+			}
+			m := newMeshctl(t, host)
+			if err := os.WriteFile(filepath.Join(m.dir, "mesh.yaml"), []byte(signalMesh), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if tt.prep != nil {
+				tt.prep(t, m)
+			}
+			var stderr lockedBuilder
+			cmd := m.command(tt.args...)
+			cmd.Stderr = &stderr
+			if tt.stdin {
+				pr, pw, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer pw.Close()
+				cmd.Stdin = pr
+				defer pr.Close()
+			}
+			before := accepted.Load()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = cmd.Process.Kill() }()
+			// Where the command is: told by its stderr, by the hanging
+			// engine's accepts, or else given time to get stuck.
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				switch {
+				case tt.ready != nil:
+					if tt.ready(stderr.String()) {
+						goto send
+					}
+				case tt.after > 0:
+					time.Sleep(tt.after)
+					goto send
+				case strings.Contains(strings.Join(tt.args, " "), hang):
+					if accepted.Load() > before {
+						goto send
+					}
+				default:
+					time.Sleep(500 * time.Millisecond)
+					goto send
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the command never got there; stderr:\n%s", stderr.String())
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		send:
+			time.Sleep(100 * time.Millisecond)
+			sent := time.Now()
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(signalGrace):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				t.Fatalf("still running %s after %s; stderr:\n%s", signalGrace, tt.sig, stderr.String())
+			}
+			took := time.Since(sent)
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 130 {
+				t.Fatalf("exit %v after %s, want 130; stderr:\n%s", err, took.Round(time.Millisecond), stderr.String())
+			}
+			t.Logf("exit 130 %s after %s", took.Round(time.Millisecond), tt.sig)
+			checkWhole(t, m.state)
+		})
+	}
+}
+
+// writeBigMesh writes a mesh file of 2 MB whose decode takes long (one
+// container with 100k labels: yaml.v3's duplicate-key check is quadratic),
+// or, once decoding is linear, reaches the engine that never answers: the
+// signal lands in one or the other.
+func writeBigMesh(t *testing.T, path string) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("modules:\n  big:\n    containers:\n      app:\n        image: meshtest/busybox:1\n        labels:\n")
+	for i := range 100000 {
+		fmt.Fprintf(&b, "          k%06d: v\n", i)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdLock holds the state directory's lock name for the test's life, as
+// another meshctl would.
+func holdLock(name string) func(t *testing.T, m *meshctl) {
+	return func(t *testing.T, m *meshctl) {
+		d, err := state.Open(m.state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := d.Lock(context.Background(), name, state.LockOptions{Command: "the test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Unlock() })
+	}
+}
+
+// checkWhole checks that nothing in the state directory is half-written:
+// no temp file left, every JSON file whole.
+func checkWhole(t *testing.T, dir string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil || e.IsDir() {
+			return err
+		}
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file left: %s", p)
+		}
+		if strings.HasSuffix(e.Name(), ".json") {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			var v map[string]any
+			if err := json.Unmarshal(data, &v); err != nil || v["version"] == nil {
+				t.Errorf("%s is not whole: %v", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
+
+// hangingEngine listens on the unix socket sock, accepts every connection
+// and never answers; it counts the connections it accepted.
+func hangingEngine(t *testing.T, sock string) *atomic.Int64 {
+	t.Helper()
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int64
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				for _, c := range conns {
+					c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+			n.Add(1)
+			go func() { _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return &n
+}
+
+// shortTempDir is a temp dir whose path is short enough for a unix socket
+// (at most 107 bytes).
+func shortTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "msig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
