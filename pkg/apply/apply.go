@@ -12,9 +12,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -32,7 +34,7 @@ type Options struct {
 	// ignored, and the applied state is read under the state lock.
 	Last     bool
 	Parallel int
-	Resolve  Resolver
+	Resolve  applied.Resolver
 	Lock     state.LockOptions
 	Now      func() time.Time
 	// Progress reports what apply does, one line at a time (stderr).
@@ -143,7 +145,7 @@ func (e *FailedError) ExitCode() int { return 1 }
 // plus one per step that names its own run.image.
 // Every artifact: is resolved where the plan is made, under the lock, and so
 // again after every pull: a build recorded while this apply pulled wins.
-func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*Report, error) {
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*applied.Report, error) {
 	if opts.Parallel < 1 {
 		opts.Parallel = 1
 	}
@@ -159,7 +161,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	if opts.Last {
 		// A snapshot, to resolve and pull early; runLocked reads it again
 		// under the lock.
-		a, ok, err := LoadApplied(d)
+		a, ok, err := applied.LoadApplied(d)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +175,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*R
 	}
 	// Resolved once before anything is touched: a module without a current
 	// build fails here, with nothing changed.
-	desired, err := Desire(opts.File, opts.Resolve, nil)
+	desired, err := applied.Desire(opts.File, opts.Resolve, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -311,7 +313,7 @@ func (p *pulls) stepImages(ctx context.Context, f *mesh.File) {
 // runLocked makes the plan and carries it out under the state lock. It
 // returns, without changing anything, the images the plan needs that are
 // missing and not yet tried.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*Report, []string, error) {
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*applied.Report, []string, error) {
 	// A dry run reads snapshots and takes no lock: it changes nothing in
 	// the state directory, not even the lock file's holder line.
 	var lock *state.Lock
@@ -343,8 +345,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if err != nil {
 		return nil, nil, err
 	}
-	var prev Applied
-	if _, err := read(AppliedFile, &prev); err != nil {
+	var prev applied.Applied
+	if _, err := read(applied.AppliedFile, &prev); err != nil {
 		return nil, nil, err
 	}
 	file := opts.File
@@ -357,7 +359,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	}
 	// Resolved here, under the lock: "current" is what the ledger says now,
 	// not what it said before a pull that took minutes.
-	desired, err := Desire(file, opts.Resolve, nil)
+	desired, err := applied.Desire(file, opts.Resolve, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -384,7 +386,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 
 	now := opts.Now()
 	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, lifecycle.Observe(ctx, eng, scope, &observed))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -396,7 +398,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 			return nil, nil, err
 		}
 	}
-	rep := &Report{DryRun: opts.DryRun, Containers: []ContainerReport{}, Windows: []holds.View{}}
+	rep := &applied.Report{DryRun: opts.DryRun, Containers: []applied.ContainerReport{}, Windows: []holds.View{}}
 	held := map[string]HoldRef{}
 	for _, c := range classified {
 		if c.State == holds.Stale {
@@ -454,7 +456,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	// meshctl's, or one that does not parse, is reported and left alone.
 	// applied.json was read above, under this lock (prev): the report is
 	// the one left to check.
-	if err := CheckReport(lock); err != nil {
+	if err := applied.CheckReport(lock); err != nil {
 		return nil, nil, err
 	}
 	merged := prev.Merge(file, opts.RemoveModules, desired, opts.Source, now.UTC(), opts.Last)
@@ -469,7 +471,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		for i := range desired {
 			policies[desired[i].Name] = desired[i].EngineSpec(scope).Restart
 		}
-		x := Executor{Engine: eng, Scope: scope}
+		x := lifecycle.Executor{Engine: eng, Scope: scope}
 		back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, opts.Progress)
 		if err != nil {
 			return nil, nil, err
@@ -489,7 +491,7 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 
 	// Carried out with the state lock released, under a claim on the
 	// containers it changes: a health wait of minutes holds up no window.
-	runErr, lock, claim, err := executeClaimed(ctx, d, lock, Executor{Engine: eng, Scope: scope, Settle: opts.Settle},
+	runErr, lock, claim, err := executeClaimed(ctx, d, lock, lifecycle.Executor{Engine: eng, Scope: scope, Settle: opts.Settle},
 		items, absent, rep, opts)
 	if err != nil {
 		return rep, nil, errors.Join(runErr, err)
@@ -522,8 +524,8 @@ func takenNames(ctx context.Context, eng engine.Client, scope string, items []It
 		if err != nil {
 			return nil, fmt.Errorf("inspect %s: %w", it.Name, err)
 		}
-		if !IsService(c, scope) {
-			taken[it.Name] = c.Labels[LabelManaged]
+		if !lifecycle.IsService(c, scope) {
+			taken[it.Name] = c.Labels[lifecycle.LabelManaged]
 		}
 	}
 	return taken, nil
@@ -585,9 +587,9 @@ func conflictNames(items []Item) []string {
 	return names
 }
 
-func fillReport(rep *Report, items []Item, absent map[string]string) {
+func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
 	for _, it := range items {
-		cr := ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
+		cr := applied.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
 		if it.Desired != nil {
 			cr.Build = it.Desired.Build
@@ -604,7 +606,7 @@ func fillReport(rep *Report, items []Item, absent map[string]string) {
 // "failed" with its error. A create or recreate whose image is absent fails
 // without touching the engine: stopping the old container only to find the
 // new one cannot be made would take the service down for nothing.
-func execute(ctx context.Context, x Executor, items []Item, absent map[string]string, rep *Report, opts Options) error {
+func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *applied.Report, opts Options) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -623,10 +625,10 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 			}
 		}
 	}
-	ord := newOrder(items)
+	ord := orderOf(items)
 	for i := range items {
 		it := &items[i]
-		if it.Action != Create && it.Action != Recreate && it.Action != Remove {
+		if !it.ChangesEngine() {
 			continue
 		}
 		wg.Add(1)
@@ -634,13 +636,13 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 			defer wg.Done()
 			// After its dependencies, and without a slot while it waits:
 			// a slot held by a waiter could starve what it waits for.
-			failedDep := ord.wait(ctx, it)
+			failedDep := ord.Wait(ctx, it.Name)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			err := ctx.Err()
-			defer func() { ord.finish(it.Name, err != nil) }()
+			defer func() { ord.Finish(it.Name, err != nil) }()
 			if failedDep != "" && err == nil {
-				err = &DependencyError{Dep: failedDep, Action: it.Action}
+				err = &lifecycle.DependencyError{Dep: failedDep, Action: it.Action}
 			} else if why, ok := absent[imageOf(it)]; ok && err == nil && it.Action != Remove {
 				err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, why, untouched[it.Action])
 			} else if err == nil {
@@ -672,11 +674,11 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 					cr.Action, cr.Error = Failed, untouched[it.Action]
 					return
 				}
-				if de := (*DependencyError)(nil); errors.As(err, &de) {
+				if de := (*lifecycle.DependencyError)(nil); errors.As(err, &de) {
 					cr.Action, cr.Error = Failed, err.Error()
 					return
 				}
-				var he *HealthError
+				var he *lifecycle.HealthError
 				if errors.As(err, &he) {
 					// The reason says how it failed; the log, why.
 					cr.Reasons = append(cr.Reasons, he.Reason)
@@ -695,6 +697,23 @@ func execute(ctx context.Context, x Executor, items []Item, absent map[string]st
 		return &FailedError{Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// orderOf is the depends-on order of the items that change the engine: a
+// create or recreate waits for what it depends on; a removal waits for
+// nothing.
+func orderOf(items []Item) *lifecycle.Order {
+	changing := map[string][]string{}
+	for _, it := range items {
+		if !it.ChangesEngine() {
+			continue
+		}
+		changing[it.Name] = nil
+		if it.Desired != nil && it.Action != Remove {
+			changing[it.Name] = it.Desired.Def.Dependencies(it.Module)
+		}
+	}
+	return lifecycle.NewOrder(changing)
 }
 
 // untouched says what became of a container whose image is absent.
@@ -747,7 +766,7 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 
 // checkRemovable refuses to remove a module this state directory knows
 // nothing of: a typo must not read as done.
-func checkRemovable(m string, prev *Applied, observed []engine.Container) error {
+func checkRemovable(m string, prev *applied.Applied, observed []engine.Container) error {
 	if prev.File != nil && prev.File.Modules[m] != nil {
 		return nil
 	}
@@ -755,7 +774,7 @@ func checkRemovable(m string, prev *Applied, observed []engine.Container) error 
 		return nil
 	}
 	for _, c := range observed {
-		if c.Labels[LabelModule] == m {
+		if c.Labels[lifecycle.LabelModule] == m {
 			return nil
 		}
 	}
@@ -764,16 +783,16 @@ func checkRemovable(m string, prev *Applied, observed []engine.Container) error 
 
 // record writes the applied desired state, a's modules merged with this
 // apply's, and the report.
-func record(lock *state.Lock, a *Applied, rep *Report, opts Options, runErr error) error {
+func record(lock *state.Lock, a *applied.Applied, rep *applied.Report, opts Options, runErr error) error {
 	now := opts.Now().UTC()
-	if err := lock.Write(AppliedFile, a); err != nil {
+	if err := lock.Write(applied.AppliedFile, a); err != nil {
 		return err
 	}
-	last := &LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	last := &applied.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
 	if runErr != nil {
 		last.Result, last.Error = "failed", runErr.Error()
 	}
-	return lock.Write(ReportFile, last)
+	return lock.Write(applied.ReportFile, last)
 }
 
 // scopeOf returns the state directory's ID. A dry run makes none: a state

@@ -33,7 +33,7 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if IsService(c, scope) {
+		if lifecycle.IsService(c, scope) {
 			byName[c.Name] = c
 		}
 	}
@@ -66,5 +66,5 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 	if !changed {
 		return observed, nil
 	}
-	return eng.List(ctx, Managed(scope))
+	return eng.List(ctx, lifecycle.Managed(scope))
 }

@@ -12,10 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -92,11 +93,11 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
 			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}, FailedWindows: []holds.Entry{}, Problems: []string{}}, nil
 	}
-	applied, appliedOK, err := apply.LoadApplied(d)
+	app, appliedOK, err := applied.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
-	desired, err := applied.Desired()
+	desired, err := app.Desired()
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 	}
 	// Window locks first, then the one engine listing (holds.Liveness).
 	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, apply.Observe(ctx, eng, scope, &observed))
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, lifecycle.Observe(ctx, eng, scope, &observed))
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +124,7 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if c.Labels[apply.LabelRole] != apply.RoleStep {
+		if c.Labels[lifecycle.LabelRole] != lifecycle.RoleStep {
 			byName[c.Name] = c
 		}
 	}
@@ -154,7 +155,7 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 	}
 	for name, c := range byName {
 		if !seen[name] {
-			st := containerState(name, c.Labels[apply.LabelModule], c, true, nil, heldBy)
+			st := containerState(name, c.Labels[lifecycle.LabelModule], c, true, nil, heldBy)
 			st.Reasons = append(st.Reasons, "not in the applied mesh file")
 			rep.Containers = append(rep.Containers, st)
 		}
@@ -170,8 +171,8 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 			rep.Builds = append(rep.Builds, Build{Module: m, ID: b.ID, Image: b.Image})
 		}
 	}
-	var last apply.LastReport
-	if ok, err := d.Read(apply.ReportFile, &last); err != nil {
+	var last applied.LastReport
+	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
 		return nil, err
 	} else if ok {
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
@@ -248,7 +249,7 @@ func firstLine(s string) string {
 	return line
 }
 
-func containerState(name, module string, c engine.Container, exists bool, d *apply.Desired, heldBy map[string]holds.View) Container {
+func containerState(name, module string, c engine.Container, exists bool, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -257,7 +258,7 @@ func containerState(name, module string, c engine.Container, exists bool, d *app
 	}
 	var diff []string
 	if exists && d != nil {
-		diff = apply.SpecDiff(c, d.Spec)
+		diff = lifecycle.SpecDiff(c, d.Spec)
 	}
 	switch {
 	case !exists:

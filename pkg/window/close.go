@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -48,7 +48,7 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	var (
 		back    map[string]error
 		lock    *state.Lock
-		applied map[string]*apply.Desired
+		applied map[string]*lifecycle.Desired
 		err     error
 	)
 	for round := 1; ; round++ {
@@ -155,9 +155,9 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 }
 
 // appliedNow reads what the most recent apply wants of the held containers.
-func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*apply.Desired, error) {
-	var a apply.Applied
-	ok, err := read(apply.AppliedFile, &a)
+func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*lifecycle.Desired, error) {
+	var a applied.Applied
+	ok, err := read(applied.AppliedFile, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +168,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*apply.Desired{}
+	out := map[string]*lifecycle.Desired{}
 	for _, name := range w.held {
 		out[name] = all[name]
 	}
@@ -177,7 +177,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 
 // changedMeanwhile names the held containers whose desired spec differs
 // between two reads of the applied state.
-func (w *window) changedMeanwhile(before, now map[string]*apply.Desired) []string {
+func (w *window) changedMeanwhile(before, now map[string]*lifecycle.Desired) []string {
 	var changed []string
 	for _, name := range w.held {
 		if !sameDesired(before[name], now[name]) {
@@ -187,7 +187,7 @@ func (w *window) changedMeanwhile(before, now map[string]*apply.Desired) []strin
 	return changed
 }
 
-func sameDesired(a, b *apply.Desired) bool {
+func sameDesired(a, b *lifecycle.Desired) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -196,7 +196,7 @@ func sameDesired(a, b *apply.Desired) bool {
 
 // stepStopped returns nil once this window's run: step container is known
 // not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (apply.StepRunning); an engine that
+// question apply and status ask too (lifecycle.StepRunning); an engine that
 // cannot answer keeps the hold (fail closed).
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
@@ -205,7 +205,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var observed []engine.Container
-	running, err := apply.Observe(ctx, w.eng, w.scope, &observed)()
+	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
 	keep := fmt.Sprintf("the hold stays so nothing is started mid-step; once it has exited, the next apply or window releases the hold and brings %s back",
 		strings.Join(w.held, ", "))
 	switch {
@@ -230,14 +230,14 @@ var errPutBack = errors.New("the old container was put back")
 // it went missing. A spec that drifted before the window opened (an earlier
 // apply that failed) is not the window's to change: the same container is
 // started and the drift reported. It returns each container's error.
-func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desired) map[string]error {
+func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
 	out := map[string]error{}
 	if w.hold == nil {
 		return out
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
 	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	observed, err := w.eng.List(listCtx, apply.Managed(w.scope))
+	observed, err := w.eng.List(listCtx, lifecycle.Managed(w.scope))
 	cancel()
 	if err != nil {
 		for _, name := range w.held {
@@ -247,7 +247,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if apply.IsService(c, w.scope) {
+		if lifecycle.IsService(c, w.scope) {
 			byName[c.Name] = c
 		}
 	}
@@ -283,7 +283,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 }
 
 // bringOne brings one held container back (see bringBack).
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, exists bool, d *apply.Desired) error {
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, exists bool, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
@@ -297,7 +297,7 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 	}
 	var diff []string
 	if d != nil {
-		diff = apply.SpecDiff(c, d.Spec)
+		diff = lifecycle.SpecDiff(c, d.Spec)
 	}
 	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 	switch {
@@ -338,7 +338,7 @@ var errUnhealthy = errors.New("started again, but not healthy")
 // ensureImage pulls d's image if the engine still lacks it and its pull
 // policy allows: the apply that deferred the change should have got it
 // ready, but an image can go missing (pruned) meanwhile.
-func (w *window) ensureImage(ctx context.Context, d *apply.Desired) error {
+func (w *window) ensureImage(ctx context.Context, d *lifecycle.Desired) error {
 	present, err := w.eng.ImagePresent(ctx, d.Image)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", d.Image, err)

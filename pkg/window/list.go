@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -43,7 +43,7 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 		}
 		defer eng.Close()
 		var observed []engine.Container
-		return apply.Observe(ctx, eng, scope, &observed)()
+		return lifecycle.Observe(ctx, eng, scope, &observed)()
 	}
 	classified, stepsErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, steps)
 	if err != nil {

@@ -7,9 +7,10 @@ import (
 	"os"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
 // open records the hold under the state lock, then stops the held
@@ -35,9 +36,9 @@ func (w *window) open(ctx context.Context) error {
 		// this stop. A stop of a stopped container changes nothing.
 		// (docs/model/README.md, "A new container's start in flight".)
 		if c.Running {
-			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", apply.StopTimeoutOf(c)))
+			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
-		if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
+		if err := w.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
 			w.status(c.Name, "stop failed")
 			errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 			continue
@@ -70,17 +71,17 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if err := w.checkClaims(lock.Read); err != nil {
 		return nil, err
 	}
-	var applied apply.Applied
-	if _, err := lock.Read(apply.AppliedFile, &applied); err != nil {
+	var a applied.Applied
+	if _, err := lock.Read(applied.AppliedFile, &a); err != nil {
 		return nil, err
 	}
-	desired, err := desiredByName(&applied)
+	desired, err := desiredByName(&a)
 	if err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
 	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: w.d}.Classify(&hd, now, apply.Observe(ctx, w.eng, w.scope, &observed))
+	classified, listErr, err := holds.Liveness{Dir: w.d}.Classify(&hd, now, lifecycle.Observe(ctx, w.eng, w.scope, &observed))
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +99,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	for name, d := range desired {
 		policies[name] = d.EngineSpec(w.scope).Restart
 	}
-	x := apply.Executor{Engine: w.eng, Scope: w.scope}
+	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
 	back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, w.opts.Progress)
 	if err != nil {
 		return nil, err
@@ -106,7 +107,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if apply.IsService(c, w.scope) {
+		if lifecycle.IsService(c, w.scope) {
 			if running, ok := back[c.Name]; ok {
 				c.Running = running
 			}
@@ -139,7 +140,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// What the last apply wanted when the window opened: the close carries
 	// out only the changes an apply deferred after this; older drift is
 	// not the window's to fix.
-	w.atOpen = map[string]*apply.Desired{}
+	w.atOpen = map[string]*lifecycle.Desired{}
 	for _, name := range w.held {
 		w.atOpen[name] = desired[name]
 	}
@@ -150,12 +151,12 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied.
-func desiredByName(a *apply.Applied) (map[string]*apply.Desired, error) {
+func desiredByName(a *applied.Applied) (map[string]*lifecycle.Desired, error) {
 	all, err := a.Desired()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*apply.Desired{}
+	out := map[string]*lifecycle.Desired{}
 	for i := range all {
 		out[all[i].Name] = &all[i]
 	}

@@ -21,9 +21,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -49,7 +50,7 @@ type Options struct {
 	// StepOutput receives the step's stdout and stderr.
 	StepOutput io.Writer
 	// Settle is how long a held container without a healthcheck must keep
-	// running once the close starts it (apply.Executor.WaitHealthy).
+	// running once the close starts it (lifecycle.Executor.WaitHealthy).
 	Settle time.Duration
 }
 
@@ -108,7 +109,7 @@ type plan struct {
 	module, step string
 	def          *mesh.Step
 	held         []string // engine names
-	desired      map[string]*apply.Desired
+	desired      map[string]*lifecycle.Desired
 	timeout      time.Duration
 }
 
@@ -217,16 +218,16 @@ func (w *window) keepLog(tail *Tail) {
 
 // resolve finds the step and the held containers' desired state.
 func resolve(d *state.Dir, opts Options) (*plan, error) {
-	applied, ok, err := apply.LoadApplied(d)
+	a, ok, err := applied.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
 	file := opts.File
 	if file == nil {
-		if !ok || applied.File == nil {
+		if !ok || a.File == nil {
 			return nil, &UsageError{Msg: fmt.Sprintf("nothing was applied in %s yet, so step %s/%s is unknown: pass -f FILE or run meshctl apply first", d.Path(), opts.Module, opts.Step)}
 		}
-		file = applied.File
+		file = a.File
 	}
 	m, ok2 := file.Modules[opts.Module]
 	if !ok2 {
@@ -241,7 +242,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		}
 		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)}
 	}
-	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*apply.Desired{}, timeout: def.TimeoutOrDefault()}
+	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault()}
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}
@@ -249,7 +250,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		desired, err := applied.Desired()
+		desired, err := a.Desired()
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package apply
+package lifecycle
 
 import (
 	"context"
@@ -121,4 +121,15 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 	if _, err := d.Read(holds.File, &onDisk); err != nil || len(onDisk.Holds) != 1 {
 		t.Errorf("holds file: %+v, %v; want the hold still there", onDisk, err)
 	}
+}
+
+const busybox = "meshtest/busybox:1"
+
+func stateDir(t testing.TB) *state.Dir {
+	t.Helper()
+	d, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }

@@ -1,13 +1,61 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
+
+// EngineSpec returns what the engine needs to create d, labelled as managed
+// by the state directory whose ID is scope.
+func (d Desired) EngineSpec(scope string) engine.Spec {
+	labels := maps.Clone(d.Def.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManaged] = scope
+	labels[LabelRole] = RoleService
+	labels[LabelModule] = d.Module
+	labels[LabelContainer] = d.Container
+	labels[LabelSpec] = d.Spec.Encode()
+	if d.Build != "" {
+		labels[LabelBuild] = d.Build
+	}
+	restart := d.Def.Restart
+	if restart == "" {
+		restart = mesh.DefaultRestart
+	}
+	spec := engine.Spec{
+		Image:       d.Image,
+		Entrypoint:  slices.Clone(d.Def.Entrypoint), // keeps [] (clear the image's) apart from nil
+		Cmd:         slices.Clone(d.Def.Command),
+		Env:         envList(d.Def.Env),
+		Binds:       slices.Clone(d.Def.Volumes),
+		NetworkMode: d.Def.Network,
+		Ports:       slices.Clone(d.Def.Ports),
+		Restart:     restart,
+		Labels:      labels,
+	}
+	containerFields(&spec, &d.Def)
+	return spec
+}
+
+func envList(env map[string]string) []string {
+	if len(env) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // containerFields sets on spec what c's container fields ask for, in the
 // canonical form the recorded spec holds.
@@ -49,4 +97,14 @@ func StopTimeoutOf(c engine.Container) time.Duration {
 		return StopTimeout
 	}
 	return s.StopGracePeriod
+}
+
+// SpecDiff compares the spec recorded on c with want. A container whose
+// recorded spec cannot be read is recreated: meshctl cannot know what it runs.
+func SpecDiff(c engine.Container, want mesh.Spec) []string {
+	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
+	if err != nil {
+		return []string{"recorded spec unreadable"}
+	}
+	return mesh.Diff(have, want)
 }

@@ -1,10 +1,11 @@
-package apply
+package applied
 
 import (
 	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -45,7 +46,7 @@ type ModuleRecord struct {
 // removed ones are gone. desired are f's containers as this apply resolved
 // them. With keepSources (apply --last), a module keeps the source it came
 // from.
-func (a *Applied) Merge(f *mesh.File, remove []string, desired []Desired, source string, now time.Time, keepSources bool) *Applied {
+func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desired, source string, now time.Time, keepSources bool) *Applied {
 	out := &Applied{AppliedAt: now, Source: source, File: &mesh.File{Modules: map[string]*mesh.Module{}},
 		Images: map[string]Resolved{}, Modules: map[string]ModuleRecord{}}
 	replaced := map[string]bool{}
@@ -107,7 +108,7 @@ type Resolved struct {
 }
 
 // Desired returns the applied desired containers, as that apply resolved them.
-func (a *Applied) Desired() ([]Desired, error) {
+func (a *Applied) Desired() ([]lifecycle.Desired, error) {
 	if a.File == nil {
 		return nil, nil
 	}
@@ -164,20 +165,12 @@ func LoadApplied(d *state.Dir) (*Applied, bool, error) {
 	return &a, ok, err
 }
 
-// CheckRecords reads, under the state lock, the two files an apply replaces
-// (applied.json and last-apply.json), discarding what they hold. A file this
-// meshctl cannot use (it does not parse, or a newer meshctl wrote it) is a
-// *state.FileError naming it (exit 2): the apply must stop before it changes
-// anything, and never overwrite it. Call it before carrying out the plan.
-func CheckRecords(lock *state.Lock) error {
-	if _, err := lock.Read(AppliedFile, &Applied{}); err != nil {
-		return err
-	}
-	return CheckReport(lock)
-}
-
-// CheckReport is CheckRecords for last-apply.json alone, for a caller that
-// has read applied.json under the same lock already.
+// CheckReport reads last-apply.json under the state lock, discarding what
+// it holds. A file this meshctl cannot use (it does not parse, or a newer
+// meshctl wrote it) is a *state.FileError naming it (exit 2): the apply must
+// stop before it changes anything, and never overwrite it. An apply calls
+// it, before carrying out its plan, having read applied.json (its previous
+// state) under the same lock.
 func CheckReport(lock *state.Lock) error {
 	_, err := lock.Read(ReportFile, &LastReport{})
 	return err
