@@ -44,9 +44,8 @@ type ModuleRecord struct {
 // modules in remove: a's modules that f does not name are kept as they were
 // (their containers, images and record), f's replace theirs, and the
 // removed ones are gone. desired are f's containers as this apply resolved
-// them. With keepSources (apply --last), a module keeps the source it came
-// from.
-func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desired, source string, now time.Time, keepSources bool) *Applied {
+// them. sources says which source each of f's modules records.
+func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desired, source string, now time.Time, sources Sources) *Applied {
 	out := &Applied{AppliedAt: now, Source: source, File: &mesh.File{Modules: map[string]*mesh.Module{}},
 		Images: map[string]Resolved{}, Modules: map[string]ModuleRecord{}}
 	replaced := map[string]bool{}
@@ -72,7 +71,7 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 	for name, m := range f.Modules {
 		out.File.Modules[name] = m
 		rec := ModuleRecord{AppliedAt: now, Source: source}
-		if old, ok := a.Modules[name]; ok && keepSources {
+		if old, ok := a.Modules[name]; ok && sources == KeepSources {
 			rec.Source = old.Source
 		}
 		out.Modules[name] = rec
@@ -82,6 +81,17 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 	}
 	return out
 }
+
+// Sources says which source a module an apply writes records (Merge).
+type Sources int
+
+const (
+	// ThisSource: the apply's own (apply -f FILE).
+	ThisSource Sources = iota
+	// KeepSources: the source the module was applied from before, where
+	// there is one (apply --last, which re-applies the applied state).
+	KeepSources
+)
 
 // record returns the record of module m, falling back to the whole file's
 // for an applied.json written before modules had their own.

@@ -113,7 +113,7 @@ func TestMergeKeepsOtherModules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := prev.Merge(f, []string{"c"}, desired, "/b.yaml", t1, false)
+	got := prev.Merge(f, []string{"c"}, desired, "/b.yaml", t1, ThisSource)
 	if names := got.ModuleNames(); !slices.Equal(names, []string{"a", "b"}) {
 		t.Errorf("modules %v, want [a b]", names)
 	}

@@ -5,6 +5,7 @@ package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -101,10 +102,6 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 	if err != nil {
 		return nil, err
 	}
-	hd, hist, err := holds.Read(d.Read)
-	if err != nil {
-		return nil, err
-	}
 	scope, ok, err := d.PeekID()
 	if err != nil {
 		return nil, err
@@ -113,25 +110,25 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		// No apply made an identity yet: no container is this directory's.
 		scope = "none-yet"
 	}
-	// Window locks first, then the one engine listing (holds.Liveness).
-	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, lifecycle.Observe(ctx, eng, scope, &observed))
+	// Window locks first, then the one engine listing; the dead windows are
+	// reported, not released: status changes nothing.
+	ws, err := lifecycle.ObserveWindows(ctx, d, d.Read, eng, scope, now)
+	if le := (*lifecycle.ListingError)(nil); errors.As(err, &le) {
+		return nil, le.Err
+	}
 	if err != nil {
 		return nil, err
 	}
-	if listErr != nil {
-		return nil, listErr
-	}
 	byName := map[string]engine.Container{}
-	for _, c := range observed {
+	for _, c := range ws.Observed {
 		if c.Labels[lifecycle.LabelRole] != lifecycle.RoleStep {
 			byName[c.Name] = c
 		}
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
-		FailedWindows: failedWindows(hist.Windows), Problems: []string{}}
+		FailedWindows: failedWindows(ws.History.Windows), Problems: []string{}}
 	heldBy := map[string]holds.View{}
-	for _, c := range classified {
+	for _, c := range ws.Classified {
 		v := holds.ViewOf(c.Hold, c.State)
 		rep.Windows = append(rep.Windows, v)
 		if holds.Honoured(c.State) {

@@ -45,50 +45,76 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
 
-	var (
-		back    map[string]error
-		lock    *state.Lock
-		applied map[string]*lifecycle.Desired
-		err     error
-	)
-	for round := 1; ; round++ {
-		if applied, err = w.appliedNow(w.d.Read); err != nil {
-			return nil, err
-		}
-		back = w.bringBack(ctx, applied)
-		if lock, err = w.lockToClose(ctx); err != nil {
-			return nil, err
-		}
-		now, err := w.appliedNow(lock.Read)
-		if err != nil {
-			lock.Unlock()
-			return nil, err
-		}
-		changed := w.changedMeanwhile(applied, now)
-		if len(changed) == 0 {
-			break
-		}
-		if round == closeRounds {
-			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
-			break
-		}
-		// An apply deferred a newer change while the containers came back:
-		// bring them to it before the hold goes.
-		lock.Unlock()
-	}
-	defer lock.Unlock()
-
-	hd, hist, err := holds.Read(lock.Read)
+	back, lock, err := w.bringBackConverged(ctx)
 	if err != nil {
 		return nil, err
 	}
-	now := w.opts.Now()
+	defer lock.Unlock()
+
 	if w.result == "" {
 		w.result = ResultFailed
 	}
 	if interrupted {
 		w.result = ResultInterrupted
 	}
+	e, failure, err := w.recordClose(lock, back)
+	if err != nil {
+		return e, err
+	}
+	if failure != nil || interrupted {
+		if failure == nil {
+			failure = errors.New("interrupted")
+		}
+		return e, &FailedError{Entry: *e, Err: fmt.Errorf("window %s on %s/%s: %w", w.id, w.module, w.step, failure), Interrupted: interrupted}
+	}
+	return e, nil
+}
+
+// bringBackConverged brings the held containers back (bringBack) to what
+// the most recent apply wants, then takes the state lock to close, which it
+// returns with each container's error. An apply that deferred a newer
+// change while the containers came back has it carried out first, up to
+// closeRounds times.
+func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *state.Lock, error) {
+	for round := 1; ; round++ {
+		applied, err := w.appliedNow(w.d.Read)
+		if err != nil {
+			return nil, nil, err
+		}
+		back := w.bringBack(ctx, applied)
+		lock, err := w.lockToClose(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		now, err := w.appliedNow(lock.Read)
+		if err != nil {
+			lock.Unlock()
+			return nil, nil, err
+		}
+		changed := w.changedMeanwhile(applied, now)
+		if len(changed) == 0 {
+			return back, lock, nil
+		}
+		if round == closeRounds {
+			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
+			return back, lock, nil
+		}
+		// An apply deferred a newer change while the containers came back:
+		// bring them to it before the hold goes.
+		lock.Unlock()
+	}
+}
+
+// recordClose, under the state lock, drops the hold (keeping it on the
+// containers that did not come back) and appends the window to the
+// history. It returns the entry, and the window's failure: its open's,
+// its step's, and the containers' that did not come back as they should.
+func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.Entry, error, error) {
+	hd, hist, err := holds.Read(lock.Read)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := w.opts.Now()
 	e := holds.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
 	var convergeErrs []error
@@ -125,19 +151,13 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	}
 	hist.Append(e)
 	if err := lock.Write(holds.File, &hd); err != nil {
-		return &e, err
+		return &e, nil, err
 	}
 	if err := lock.Write(holds.HistoryFile, &hist); err != nil {
-		return &e, err
+		return &e, nil, err
 	}
 	w.opts.Progress("window %s closed after %s: %s\n", w.id, now.Sub(w.openedAt).Round(time.Millisecond), e.Result)
-	if failure != nil || interrupted {
-		if failure == nil {
-			failure = errors.New("interrupted")
-		}
-		return &e, &FailedError{Entry: e, Err: fmt.Errorf("window %s on %s/%s: %w", w.id, w.module, w.step, failure), Interrupted: interrupted}
-	}
-	return &e, nil
+	return &e, failure, nil
 }
 
 // lockToClose takes the state lock for the close, waiting as long as
@@ -267,7 +287,12 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
 		w.status(name, "bringing back…")
-		err := w.bringOne(cctx, x, name, c, exists, d)
+		var err error
+		if exists {
+			err = w.bringOne(cctx, x, name, c, d)
+		} else {
+			err = w.createMissing(cctx, x, name, d)
+		}
 		cancel()
 		out[name] = err
 		switch {
@@ -282,18 +307,26 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 	return out
 }
 
-// bringOne brings one held container back (see bringBack).
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, exists bool, d *lifecycle.Desired) error {
+// createMissing creates a held container that went missing during the
+// window, as the last apply wants it (d).
+func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name string, d *lifecycle.Desired) error {
+	w.opts.Progress("creating %s\n", name)
+	if err := w.ensureImage(ctx, d); err != nil {
+		return err
+	}
+	return x.Create(ctx, d)
+}
+
+// bringOne brings one held container, c, back (see bringBack): this is
+// the rule that decides what a window's close starts. The same container
+// is started, with the restart policy the last apply wants (d; without
+// one, the policy recorded at open), unless an apply deferred a change to
+// it during the window: then it is recreated, and put back running if the
+// recreate fails.
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
-	}
-	if !exists {
-		w.opts.Progress("creating %s\n", name)
-		if err := w.ensureImage(ctx, d); err != nil {
-			return err
-		}
-		return x.Create(ctx, d)
 	}
 	var diff []string
 	if d != nil {

@@ -145,11 +145,13 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 	}
 	defer lock.Unlock()
 	observed, _ := eng.List(context.Background(), nil)
-	back, err := lifecycle.Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
-		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
-	if err != nil || !back["store.registry"] {
-		t.Fatalf("release: %v, %v", back, err)
+	ws := &lifecycle.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
+	released, err := ws.Release(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope},
+		func() map[string]string { return map[string]string{} }, time.Now(), func(string, ...any) {})
+	if err != nil || released != 1 || !runs(ws.Observed, "store.registry") {
+		t.Fatalf("release: %d released, %+v, %v", released, ws.Observed, err)
 	}
+	hd, hist = ws.Holds, ws.History
 	if c := eng.ctrs["store.registry"]; !c.Running || c.RestartPolicy != "always" {
 		t.Errorf("store.registry after the release: %+v, want running, restart always", *c)
 	}
@@ -213,4 +215,14 @@ func writeHold(t *testing.T, d *state.Dir, h holds.Hold) {
 	if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runs reports whether the listing has name running.
+func runs(observed []engine.Container, name string) bool {
+	for _, c := range observed {
+		if c.Name == name {
+			return c.Running
+		}
+	}
+	return false
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -62,10 +63,6 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
-	hd, hist, err := holds.Read(lock.Read)
-	if err != nil {
-		return nil, err
-	}
 	// An apply carrying out its plan on these containers finishes first:
 	// recordUnclaimed waits for it, then comes back here.
 	if err := w.checkClaims(lock.Read); err != nil {
@@ -75,43 +72,56 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if _, err := lock.Read(applied.AppliedFile, &a); err != nil {
 		return nil, err
 	}
-	desired, err := desiredByName(&a)
+	all, err := a.Desired()
 	if err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
-	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: w.d}.Classify(&hd, now, lifecycle.Observe(ctx, w.eng, w.scope, &observed))
+	ws, err := lifecycle.ObserveWindows(ctx, w.d, lock.Read, w.eng, w.scope, now)
 	if err != nil {
 		return nil, err
 	}
-	if listErr != nil {
-		return nil, fmt.Errorf("list containers: %w", listErr)
-	}
 	// Re-check under the state lock: a dead window's step container may
 	// still be sweeping; its hold stays honoured.
-	for _, c := range classified {
+	for _, c := range ws.Classified {
 		if c.Module == w.module && holds.Honoured(c.State) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
-	policies := map[string]string{}
-	for name, d := range desired {
-		policies[name] = d.EngineSpec(w.scope).Restart
-	}
+	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
-	back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, w.opts.Progress)
+	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
+		return nil, err
+	}
+	h, stop, err := w.holdOf(ctx, ws.Observed, now)
 	if err != nil {
 		return nil, err
 	}
+	ws.Holds.Holds = append(ws.Holds.Holds, h)
+	if err := lock.Write(holds.File, &ws.Holds); err != nil {
+		return nil, err
+	}
+	w.hold, w.openedAt = &h, now
+	// What the last apply wanted when the window opened: the close carries
+	// out only the changes an apply deferred after this; older drift is
+	// not the window's to fix.
+	desired := byName(all)
+	w.atOpen = map[string]*lifecycle.Desired{}
+	for _, name := range w.held {
+		w.atOpen[name] = desired[name]
+	}
+	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
+	return stop, nil
+}
 
-	byName := map[string]engine.Container{}
+// holdOf returns this window's hold, with the restart policy of each held
+// container, and the held containers to stop. A held container that does
+// not exist is created by the close.
+func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (holds.Hold, []engine.Container, error) {
+	services := map[string]engine.Container{}
 	for _, c := range observed {
 		if lifecycle.IsService(c, w.scope) {
-			if running, ok := back[c.Name]; ok {
-				c.Running = running
-			}
-			byName[c.Name] = c
+			services[c.Name] = c
 		}
 	}
 	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
@@ -121,32 +131,19 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	}
 	var stop []engine.Container
 	for _, name := range w.held {
-		c, ok := byName[name]
+		c, ok := services[name]
 		if !ok {
 			w.opts.Progress("%s does not exist; the close creates it\n", name)
 			continue
 		}
 		full, err := w.eng.Inspect(ctx, c.ID)
 		if err != nil {
-			return nil, fmt.Errorf("inspect %s: %w", name, err)
+			return h, nil, fmt.Errorf("inspect %s: %w", name, err)
 		}
 		h.Restart[name] = full.RestartPolicy
 		stop = append(stop, c)
 	}
-	hd.Holds = append(hd.Holds, h)
-	if err := lock.Write(holds.File, &hd); err != nil {
-		return nil, err
-	}
-	// What the last apply wanted when the window opened: the close carries
-	// out only the changes an apply deferred after this; older drift is
-	// not the window's to fix.
-	w.atOpen = map[string]*lifecycle.Desired{}
-	for _, name := range w.held {
-		w.atOpen[name] = desired[name]
-	}
-	w.hold, w.openedAt = &h, now
-	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
-	return stop, nil
+	return h, stop, nil
 }
 
 // desiredByName returns the containers an applied state wants, by engine
@@ -156,9 +153,14 @@ func desiredByName(a *applied.Applied) (map[string]*lifecycle.Desired, error) {
 	if err != nil {
 		return nil, err
 	}
+	return byName(all), nil
+}
+
+// byName indexes desired containers by engine name.
+func byName(all []lifecycle.Desired) map[string]*lifecycle.Desired {
 	out := map[string]*lifecycle.Desired{}
 	for i := range all {
 		out[all[i].Name] = &all[i]
 	}
-	return out, nil
+	return out
 }
