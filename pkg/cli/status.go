@@ -62,7 +62,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := status.GetWith(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
+	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
 	if err != nil {
 		return err
 	}

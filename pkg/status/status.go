@@ -75,18 +75,13 @@ type LastApply struct {
 }
 
 // Get reads the state directory's snapshots (no lock) and lists the managed
-// containers in one engine call.
+// containers in one engine call; current reads a module's current build,
+// from the ledger the command is configured with.
 //
 // It creates nothing, not even the state directory's identity. A state
 // directory that does not exist (state.Peek) reads as nothing applied yet,
 // once the engine answers a ping: an unreachable engine is still a failure.
-func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
-	return GetWith(ctx, d, eng, now, func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) })
-}
-
-// GetWith is Get with the modules' current builds read by current: from
-// the ledger the command is configured with (an etcd ledger).
-func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
+func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
 			return nil, err
@@ -138,6 +133,29 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		}
 	}
 
+	modules := containers(rep, desired, byName, heldBy)
+	if rep.Builds, err = builds(modules, current); err != nil {
+		return nil, err
+	}
+	var last applied.LastReport
+	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
+		return nil, err
+	} else if ok {
+		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
+	}
+	rep.Problems = problems(rep)
+	rep.Summary = summary(rep)
+	if !appliedOK && rep.LastApply == nil && len(rep.Containers) == 0 && len(rep.Windows) == 0 {
+		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
+	}
+	return rep, nil
+}
+
+// containers fills rep.Containers, in name order: every desired container
+// and every managed one the applied state does not name. It returns the
+// modules whose builds the report shows: the desired containers' and the
+// artifacts they run.
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
 	for i := range desired {
@@ -158,28 +176,23 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		}
 	}
 	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
+	return modules
+}
 
+// builds returns the current build of each module that has one, in name
+// order.
+func builds(modules map[string]bool, current func(module string) (ledger.Build, bool, error)) ([]Build, error) {
+	out := []Build{}
 	for _, m := range slices.Sorted(maps.Keys(modules)) {
 		b, ok, err := current(m)
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			rep.Builds = append(rep.Builds, Build{Module: m, ID: b.ID, Image: b.Image})
+			out = append(out, Build{Module: m, ID: b.ID, Image: b.Image})
 		}
 	}
-	var last applied.LastReport
-	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
-		return nil, err
-	} else if ok {
-		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
-	}
-	rep.Problems = problems(rep)
-	rep.Summary = summary(rep)
-	if !appliedOK && rep.LastApply == nil && len(rep.Containers) == 0 && len(rep.Windows) == 0 {
-		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
-	}
-	return rep, nil
+	return out, nil
 }
 
 // failedWindows returns, per module and step, the last window of the

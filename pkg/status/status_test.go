@@ -10,6 +10,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -148,7 +149,7 @@ func states(rep *Report) map[string]string {
 
 func get(t *testing.T, fx *fixture, eng *fakeEngine, now time.Time) *Report {
 	t.Helper()
-	rep, err := Get(context.Background(), fx.d, eng, now)
+	rep, err := Get(context.Background(), fx.d, eng, now, fileLedger(fx.d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,4 +294,9 @@ func TestNothingApplied(t *testing.T) {
 	if !strings.HasSuffix(rep.Summary, " is empty: nothing applied yet") || rep.Containers == nil || rep.Windows == nil || rep.Builds == nil || rep.LastApply != nil || len(rep.Problems) != 0 {
 		t.Errorf("report %+v", rep)
 	}
+}
+
+// fileLedger reads a module's current build from d's file ledger.
+func fileLedger(d *state.Dir) func(module string) (ledger.Build, bool, error) {
+	return func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) }
 }
