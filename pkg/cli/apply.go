@@ -106,7 +106,11 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	} else if !opts.last {
 		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
-	dir, eng, err := env.OpenStateAndEngine(opts.dryRun) // a dry run creates nothing
+	open := env.StateAndEngine
+	if opts.dryRun {
+		open = env.ReadOnlyStateAndEngine // a dry run creates nothing
+	}
+	dir, eng, err := open()
 	if err != nil {
 		return err
 	}
