@@ -1,6 +1,3 @@
-// Package apply converges a host's containers to a mesh file: it resolves
-// the file into desired containers, plans one action per container from what
-// the engine reports and what live windows hold, and carries the plan out.
 package applied
 
 import (

@@ -13,7 +13,8 @@ import (
 // List returns the windows not yet closed, each with its state, and the
 // history, oldest first. It reads snapshots and takes no lock. The engine is
 // asked only when a dead window's step container might still run; if it
-// cannot be reached, such a hold reads stale and warn says why.
+// cannot be reached, such a hold reads unknown (still honoured) and warn
+// says why.
 func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]holds.View, []holds.Entry, error) {
 	var hd holds.Doc
 	var hist holds.History

@@ -1,12 +1,3 @@
-// Package window runs a maintenance step while it holds some of a module's
-// containers stopped (CONTRACT §6).
-//
-// A window takes the state lock only to open and to close. Opening records
-// the hold, stops the held containers and sets their restart policy to "no"
-// (an engine restart must not revive them); the step then runs with no lock
-// held, so an apply arriving mid-window is planned at once and, reading the
-// hold, leaves the held containers alone. Closing, on every path, brings each
-// held container to what the most recent apply wants and drops the hold.
 package window
 
 import (
