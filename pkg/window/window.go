@@ -160,21 +160,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err := w.prepareStep(ctx); err != nil {
 		return nil, err
 	}
-	for {
-		err = w.open(ctx)
-		// A dead window's step container still sweeping keeps the module
-		// busy without holding its lock: --wait waits for it too.
-		var busy *BusyError
-		if !errors.As(err, &busy) || w.hold != nil || !time.Now().Before(waitUntil) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(time.Second, time.Until(waitUntil))):
-		}
-	}
-	if err != nil {
+	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
 			return nil, err
 		}
@@ -204,6 +190,25 @@ func (w *window) keepLog(tail *Tail) {
 	lockOpts.Timeout = max(lockOpts.Timeout, 10*time.Second)
 	if err := saveLog(ctx, w.d, lockOpts, l); err != nil {
 		w.opts.Progress("warning: the step log of window %s was not kept: %v\n", w.id, err)
+	}
+}
+
+// openWaiting opens the window (open), trying again until waitUntil while
+// the module is busy: a dead window's step container still sweeping keeps
+// the module busy without holding its lock, and --wait waits for it too.
+// A context cancelled while it waits is its error.
+func (w *window) openWaiting(ctx context.Context, waitUntil time.Time) error {
+	for {
+		err := w.open(ctx)
+		var busy *BusyError
+		if !errors.As(err, &busy) || w.hold != nil || !time.Now().Before(waitUntil) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Second, time.Until(waitUntil))):
+		}
 	}
 }
 
