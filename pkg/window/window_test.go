@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -92,6 +93,28 @@ func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	if err := l.Write(applied.AppliedFile, &applied.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f, Images: images}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// applyFresh does what the first apply of f does on a host without
+// containers: it creates and starts each desired container (health gate
+// and all) and records applied.json.
+func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
+	t.Helper()
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := applied.Desire(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := lifecycle.Executor{Engine: eng, Scope: scope}
+	for i := range desired {
+		if err := x.Create(context.Background(), &desired[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordApplied(t, d, f)
 }
 
 func usageMsg(t *testing.T, err error) string {

@@ -1,4 +1,4 @@
-package window
+package apply_test
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // interleaveYAML is a host of two modules. Step store/gc holds the registry
@@ -130,7 +131,7 @@ func startInterleave(tb testing.TB, stopFor time.Duration) *interleave {
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
-		e, err := Run(context.Background(), x.d, x.eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+		e, err := window.Run(context.Background(), x.d, x.eng, window.Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
 		x.aDone <- outcome[*holds.Entry]{e, err}
 	}()
 
@@ -171,7 +172,7 @@ func (x *interleave) apply(ctx context.Context) (*applied.Report, error) {
 }
 
 func (x *interleave) windowOther(ctx context.Context) (*holds.Entry, error) {
-	return Run(ctx, x.d, x.eng, Options{Module: "other", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+	return window.Run(ctx, x.d, x.eng, window.Options{Module: "other", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
 // within runs fn and returns what it returned, or ok false if it did not
@@ -208,7 +209,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 		t.Errorf("window other/gc did not end within %s while store.registry was being stopped: it waits for the state lock", hang)
 	case err != nil:
 		t.Errorf("window other/gc: %v", err)
-	case e.Result != ResultOK:
+	case e.Result != window.ResultOK:
 		t.Errorf("window other/gc: result %q", e.Result)
 	}
 
@@ -244,7 +245,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 	x.gate.open()
 	select {
 	case r := <-x.aDone:
-		if r.err != nil || r.v.Result != ResultOK {
+		if r.err != nil || r.v.Result != window.ResultOK {
 			t.Fatalf("window A: %v, %+v", r.err, r.v)
 		}
 	case <-time.After(10 * time.Second):
