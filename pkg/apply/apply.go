@@ -10,6 +10,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -94,7 +95,11 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
-	scope, err := scopeOf(d, opts.DryRun)
+	scopeOf := d.ID
+	if opts.DryRun {
+		scopeOf = func() (string, error) { return lifecycle.PeekScope(d) } // a dry run makes no ID
+	}
+	scope, err := scopeOf()
 	if err != nil {
 		return nil, err
 	}
@@ -140,20 +145,6 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 		delete(out.Modules, m)
 	}
 	return out
-}
-
-// scopeOf returns the state directory's ID. A dry run makes none: a state
-// directory without one manages no container yet, so it gets a scope that
-// matches none.
-func scopeOf(d *state.Dir, dryRun bool) (string, error) {
-	if !dryRun {
-		return d.ID()
-	}
-	id, ok, err := d.PeekID()
-	if err != nil || ok {
-		return id, err
-	}
-	return "none-yet", nil
 }
 
 // runLocked is one pass of an apply, read as its phases: under the state

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // EngineSpec returns what the engine needs to create d, labelled as managed
@@ -97,6 +98,18 @@ func StopTimeoutOf(c engine.Container) time.Duration {
 		return StopTimeout
 	}
 	return s.StopGracePeriod
+}
+
+// PeekScope returns the state directory's ID (the value of LabelManaged)
+// without making one, for what changes nothing (status, apply --dry-run):
+// a state directory without one manages no container yet, so it gets a
+// scope that matches none.
+func PeekScope(d *state.Dir) (string, error) {
+	id, ok, err := d.PeekID()
+	if err != nil || ok {
+		return id, err
+	}
+	return "none-yet", nil
 }
 
 // SpecDiff compares the spec recorded on c with want. A container whose

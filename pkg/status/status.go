@@ -94,13 +94,9 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if err != nil {
 		return nil, err
 	}
-	scope, ok, err := d.PeekID()
+	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err
-	}
-	if !ok {
-		// No apply made an identity yet: no container is this directory's.
-		scope = "none-yet"
 	}
 	// Window locks first, then the one engine listing; the dead windows are
 	// reported, not released: status changes nothing.
@@ -162,12 +158,15 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 		if dc.Def.Artifact != "" {
 			modules[dc.Def.Artifact] = true
 		}
-		c, ok := byName[dc.Name]
-		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, ok, dc, heldBy))
+		var c *engine.Container
+		if o, ok := byName[dc.Name]; ok {
+			c = &o
+		}
+		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy))
 	}
 	for name, c := range byName {
 		if !seen[name] {
-			st := containerState(name, c.Labels[lifecycle.LabelModule], c, true, nil, heldBy)
+			st := containerState(name, c.Labels[lifecycle.LabelModule], &c, nil, heldBy)
 			st.Reasons = append(st.Reasons, "not in the applied mesh file")
 			rep.Containers = append(rep.Containers, st)
 		}
@@ -256,7 +255,9 @@ func firstLine(s string) string {
 	return line
 }
 
-func containerState(name, module string, c engine.Container, exists bool, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
+// containerState is the state of container name: c as the engine has it
+// (nil: missing), d as the applied state wants it (nil: not in it).
+func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -264,11 +265,11 @@ func containerState(name, module string, c engine.Container, exists bool, d *lif
 		return st
 	}
 	var diff []string
-	if exists && d != nil {
-		diff = lifecycle.SpecDiff(c, d.Spec)
+	if c != nil && d != nil {
+		diff = lifecycle.SpecDiff(*c, d.Spec)
 	}
 	switch {
-	case !exists:
+	case c == nil:
 		st.State = Missing
 	case len(diff) > 0:
 		st.State, st.Reasons = Drifted, diff
