@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/rogpeppe/go-internal/testscript"
@@ -89,11 +89,11 @@ func cmdOldCtr(ts *testscript.TestScript, neg bool, args []string) {
 		NetworkMode: spec.Network,
 		Restart:     mesh.DefaultRestart,
 		Labels: map[string]string{
-			apply.LabelManaged:   id,
-			apply.LabelRole:      apply.RoleService,
-			apply.LabelModule:    module,
-			apply.LabelContainer: container,
-			apply.LabelSpec:      args[1],
+			lifecycle.LabelManaged:   id,
+			lifecycle.LabelRole:      lifecycle.RoleService,
+			lifecycle.LabelModule:    module,
+			lifecycle.LabelContainer: container,
+			lifecycle.LabelSpec:      args[1],
 		},
 	})
 	ts.Check(err)

@@ -13,9 +13,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -195,7 +196,7 @@ func TestMixedStress(t *testing.T) {
 			default:
 			}
 			before, histBefore, err1 := holds.Read(d.Read)
-			list, err2 := m.eng.List(t.Context(), map[string]string{apply.LabelRole: apply.RoleService})
+			list, err2 := m.eng.List(t.Context(), map[string]string{lifecycle.LabelRole: lifecycle.RoleService})
 			after, histAfter, err3 := holds.Read(d.Read)
 			if err := errors.Join(err1, err2, err3); err != nil {
 				fail("sample: %v", err)
@@ -217,7 +218,7 @@ func TestMixedStress(t *testing.T) {
 				}
 			}
 			for _, c := range list {
-				mod := c.Labels[apply.LabelModule]
+				mod := c.Labels[lifecycle.LabelModule]
 				if (mod != modA && mod != modB) || c.Running {
 					continue
 				}
@@ -265,11 +266,11 @@ func TestMixedStress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holds: %v", err)
 	}
-	if _, _, err := apply.LoadApplied(d); err != nil {
+	if _, _, err := applied.LoadApplied(d); err != nil {
 		t.Errorf("applied.json: %v", err)
 	}
-	var last apply.LastReport
-	if _, err := d.Read(apply.ReportFile, &last); err != nil {
+	var last applied.LastReport
+	if _, err := d.Read(applied.ReportFile, &last); err != nil {
 		t.Errorf("last-apply.json: %v", err)
 	}
 	for _, e := range hist.Windows {

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -45,7 +47,7 @@ func stateDir(t testing.TB) *state.Dir {
 	return d
 }
 
-func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*Options)) (*Report, error) {
+func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*Options)) (*applied.Report, error) {
 	t.Helper()
 	opts := Options{File: f, Source: "mesh.yaml", Parallel: 4}
 	if mod != nil {
@@ -54,7 +56,7 @@ func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*
 	return Run(context.Background(), d, eng, opts)
 }
 
-func actions(rep *Report) map[string]string {
+func actions(rep *applied.Report) map[string]string {
 	out := map[string]string{}
 	for _, c := range rep.Containers {
 		out[c.Name] = c.Action
@@ -177,8 +179,8 @@ func TestRecreateRollsBack(t *testing.T) {
 			if !ok || after.ID != before.ID || after.Running != before.Running || after.Spec.Image != busybox {
 				t.Fatalf("m.a after the failed recreate: %+v, want the old one back: %+v", after, before)
 			}
-			if _, ok := eng.Get(oldName("m.a")); ok {
-				t.Errorf("%s left behind", oldName("m.a"))
+			if _, ok := eng.Get(lifecycle.OldName("m.a")); ok {
+				t.Errorf("%s left behind", lifecycle.OldName("m.a"))
 			}
 			if n := len(eng.Containers()); n != 1 {
 				t.Errorf("%d containers left, want only the old one", n)
@@ -209,7 +211,7 @@ func TestRunConflictChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.Changes()
-	applied, _ := os.ReadFile(d.Path() + "/" + AppliedFile)
+	before, _ := os.ReadFile(d.Path() + "/" + applied.AppliedFile)
 
 	rep, err := run(t, d, eng, meshOf(t,
 		"a: {image: "+busybox+", env: {FOO: x}}", "b: {image: "+busybox+"}", "c: {image: "+busybox+"}"),
@@ -224,8 +226,8 @@ func TestRunConflictChangesNothing(t *testing.T) {
 	if c := eng.Changes(); len(c) > 0 {
 		t.Errorf("a conflicting apply changed the engine: %q", c)
 	}
-	if now, _ := os.ReadFile(d.Path() + "/" + AppliedFile); string(now) != string(applied) {
-		t.Error("a conflicting apply rewrote " + AppliedFile)
+	if now, _ := os.ReadFile(d.Path() + "/" + applied.AppliedFile); string(now) != string(before) {
+		t.Error("a conflicting apply rewrote " + applied.AppliedFile)
 	}
 }
 

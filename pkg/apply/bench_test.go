@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -55,7 +56,7 @@ func benchInput(b *testing.B, n int, mixed bool) Input {
 	if mixed {
 		// A step container and a container of another state dir, ignored.
 		in.Observed = append(in.Observed,
-			withLabel(running(b, "step", web()), LabelRole, RoleStep),
+			withLabel(running(b, "step", web()), lifecycle.LabelRole, lifecycle.RoleStep),
 			inScope(running(b, "other", web()), otherScope))
 	}
 	return in

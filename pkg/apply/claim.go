@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -18,11 +20,11 @@ const relockWait = 10 * time.Minute
 // waits included), and takes the state lock again, which it returns with
 // the claim for the caller to record and release. A plan that changes
 // nothing is carried out (a no-op) under lock.
-func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x Executor, items []Item, absent map[string]string,
-	rep *Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
+func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
+	rep *applied.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
 	var names []string
 	for _, it := range items {
-		if changes(it) {
+		if it.ChangesEngine() {
 			names = append(names, it.Name)
 		}
 	}

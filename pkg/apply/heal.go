@@ -33,10 +33,11 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if IsService(c, scope) {
+		if lifecycle.IsService(c, scope) {
 			byName[c.Name] = c
 		}
 	}
+	x := lifecycle.Executor{Engine: eng, Scope: scope}
 	changed := false
 	for _, c := range dead {
 		for _, name := range c.Containers {
@@ -44,16 +45,10 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 			if !ok || held[name] {
 				continue
 			}
-			if cur, ok := byName[name]; ok {
-				if err := eng.Remove(ctx, cur.ID); err != nil {
-					return observed, fmt.Errorf("remove the unverified %s an interrupted apply left: %w", name, err)
-				}
-			}
-			if err := eng.Rename(ctx, aside.ID, name); err != nil {
-				return observed, fmt.Errorf("put %s back: %w", name, err)
-			}
-			if err := eng.Start(ctx, aside.ID); err != nil {
-				return observed, fmt.Errorf("start %s again: %w", name, err)
+			// Started whatever it reads: it is what last ran healthy.
+			aside.Running = true
+			if err := x.PutBack(ctx, name, byName[name].ID, aside); err != nil {
+				return observed, fmt.Errorf("an interrupted apply left %s aside: %w", name, err)
 			}
 			progress("put %s back: an apply that died while replacing it left it aside\n", name)
 			changed = true
@@ -66,5 +61,5 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 	if !changed {
 		return observed, nil
 	}
-	return eng.List(ctx, Managed(scope))
+	return eng.List(ctx, lifecycle.Managed(scope))
 }

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -68,9 +70,9 @@ func TestApplyHealsAnInterruptedRecreate(t *testing.T) {
 	}
 }
 
-func desiredOf(t *testing.T, image string) *Desired {
+func desiredOf(t *testing.T, image string) *lifecycle.Desired {
 	t.Helper()
-	ds, err := Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil)
+	ds, err := applied.Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
 // Actions a plan gives a container (CONTRACT §5).
@@ -53,13 +53,13 @@ type Item struct {
 	Action    string
 	Reasons   []string
 	Window    string
-	Desired   *Desired          // nil for orphans
-	Observed  *engine.Container // nil when missing
+	Desired   *lifecycle.Desired // nil for orphans
+	Observed  *engine.Container  // nil when missing
 }
 
 // Input is everything the planner decides from.
 type Input struct {
-	Desired []Desired
+	Desired []lifecycle.Desired
 	// Observed are the containers the engine reports with meshctl's labels.
 	Observed []engine.Container
 	// Holds maps engine names to the live window that holds them.
@@ -86,7 +86,7 @@ func Plan(in Input) []Item {
 	observed := map[string]*engine.Container{}
 	for i := range in.Observed {
 		c := &in.Observed[i]
-		if IsService(*c, in.Scope) {
+		if lifecycle.IsService(*c, in.Scope) {
 			observed[c.Name] = c
 		}
 	}
@@ -98,11 +98,11 @@ func Plan(in Input) []Item {
 		items = append(items, planOne(d, observed[d.Name], in))
 	}
 	for name, c := range observed {
-		module := c.Labels[LabelModule]
+		module := c.Labels[lifecycle.LabelModule]
 		if wanted[name] || in.Modules != nil && !in.Modules[module] {
 			continue
 		}
-		it := Item{Name: name, Module: module, Container: c.Labels[LabelContainer], Observed: c}
+		it := Item{Name: name, Module: module, Container: c.Labels[lifecycle.LabelContainer], Observed: c}
 		switch hold, held := in.Holds[name]; {
 		case held:
 			it.Action, it.Window = Held, hold.Window
@@ -120,7 +120,7 @@ func Plan(in Input) []Item {
 	return items
 }
 
-func planOne(d *Desired, c *engine.Container, in Input) Item {
+func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
 	if owner, taken := in.Taken[d.Name]; c == nil && taken {
 		it.Action = Conflict
@@ -129,7 +129,7 @@ func planOne(d *Desired, c *engine.Container, in Input) Item {
 	}
 	var diff []string
 	if c != nil {
-		diff = SpecDiff(*c, d.Spec)
+		diff = lifecycle.SpecDiff(*c, d.Spec)
 		if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
 			diff = append([]string{ReasonNewerPull}, diff...)
 		}
@@ -160,23 +160,13 @@ func planOne(d *Desired, c *engine.Container, in Input) Item {
 	return it
 }
 
-// SpecDiff compares the spec recorded on c with want. A container whose
-// recorded spec cannot be read is recreated: meshctl cannot know what it runs.
-func SpecDiff(c engine.Container, want mesh.Spec) []string {
-	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
-	if err != nil {
-		return []string{"recorded spec unreadable"}
-	}
-	return mesh.Diff(have, want)
+// ChangesEngine reports whether carrying out it changes the engine: a
+// create, a recreate or a removal. Every other action leaves the engine as
+// it is: this is what a claim covers, what execute carries out and what
+// makes a report "changed".
+func (it Item) ChangesEngine() bool {
+	return it.Action == Create || it.Action == Recreate || it.Action == Remove
 }
 
 // Changes reports whether carrying out items would change the engine.
-func Changes(items []Item) bool {
-	for _, it := range items {
-		switch it.Action {
-		case Create, Recreate, Remove:
-			return true
-		}
-	}
-	return false
-}
+func Changes(items []Item) bool { return slices.ContainsFunc(items, Item.ChangesEngine) }

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -34,10 +36,10 @@ func web() *mesh.Container {
 }
 
 // want returns the desired containers of a file made of module "m" with cs.
-func want(t testing.TB, cs map[string]*mesh.Container) []Desired {
+func want(t testing.TB, cs map[string]*mesh.Container) []lifecycle.Desired {
 	t.Helper()
 	f := &mesh.File{Modules: map[string]*mesh.Module{"m": {Containers: cs}}}
-	ds, err := Desire(f, nil, nil)
+	ds, err := applied.Desire(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func stopped(c engine.Container) engine.Container {
 
 func inScope(c engine.Container, s string) engine.Container {
 	c.Labels = maps.Clone(c.Labels)
-	c.Labels[LabelManaged] = s
+	c.Labels[lifecycle.LabelManaged] = s
 	return c
 }
 
@@ -235,7 +237,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "a window's step container is not a service: ignored",
 			observed: []engine.Container{
-				withLabel(running(t, "a.step", web()), LabelRole, RoleStep),
+				withLabel(running(t, "a.step", web()), lifecycle.LabelRole, lifecycle.RoleStep),
 			},
 			prune: true,
 			want:  []line{},
@@ -243,7 +245,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:     "a step container of a desired name does not make it exist",
 			desired:  map[string]*mesh.Container{"a": web()},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelRole, RoleStep)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelRole, lifecycle.RoleStep)},
 			want:     []line{{"m.a", Create, nil, ""}},
 		},
 		{
@@ -252,7 +254,7 @@ func TestPlan(t *testing.T) {
 			observed: []engine.Container{
 				inScope(running(t, "a", web()), otherScope),
 				inScope(running(t, "other", web()), otherScope),
-				withLabel(running(t, "unlabelled", web()), LabelManaged, ""),
+				withLabel(running(t, "unlabelled", web()), lifecycle.LabelManaged, ""),
 			},
 			prune: true,
 			want:  []line{{"m.a", Create, nil, ""}},
@@ -260,31 +262,31 @@ func TestPlan(t *testing.T) {
 		{
 			name:     "a spec recorded by an older meshctl, without restart, is unchanged",
 			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1"}},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
 			want:     []line{{"m.a", Unchanged, nil, ""}},
 		},
 		{
 			name:     "a spec recorded by an older meshctl, without restart, is unchanged when the file names the default",
 			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1", Restart: mesh.DefaultRestart}},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
 			want:     []line{{"m.a", Unchanged, nil, ""}},
 		},
 		{
 			name:     "a spec recorded by an older meshctl still shows a real change",
 			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1", Restart: "no"}},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelSpec, `{"v":0,"image":"meshtest/busybox:1"}`)},
 			want:     []line{{"m.a", Recreate, []string{"restart"}, ""}},
 		},
 		{
 			name:     "a spec recorded by a newer meshctl, with a field unknown here, is unchanged",
 			desired:  map[string]*mesh.Container{"a": {Image: "meshtest/busybox:1"}},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{"v":2,"image":"meshtest/busybox:1","restart":"unless-stopped","future":"x"}`)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelSpec, `{"v":2,"image":"meshtest/busybox:1","restart":"unless-stopped","future":"x"}`)},
 			want:     []line{{"m.a", Unchanged, nil, ""}},
 		},
 		{
 			name:     "an unreadable recorded spec is recreated",
 			desired:  map[string]*mesh.Container{"a": web()},
-			observed: []engine.Container{withLabel(running(t, "a", web()), LabelSpec, `{not json`)},
+			observed: []engine.Container{withLabel(running(t, "a", web()), lifecycle.LabelSpec, `{not json`)},
 			want:     []line{{"m.a", Recreate, []string{"recorded spec unreadable"}, ""}},
 		},
 		{
@@ -349,7 +351,7 @@ func TestPlanNeverShowsEnvValues(t *testing.T) {
 		}
 	}
 	// Nor does the label the container carries.
-	if l := old.Labels[LabelSpec]; strings.Contains(l, secret) {
+	if l := old.Labels[lifecycle.LabelSpec]; strings.Contains(l, secret) {
 		t.Errorf("spec label %s shows FOO's value", l)
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -47,7 +49,7 @@ func TestRunResolvesArtifactAfterPull(t *testing.T) {
 		}
 	}
 	type result struct {
-		rep *Report
+		rep *applied.Report
 		err error
 	}
 	done := make(chan result, 1)
@@ -85,7 +87,7 @@ func TestRunResolvesArtifactAfterPull(t *testing.T) {
 		t.Errorf("report: %s %s build %q, want app.web create build b2", c.Name, c.Action, c.Build)
 	}
 	web, ok := eng.Get("app.web")
-	if !ok || web.Spec.Image != newer || web.Spec.Labels[LabelBuild] != "b2" || !web.Running {
+	if !ok || web.Spec.Image != newer || web.Spec.Labels[lifecycle.LabelBuild] != "b2" || !web.Running {
 		t.Errorf("app.web in the engine: %+v, want it running %s, build b2", web, newer)
 	}
 	for _, e := range eng.Events() {
@@ -93,11 +95,11 @@ func TestRunResolvesArtifactAfterPull(t *testing.T) {
 			t.Errorf("event %d: %s from %s, resolved before the pull", e.Seq, e, e.Image)
 		}
 	}
-	applied, ok, err := LoadApplied(d)
+	a, ok, err := applied.LoadApplied(d)
 	if err != nil || !ok {
 		t.Fatalf("applied.json: ok %v, %v", ok, err)
 	}
-	if got, want := applied.Images["app.web"], (Resolved{Image: newer, Build: "b2"}); got != want {
+	if got, want := a.Images["app.web"], (applied.Resolved{Image: newer, Build: "b2"}); got != want {
 		t.Errorf("applied.json records app.web as %+v, want %+v", got, want)
 	}
 }

@@ -9,8 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
@@ -83,7 +85,7 @@ changed are claimed, and a window on them waits for the claim.`,
 	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
 	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
 	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
-	f.DurationVar(&opts.settle, "settle", apply.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
+	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
 	return cmd
 }
 
@@ -104,7 +106,11 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	} else if !opts.last {
 		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
-	dir, eng, err := env.OpenStateAndEngine(opts.dryRun) // a dry run creates nothing
+	open := env.StateAndEngine
+	if opts.dryRun {
+		open = env.ReadOnlyStateAndEngine // a dry run creates nothing
+	}
+	dir, eng, err := open()
 	if err != nil {
 		return err
 	}
@@ -155,7 +161,7 @@ func sourceName(path string) string {
 // in the configured ledger: one read each time (a lock-free snapshot of the
 // module's file, or one linearizable etcd read). An etcd ledger is
 // contacted only when the file needs an artifact.
-func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) apply.Resolver {
+func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Resolver {
 	var l *ledger.Ledger
 	return func(module string) (string, string, bool, error) {
 		if l == nil {
@@ -177,7 +183,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) apply.Resol
 	}
 }
 
-func printApplyReport(env *Env, rep *apply.Report) {
+func printApplyReport(env *Env, rep *applied.Report) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
 	for _, c := range rep.Containers {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -133,7 +133,7 @@ func appliedFile(cmd *cobra.Command, env *Env) *mesh.File {
 	if d == nil {
 		return nil
 	}
-	a, ok, err := apply.LoadApplied(d)
+	a, ok, err := applied.LoadApplied(d)
 	if err != nil || !ok {
 		return nil
 	}

@@ -130,16 +130,18 @@ func (e *Env) Engine() (engine.Client, error) {
 // StateAndEngine opens the state directory and connects to the engine, for
 // the commands that need both; the caller closes the engine.
 func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
-	return e.OpenStateAndEngine(false)
+	return e.withEngine(e.State)
 }
 
-// OpenStateAndEngine is StateAndEngine, with the state directory opened
-// read-only (StateReadOnly) when readOnly is set.
-func (e *Env) OpenStateAndEngine(readOnly bool) (*state.Dir, engine.Client, error) {
-	open := e.State
-	if readOnly {
-		open = e.StateReadOnly
-	}
+// ReadOnlyStateAndEngine is StateAndEngine with the state directory opened
+// read-only (StateReadOnly): it creates nothing.
+func (e *Env) ReadOnlyStateAndEngine() (*state.Dir, engine.Client, error) {
+	return e.withEngine(e.StateReadOnly)
+}
+
+// withEngine opens the state directory with open, then connects to the
+// engine.
+func (e *Env) withEngine(open func() (*state.Dir, error)) (*state.Dir, engine.Client, error) {
 	d, err := open()
 	if err != nil {
 		return nil, nil, err

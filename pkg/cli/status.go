@@ -57,12 +57,12 @@ func (e *ProblemsError) ExitCode() int { return 1 }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.
-	dir, eng, err := env.OpenStateAndEngine(true)
+	dir, eng, err := env.ReadOnlyStateAndEngine()
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	rep, err := status.GetWith(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
+	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
 	if err != nil {
 		return err
 	}

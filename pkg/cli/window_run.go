@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
@@ -62,7 +62,7 @@ holding its output; a closed stderr does not stop it.`,
 	f.StringVarP(&opts.file, "file", "f", "", "mesh file to take the step from (default: the last applied one)")
 	f.DurationVar(&opts.timeout, "timeout", 0, "kill the step past this (default: the step's timeout, else 1h)")
 	f.DurationVar(&opts.wait, "wait", 0, "wait this long for another window on the module to close (default: exit 3 at once)")
-	f.DurationVar(&opts.settle, "settle", apply.DefaultSettle, "how long a held container without a healthcheck must keep running once started again, to count as back")
+	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a held container without a healthcheck must keep running once started again, to count as back")
 	return cmd
 }
 

@@ -296,16 +296,22 @@ func TestHistoryBoundedOnDisk(t *testing.T) {
 	d := openTemp(t)
 	n := 0
 	for _, batch := range []int{HistoryLimit - 1, 4} {
-		var h History
-		if err := state.Update(context.Background(), d, StateLock, HistoryFile, state.LockOptions{}, &h, func() error {
-			for range batch {
-				h.Append(Entry{ID: fmt.Sprintf("w-%04d", n)})
-				n++
-			}
-			return nil
-		}); err != nil {
+		l, err := d.Lock(context.Background(), StateLock, state.LockOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		var h History
+		if _, err := l.Read(HistoryFile, &h); err != nil {
+			t.Fatal(err)
+		}
+		for range batch {
+			h.Append(Entry{ID: fmt.Sprintf("w-%04d", n)})
+			n++
+		}
+		if err := l.Write(HistoryFile, &h); err != nil {
+			t.Fatal(err)
+		}
+		l.Unlock()
 	}
 	var h History
 	if _, err := d.Read(HistoryFile, &h); err != nil {

@@ -36,8 +36,82 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 	return nil
 }
 
-// ReleaseStale releases, under lock, the holds of dead windows in
-// classified: the dead windows' step containers are removed first (a start
+// Windows is the state directory's windows as one engine listing classifies
+// them (ObserveWindows), with that listing.
+type Windows struct {
+	Holds      holds.Doc
+	History    holds.History
+	Classified []holds.Classified
+	// Observed is the listing of the state directory's containers, made
+	// after every window's lock was checked; Release updates which of
+	// them run.
+	Observed []engine.Container
+}
+
+// ListingError is an engine listing that failed where the windows' states
+// needed it.
+type ListingError struct{ Err error }
+
+func (e *ListingError) Error() string { return "list containers: " + e.Err.Error() }
+func (e *ListingError) Unwrap() error { return e.Err }
+
+// ObserveWindows reads the holds and the window history with read (a
+// snapshot, or lock.Read under the state lock) and classifies each hold
+// (holds.Liveness): every window's lock first, then one listing of the
+// state directory's containers, kept in Observed. It changes nothing:
+// status calls it alone; apply and a window's open call Release next,
+// under the state lock. A listing that fails is a *ListingError.
+func ObserveWindows(ctx context.Context, d *state.Dir, read func(string, state.Document) (bool, error),
+	eng engine.Client, scope string, now time.Time) (*Windows, error) {
+	hd, hist, err := holds.Read(read)
+	if err != nil {
+		return nil, err
+	}
+	w := &Windows{Holds: hd, History: hist}
+	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&w.Holds, now, Observe(ctx, eng, scope, &w.Observed))
+	if err != nil {
+		return nil, err
+	}
+	if listErr != nil {
+		return nil, &ListingError{Err: listErr}
+	}
+	w.Classified = classified
+	return w, nil
+}
+
+// RestartPolicies returns the restart policy each desired container is
+// created with, by engine name; a later list wins over an earlier one.
+func RestartPolicies(scope string, desired ...[]Desired) map[string]string {
+	out := map[string]string{}
+	for _, list := range desired {
+		for i := range list {
+			out[list[i].Name] = list[i].EngineSpec(scope).Restart
+		}
+	}
+	return out
+}
+
+// Release releases, under lock, the holds of the dead (stale) windows and
+// brings the containers they held back (releaseStale), each with the
+// restart policy policies gives it (called only when there is a hold to
+// release), else the one recorded at open. Observed is updated with which
+// of them run now, so the plan that follows sees the engine as it is. It
+// returns how many windows it released.
+func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, policies func() map[string]string,
+	now time.Time, progress func(string, ...any)) (int, error) {
+	back, n, err := x.releaseStale(ctx, lock, w, policies, now, progress)
+	if err != nil {
+		return n, err
+	}
+	for i := range w.Observed {
+		if running, ok := back[w.Observed[i].Name]; ok {
+			w.Observed[i].Running = running
+		}
+	}
+	return n, nil
+}
+
+// releaseStale releases, under lock, the holds of the dead windows in w: the dead windows' step containers are removed first (a start
 // one sent before it died may still be under way in the engine; one that
 // cannot be removed fails the release, and the holds stay), then each held
 // container is brought back as its window's close would have done (Resume,
@@ -52,18 +126,19 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 // first, which waits for a stop in flight, then started. It returns, for
 // each container it tried to bring back, whether it runs now, so the plan
 // that follows sees the engine as it is.
-func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.Doc, hist *holds.History,
-	classified []holds.Classified, observed []engine.Container, policies map[string]string, now time.Time,
-	progress func(string, ...any)) (map[string]bool, error) {
+func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows, policyOf func() map[string]string,
+	now time.Time, progress func(string, ...any)) (map[string]bool, int, error) {
+	hd, hist, observed := &w.Holds, &w.History, w.Observed
+	released := holds.ReleaseStale(hd, hist, w.Classified, now)
+	back := map[string]bool{}
+	if len(released) == 0 {
+		return back, 0, nil
+	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
 		byName[c.Name] = c
 	}
-	released := holds.ReleaseStale(hd, hist, classified, now)
-	back := map[string]bool{}
-	if len(released) == 0 {
-		return back, nil
-	}
+	policies := policyOf()
 	// The dead windows' step containers go before anything comes back: one
 	// that reads created may be a start its window sent just before it
 	// died, which the engine still carries out. The engine does a
@@ -72,7 +147,7 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 	// removed keeps every hold: nothing is written (fail closed).
 	x.stepExits(ctx, released, observed, hist)
 	if err := x.removeDeadSteps(ctx, released, observed); err != nil {
-		return back, err
+		return back, 0, err
 	}
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
@@ -85,7 +160,7 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 			if !ok {
 				policy = r.Restart[name]
 			}
-			err := x.settle(ctx, c)
+			err := x.finishDeadStop(ctx, c)
 			if err == nil {
 				err = x.Resume(ctx, c, policy)
 			}
@@ -98,10 +173,10 @@ func (x Executor) ReleaseStale(ctx context.Context, lock *state.Lock, hd *holds.
 		}
 	}
 	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
-		return back, err
+		return back, 0, err
 	}
 	removeWindowLocks(lock.Dir(), released, progress)
-	return back, nil
+	return back, len(released), nil
 }
 
 // removeWindowLocks removes the lock files of the dead windows whose holds
@@ -150,9 +225,9 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 	}
 }
 
-// settle waits for a stop that a dead window may have left in flight on c:
+// finishDeadStop waits for a stop that a dead window may have left in flight on c:
 // a held container that reads running with restart policy "no".
-func (x Executor) settle(ctx context.Context, c engine.Container) error {
+func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error {
 	if !c.Running {
 		return nil
 	}

@@ -2,7 +2,6 @@ package state
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,25 +228,6 @@ func (l *Lock) Remove(name string) error {
 		return err
 	}
 	return l.dir.syncDir(filepath.Dir(p))
-}
-
-// Update is the one helper for changing a single file: it takes the lock,
-// reads the file into doc (missing = doc's zero value), calls change, and
-// writes doc back atomically if change returned nil. change runs under the
-// lock, so what it decides from doc cannot be raced by another process.
-func Update(ctx context.Context, d *Dir, lock, name string, opts LockOptions, doc Document, change func() error) error {
-	l, err := d.Lock(ctx, lock, opts)
-	if err != nil {
-		return err
-	}
-	defer l.Unlock()
-	if _, err := l.Read(name, doc); err != nil {
-		return err
-	}
-	if err := change(); err != nil {
-		return err
-	}
-	return l.Write(name, doc)
 }
 
 // List returns the names of the regular files in the subdirectory sub of the

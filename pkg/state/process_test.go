@@ -42,7 +42,7 @@ func childIncrement() int {
 	n, _ := strconv.Atoi(os.Getenv("N"))
 	for i := 0; i < n; i++ {
 		var c counter
-		err := Update(context.Background(), d, "count", "count.json", LockOptions{Timeout: time.Minute}, &c, func() error {
+		err := update(context.Background(), d, "count", "count.json", LockOptions{Timeout: time.Minute}, &c, func() error {
 			c.N++
 			return nil
 		})
@@ -73,7 +73,7 @@ func childChurn() int {
 	fmt.Println("writing")
 	for seq := 0; ; seq++ {
 		var p payload
-		err := Update(context.Background(), d, "churn", "payload.json", LockOptions{Timeout: time.Minute}, &p, func() error {
+		err := update(context.Background(), d, "churn", "payload.json", LockOptions{Timeout: time.Minute}, &p, func() error {
 			size := 1 + rand.IntN(256<<10)
 			p.Seq = seq
 			p.Data = strings.Repeat("x", size)

@@ -225,7 +225,7 @@ func childStall() int {
 	if file == idFile {
 		_, err = d.ID()
 	} else {
-		err = Update(context.Background(), d, os.Getenv("LOCK"), file, LockOptions{}, &counter{}, func() error { return nil })
+		err = update(context.Background(), d, os.Getenv("LOCK"), file, LockOptions{}, &counter{}, func() error { return nil })
 	}
 	fmt.Fprintln(os.Stderr, "the write did not stall:", err)
 	return 1
@@ -272,7 +272,7 @@ func TestKilledWriterLeavesNoTemp(t *testing.T) {
 			if tc.file == idFile {
 				_, err = d.ID()
 			} else {
-				err = Update(context.Background(), d, tc.lock, tc.file, LockOptions{}, &counter{}, func() error { return nil })
+				err = update(context.Background(), d, tc.lock, tc.file, LockOptions{}, &counter{}, func() error { return nil })
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -78,7 +78,7 @@ func TestUpdateAndRead(t *testing.T) {
 	d := openTemp(t)
 	for i := 0; i < 3; i++ {
 		var c counter
-		if err := Update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N++; return nil }); err != nil {
+		if err := update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N++; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +100,7 @@ func TestUpdateChangeErrorWritesNothing(t *testing.T) {
 	d := openTemp(t)
 	var c counter
 	boom := errors.New("boom")
-	err := Update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 7; return boom })
+	err := update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 7; return boom })
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
@@ -126,7 +126,7 @@ func TestReadRefusesBadFilesAndNeverOverwrites(t *testing.T) {
 				t.Fatal(err)
 			}
 			var c counter
-			err := Update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 99; return nil })
+			err := update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 99; return nil })
 			var fe *FileError
 			if !errors.As(err, &fe) || fe.ExitCode() != 2 || !strings.Contains(err.Error(), p) {
 				t.Fatalf("err = %v, want a FileError naming %s", err, p)
@@ -159,7 +159,7 @@ func TestNeverFollowsSymlinks(t *testing.T) {
 	if _, err := d.Read("count.json", &c); err == nil || !strings.Contains(err.Error(), "symlink") {
 		t.Fatalf("read through a symlink: err = %v", err)
 	}
-	err := Update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 1; return nil })
+	err := update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 1; return nil })
 	if err == nil {
 		t.Fatal("update through a symlink succeeded")
 	}

@@ -35,7 +35,7 @@ func TestTrustBoundary(t *testing.T) {
 		{"ledger/ owned by nobody, written into", func(t *testing.T, dir string) {
 			must(t, os.Chown(filepath.Join(dir, "ledger"), nobody, nobody))
 		}, func(d *Dir) error {
-			return Update(context.Background(), d, "ledger", "ledger/web.module.json", LockOptions{}, &counter{}, func() error { return nil })
+			return update(context.Background(), d, "ledger", "ledger/web.module.json", LockOptions{}, &counter{}, func() error { return nil })
 		}, "ledger is owned by uid 65534"},
 		{"a file owned by nobody", func(t *testing.T, dir string) {
 			must(t, os.Chown(filepath.Join(dir, "ledger", "web.module.json"), nobody, nobody))
@@ -72,7 +72,7 @@ func TestTrustBoundary(t *testing.T) {
 			must(t, err)
 			// The top at 0711, as in the issue: only its own mode was checked.
 			must(t, os.Chmod(dir, 0o711))
-			must(t, Update(context.Background(), d, "ledger", "ledger/web.module.json", LockOptions{}, &counter{}, func() error { return nil }))
+			must(t, update(context.Background(), d, "ledger", "ledger/web.module.json", LockOptions{}, &counter{}, func() error { return nil }))
 			tt.setup(t, dir)
 			d, err = Open(dir)
 			must(t, err) // the top itself is fine
@@ -94,7 +94,7 @@ func readLedger(d *Dir) error {
 // as sshd trusts a root-owned ~/.ssh; one of the invoking user's too.
 func TestTrustRootOwned(t *testing.T) {
 	d := openTemp(t)
-	must(t, Update(context.Background(), d, "c", "c.json", LockOptions{}, &counter{}, func() error { return nil }))
+	must(t, update(context.Background(), d, "c", "c.json", LockOptions{}, &counter{}, func() error { return nil }))
 	if _, err := d.Read("c.json", &counter{}); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ func TestMissingStateDirReadsNothingApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &fakeEngine{}
-	rep, err := Get(context.Background(), d, eng, t0)
+	rep, err := Get(context.Background(), d, eng, t0, fileLedger(d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestStatusCreatesNoIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Get(context.Background(), d, &fakeEngine{}, t0)
+	rep, err := Get(context.Background(), d, &fakeEngine{}, t0, fileLedger(d))
 	if err != nil {
 		t.Fatal(err)
 	}

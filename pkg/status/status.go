@@ -1,10 +1,8 @@
-// Package status tells what a host runs and why (CONTRACT §8): each managed
-// container's state, the open windows, each module's current build and the
-// last apply. A host with a window open reads as working, not as broken.
 package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,10 +10,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -75,18 +74,13 @@ type LastApply struct {
 }
 
 // Get reads the state directory's snapshots (no lock) and lists the managed
-// containers in one engine call.
+// containers in one engine call; current reads a module's current build,
+// from the ledger the command is configured with.
 //
 // It creates nothing, not even the state directory's identity. A state
 // directory that does not exist (state.Peek) reads as nothing applied yet,
 // once the engine answers a ping: an unreachable engine is still a failure.
-func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time) (*Report, error) {
-	return GetWith(ctx, d, eng, now, func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) })
-}
-
-// GetWith is Get with the modules' current builds read by current: from
-// the ledger the command is configured with (an etcd ledger).
-func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
+func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
 			return nil, err
@@ -94,45 +88,37 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
 			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}, FailedWindows: []holds.Entry{}, Problems: []string{}}, nil
 	}
-	applied, appliedOK, err := apply.LoadApplied(d)
+	app, appliedOK, err := applied.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
-	desired, err := applied.Desired()
+	desired, err := app.Desired()
 	if err != nil {
 		return nil, err
 	}
-	hd, hist, err := holds.Read(d.Read)
+	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err
 	}
-	scope, ok, err := d.PeekID()
+	// Window locks first, then the one engine listing; the dead windows are
+	// reported, not released: status changes nothing.
+	ws, err := lifecycle.ObserveWindows(ctx, d, d.Read, eng, scope, now)
+	if le := (*lifecycle.ListingError)(nil); errors.As(err, &le) {
+		return nil, le.Err
+	}
 	if err != nil {
 		return nil, err
-	}
-	if !ok {
-		// No apply made an identity yet: no container is this directory's.
-		scope = "none-yet"
-	}
-	// Window locks first, then the one engine listing (holds.Liveness).
-	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, apply.Observe(ctx, eng, scope, &observed))
-	if err != nil {
-		return nil, err
-	}
-	if listErr != nil {
-		return nil, listErr
 	}
 	byName := map[string]engine.Container{}
-	for _, c := range observed {
-		if c.Labels[apply.LabelRole] != apply.RoleStep {
+	for _, c := range ws.Observed {
+		if c.Labels[lifecycle.LabelRole] != lifecycle.RoleStep {
 			byName[c.Name] = c
 		}
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
-		FailedWindows: failedWindows(hist.Windows, appliedStep(applied, appliedOK)), Problems: []string{}}
+		FailedWindows: failedWindows(ws.History.Windows, appliedStep(app, appliedOK)), Problems: []string{}}
 	heldBy := map[string]holds.View{}
-	for _, c := range classified {
+	for _, c := range ws.Classified {
 		v := holds.ViewOf(c.Hold, c.State)
 		rep.Windows = append(rep.Windows, v)
 		if holds.Honoured(c.State) {
@@ -142,38 +128,12 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		}
 	}
 
-	seen := map[string]bool{}
-	modules := map[string]bool{}
-	for i := range desired {
-		dc := &desired[i]
-		seen[dc.Name] = true
-		modules[dc.Module] = true
-		if dc.Def.Artifact != "" {
-			modules[dc.Def.Artifact] = true
-		}
-		c, ok := byName[dc.Name]
-		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, ok, dc, heldBy))
+	modules := containers(rep, desired, byName, heldBy)
+	if rep.Builds, err = builds(modules, current); err != nil {
+		return nil, err
 	}
-	for name, c := range byName {
-		if !seen[name] {
-			st := containerState(name, c.Labels[apply.LabelModule], c, true, nil, heldBy)
-			st.Reasons = append(st.Reasons, "not in the applied mesh file")
-			rep.Containers = append(rep.Containers, st)
-		}
-	}
-	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
-
-	for _, m := range slices.Sorted(maps.Keys(modules)) {
-		b, ok, err := current(m)
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			rep.Builds = append(rep.Builds, Build{Module: m, ID: b.ID, Image: b.Image})
-		}
-	}
-	var last apply.LastReport
-	if ok, err := d.Read(apply.ReportFile, &last); err != nil {
+	var last applied.LastReport
+	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
 		return nil, err
 	} else if ok {
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
@@ -184,6 +144,53 @@ func GetWith(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time
 		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
 	}
 	return rep, nil
+}
+
+// containers fills rep.Containers, in name order: every desired container
+// and every managed one the applied state does not name. It returns the
+// modules whose builds the report shows: the desired containers' and the
+// artifacts they run.
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View) map[string]bool {
+	seen := map[string]bool{}
+	modules := map[string]bool{}
+	for i := range desired {
+		dc := &desired[i]
+		seen[dc.Name] = true
+		modules[dc.Module] = true
+		if dc.Def.Artifact != "" {
+			modules[dc.Def.Artifact] = true
+		}
+		var c *engine.Container
+		if o, ok := byName[dc.Name]; ok {
+			c = &o
+		}
+		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy))
+	}
+	for name, c := range byName {
+		if !seen[name] {
+			st := containerState(name, c.Labels[lifecycle.LabelModule], &c, nil, heldBy)
+			st.Reasons = append(st.Reasons, "not in the applied mesh file")
+			rep.Containers = append(rep.Containers, st)
+		}
+	}
+	sort.Slice(rep.Containers, func(i, j int) bool { return rep.Containers[i].Name < rep.Containers[j].Name })
+	return modules
+}
+
+// builds returns the current build of each module that has one, in name
+// order.
+func builds(modules map[string]bool, current func(module string) (ledger.Build, bool, error)) ([]Build, error) {
+	out := []Build{}
+	for _, m := range slices.Sorted(maps.Keys(modules)) {
+		b, ok, err := current(m)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, Build{Module: m, ID: b.ID, Image: b.Image})
+		}
+	}
+	return out, nil
 }
 
 // failedWindows returns, per module and step that the applied state still
@@ -206,7 +213,7 @@ func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) [
 // appliedStep reports whether the applied state has a module's step; with
 // nothing applied (or an applied state without its file) every step counts,
 // since none can be told gone.
-func appliedStep(a *apply.Applied, ok bool) func(module, step string) bool {
+func appliedStep(a *applied.Applied, ok bool) func(module, step string) bool {
 	return func(module, step string) bool {
 		if !ok || a == nil || a.File == nil {
 			return true
@@ -264,7 +271,9 @@ func firstLine(s string) string {
 	return line
 }
 
-func containerState(name, module string, c engine.Container, exists bool, d *apply.Desired, heldBy map[string]holds.View) Container {
+// containerState is the state of container name: c as the engine has it
+// (nil: missing), d as the applied state wants it (nil: not in it).
+func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -272,11 +281,11 @@ func containerState(name, module string, c engine.Container, exists bool, d *app
 		return st
 	}
 	var diff []string
-	if exists && d != nil {
-		diff = apply.SpecDiff(c, d.Spec)
+	if c != nil && d != nil {
+		diff = lifecycle.SpecDiff(*c, d.Spec)
 	}
 	switch {
-	case !exists:
+	case c == nil:
 		st.State = Missing
 	case len(diff) > 0:
 		st.State, st.Reasons = Drifted, diff

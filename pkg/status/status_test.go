@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -59,7 +61,7 @@ var t0 = time.Date(2026, 3, 1, 3, 30, 2, 0, time.UTC)
 type fixture struct {
 	d       *state.Dir
 	scope   string
-	desired map[string]apply.Desired
+	desired map[string]lifecycle.Desired
 }
 
 func newFixture(t *testing.T, src string) *fixture {
@@ -72,7 +74,7 @@ func newFixture(t *testing.T, src string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fx := &fixture{d: d, scope: scope, desired: map[string]apply.Desired{}}
+	fx := &fixture{d: d, scope: scope, desired: map[string]lifecycle.Desired{}}
 	if src == "" {
 		return fx
 	}
@@ -80,17 +82,17 @@ func newFixture(t *testing.T, src string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := apply.Desire(f, nil, nil)
+	desired, err := applied.Desire(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := map[string]apply.Resolved{}
+	images := map[string]applied.Resolved{}
 	for _, x := range desired {
-		images[x.Name] = apply.Resolved{Image: x.Image}
+		images[x.Name] = applied.Resolved{Image: x.Image}
 		fx.desired[x.Name] = x
 	}
-	fx.write(t, apply.AppliedFile, &apply.Applied{AppliedAt: t0, Source: "mesh.yaml", File: f, Images: images})
-	fx.write(t, apply.ReportFile, &apply.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "ok"})
+	fx.write(t, applied.AppliedFile, &applied.Applied{AppliedAt: t0, Source: "mesh.yaml", File: f, Images: images})
+	fx.write(t, applied.ReportFile, &applied.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "ok"})
 	return fx
 }
 
@@ -119,7 +121,7 @@ func (fx *fixture) service(name string, running bool) engine.Container {
 // step is a window's one-off container.
 func (fx *fixture) step(name string, running bool) engine.Container {
 	return engine.Container{ID: "id-" + name, Name: name, Running: running, Labels: map[string]string{
-		apply.LabelManaged: fx.scope, apply.LabelRole: apply.RoleStep, apply.LabelModule: "store"}}
+		lifecycle.LabelManaged: fx.scope, lifecycle.LabelRole: lifecycle.RoleStep, lifecycle.LabelModule: "store"}}
 }
 
 func (fx *fixture) hold(t *testing.T, live bool, stepContainer string) holds.Hold {
@@ -147,7 +149,7 @@ func states(rep *Report) map[string]string {
 
 func get(t *testing.T, fx *fixture, eng *fakeEngine, now time.Time) *Report {
 	t.Helper()
-	rep, err := Get(context.Background(), fx.d, eng, now)
+	rep, err := Get(context.Background(), fx.d, eng, now, fileLedger(fx.d))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +243,7 @@ func TestContainerStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	od, err := apply.Desire(other, nil, nil)
+	od, err := applied.Desire(other, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +256,7 @@ func TestContainerStates(t *testing.T) {
 	leftover.Name, leftover.ID = "store.old", "id-old"
 	eng := &fakeEngine{containers: []engine.Container{drifted, leftover,
 		// Another state directory's container is not this host's business.
-		{ID: "x", Name: "store.registry", Running: true, Labels: map[string]string{apply.LabelManaged: "another"}}}}
+		{ID: "x", Name: "store.registry", Running: true, Labels: map[string]string{lifecycle.LabelManaged: "another"}}}}
 	rep := get(t, fx, eng, t0)
 	got := states(rep)
 	if got["store.registry"] != Missing || got["store.web"] != Drifted || got["store.old"] != Running {
@@ -278,7 +280,7 @@ func TestContainerStates(t *testing.T) {
 	if rep := get(t, fx2, eng2, t0); rep.Summary != "ok" || rep.LastApply == nil || rep.LastApply.Result != "ok" {
 		t.Errorf("healthy host: %q, %+v", rep.Summary, rep.LastApply)
 	}
-	fx2.write(t, apply.ReportFile, &apply.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "failed", Error: "boom"})
+	fx2.write(t, applied.ReportFile, &applied.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "failed", Error: "boom"})
 	eng2.lists = 0
 	if rep := get(t, fx2, eng2, t0); !strings.Contains(rep.Summary, "last apply failed") {
 		t.Errorf("failed apply: %q", rep.Summary)
@@ -292,4 +294,9 @@ func TestNothingApplied(t *testing.T) {
 	if !strings.HasSuffix(rep.Summary, " is empty: nothing applied yet") || rep.Containers == nil || rep.Windows == nil || rep.Builds == nil || rep.LastApply != nil || len(rep.Problems) != 0 {
 		t.Errorf("report %+v", rep)
 	}
+}
+
+// fileLedger reads a module's current build from d's file ledger.
+func fileLedger(d *state.Dir) func(module string) (ledger.Build, bool, error) {
+	return func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) }
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -45,50 +45,76 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
 
-	var (
-		back    map[string]error
-		lock    *state.Lock
-		applied map[string]*apply.Desired
-		err     error
-	)
-	for round := 1; ; round++ {
-		if applied, err = w.appliedNow(w.d.Read); err != nil {
-			return nil, err
-		}
-		back = w.bringBack(ctx, applied)
-		if lock, err = w.lockToClose(ctx); err != nil {
-			return nil, err
-		}
-		now, err := w.appliedNow(lock.Read)
-		if err != nil {
-			lock.Unlock()
-			return nil, err
-		}
-		changed := w.changedMeanwhile(applied, now)
-		if len(changed) == 0 {
-			break
-		}
-		if round == closeRounds {
-			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
-			break
-		}
-		// An apply deferred a newer change while the containers came back:
-		// bring them to it before the hold goes.
-		lock.Unlock()
-	}
-	defer lock.Unlock()
-
-	hd, hist, err := holds.Read(lock.Read)
+	back, lock, err := w.bringBackConverged(ctx)
 	if err != nil {
 		return nil, err
 	}
-	now := w.opts.Now()
+	defer lock.Unlock()
+
 	if w.result == "" {
 		w.result = ResultFailed
 	}
 	if interrupted {
 		w.result = ResultInterrupted
 	}
+	e, failure, err := w.recordClose(lock, back)
+	if err != nil {
+		return e, err
+	}
+	if failure != nil || interrupted {
+		if failure == nil {
+			failure = errors.New("interrupted")
+		}
+		return e, &FailedError{Entry: *e, Err: fmt.Errorf("window %s on %s/%s: %w", w.id, w.module, w.step, failure), Interrupted: interrupted}
+	}
+	return e, nil
+}
+
+// bringBackConverged brings the held containers back (bringBack) to what
+// the most recent apply wants, then takes the state lock to close, which it
+// returns with each container's error. An apply that deferred a newer
+// change while the containers came back has it carried out first, up to
+// closeRounds times.
+func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *state.Lock, error) {
+	for round := 1; ; round++ {
+		applied, err := w.appliedNow(w.d.Read)
+		if err != nil {
+			return nil, nil, err
+		}
+		back := w.bringBack(ctx, applied)
+		lock, err := w.lockToClose(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		now, err := w.appliedNow(lock.Read)
+		if err != nil {
+			lock.Unlock()
+			return nil, nil, err
+		}
+		changed := w.changedMeanwhile(applied, now)
+		if len(changed) == 0 {
+			return back, lock, nil
+		}
+		if round == closeRounds {
+			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
+			return back, lock, nil
+		}
+		// An apply deferred a newer change while the containers came back:
+		// bring them to it before the hold goes.
+		lock.Unlock()
+	}
+}
+
+// recordClose, under the state lock, drops the hold (keeping it on the
+// containers that did not come back) and appends the window to the
+// history. It returns the entry, and the window's failure: its open's,
+// its step's, and the containers' that did not come back as they should.
+func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.Entry, error, error) {
+	hd, hist, err := holds.Read(lock.Read)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := w.opts.Now()
 	e := holds.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
 	var convergeErrs []error
@@ -125,19 +151,13 @@ func (w *window) close(ctx context.Context) (*holds.Entry, error) {
 	}
 	hist.Append(e)
 	if err := lock.Write(holds.File, &hd); err != nil {
-		return &e, err
+		return &e, nil, err
 	}
 	if err := lock.Write(holds.HistoryFile, &hist); err != nil {
-		return &e, err
+		return &e, nil, err
 	}
 	w.opts.Progress("window %s closed after %s: %s\n", w.id, now.Sub(w.openedAt).Round(time.Millisecond), e.Result)
-	if failure != nil || interrupted {
-		if failure == nil {
-			failure = errors.New("interrupted")
-		}
-		return &e, &FailedError{Entry: e, Err: fmt.Errorf("window %s on %s/%s: %w", w.id, w.module, w.step, failure), Interrupted: interrupted}
-	}
-	return &e, nil
+	return &e, failure, nil
 }
 
 // lockToClose takes the state lock for the close, waiting as long as
@@ -155,9 +175,9 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 }
 
 // appliedNow reads what the most recent apply wants of the held containers.
-func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*apply.Desired, error) {
-	var a apply.Applied
-	ok, err := read(apply.AppliedFile, &a)
+func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*lifecycle.Desired, error) {
+	var a applied.Applied
+	ok, err := read(applied.AppliedFile, &a)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +188,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*apply.Desired{}
+	out := map[string]*lifecycle.Desired{}
 	for _, name := range w.held {
 		out[name] = all[name]
 	}
@@ -177,7 +197,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 
 // changedMeanwhile names the held containers whose desired spec differs
 // between two reads of the applied state.
-func (w *window) changedMeanwhile(before, now map[string]*apply.Desired) []string {
+func (w *window) changedMeanwhile(before, now map[string]*lifecycle.Desired) []string {
 	var changed []string
 	for _, name := range w.held {
 		if !sameDesired(before[name], now[name]) {
@@ -187,7 +207,7 @@ func (w *window) changedMeanwhile(before, now map[string]*apply.Desired) []strin
 	return changed
 }
 
-func sameDesired(a, b *apply.Desired) bool {
+func sameDesired(a, b *lifecycle.Desired) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
@@ -196,7 +216,7 @@ func sameDesired(a, b *apply.Desired) bool {
 
 // stepStopped returns nil once this window's run: step container is known
 // not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (apply.StepRunning); an engine that
+// question apply and status ask too (lifecycle.StepRunning); an engine that
 // cannot answer keeps the hold (fail closed).
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
@@ -205,7 +225,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	var observed []engine.Container
-	running, err := apply.Observe(ctx, w.eng, w.scope, &observed)()
+	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
 	keep := fmt.Sprintf("the hold stays so nothing is started mid-step; once it has exited, the next apply or window releases the hold and brings %s back",
 		strings.Join(w.held, ", "))
 	switch {
@@ -230,14 +250,14 @@ var errPutBack = errors.New("the old container was put back")
 // it went missing. A spec that drifted before the window opened (an earlier
 // apply that failed) is not the window's to change: the same container is
 // started and the drift reported. It returns each container's error.
-func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desired) map[string]error {
+func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
 	out := map[string]error{}
 	if w.hold == nil {
 		return out
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
 	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-	observed, err := w.eng.List(listCtx, apply.Managed(w.scope))
+	observed, err := w.eng.List(listCtx, lifecycle.Managed(w.scope))
 	cancel()
 	if err != nil {
 		for _, name := range w.held {
@@ -247,7 +267,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
-		if apply.IsService(c, w.scope) {
+		if lifecycle.IsService(c, w.scope) {
 			byName[c.Name] = c
 		}
 	}
@@ -267,7 +287,12 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
 		w.status(name, "bringing back…")
-		err := w.bringOne(cctx, x, name, c, exists, d)
+		var err error
+		if exists {
+			err = w.bringOne(cctx, x, name, c, d)
+		} else {
+			err = w.createMissing(cctx, x, name, d)
+		}
 		cancel()
 		out[name] = err
 		switch {
@@ -282,22 +307,30 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*apply.Desire
 	return out
 }
 
-// bringOne brings one held container back (see bringBack).
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, exists bool, d *apply.Desired) error {
+// createMissing creates a held container that went missing during the
+// window, as the last apply wants it (d).
+func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name string, d *lifecycle.Desired) error {
+	w.opts.Progress("creating %s\n", name)
+	if err := w.ensureImage(ctx, d); err != nil {
+		return err
+	}
+	return x.Create(ctx, d)
+}
+
+// bringOne brings one held container, c, back (see bringBack): this is
+// the rule that decides what a window's close starts. The same container
+// is started, with the restart policy the last apply wants (d; without
+// one, the policy recorded at open), unless an apply deferred a change to
+// it during the window: then it is recreated, and put back running if the
+// recreate fails.
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
 	}
-	if !exists {
-		w.opts.Progress("creating %s\n", name)
-		if err := w.ensureImage(ctx, d); err != nil {
-			return err
-		}
-		return x.Create(ctx, d)
-	}
 	var diff []string
 	if d != nil {
-		diff = apply.SpecDiff(c, d.Spec)
+		diff = lifecycle.SpecDiff(c, d.Spec)
 	}
 	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 	switch {
@@ -338,7 +371,7 @@ var errUnhealthy = errors.New("started again, but not healthy")
 // ensureImage pulls d's image if the engine still lacks it and its pull
 // policy allows: the apply that deferred the change should have got it
 // ready, but an image can go missing (pruned) meanwhile.
-func (w *window) ensureImage(ctx context.Context, d *apply.Desired) error {
+func (w *window) ensureImage(ctx context.Context, d *lifecycle.Desired) error {
 	present, err := w.eng.ImagePresent(ctx, d.Image)
 	if err != nil {
 		return fmt.Errorf("image %s: %w", d.Image, err)

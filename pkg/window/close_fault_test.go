@@ -9,9 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -29,7 +29,7 @@ func newBackEngine(scope string, names ...string) *backEngine {
 	e := &backEngine{ctrs: map[string]*engine.Container{}, startErr: map[string]error{}}
 	for _, n := range names {
 		e.ctrs[n] = &engine.Container{ID: "id-" + n, Name: n, RestartPolicy: "no",
-			Labels: map[string]string{apply.LabelManaged: scope, apply.LabelRole: apply.RoleService}}
+			Labels: map[string]string{lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService}}
 	}
 	return e
 }
@@ -85,7 +85,7 @@ func closingWindow(t *testing.T, d *state.Dir, eng engine.Client, scope string, 
 	return &window{d: d, eng: eng, id: "w-1", hold: &h, openedAt: now, result: ResultOK, scope: scope,
 		opts: Options{Now: func() time.Time { return now }, Progress: func(string, ...any) {}},
 		plan: &plan{module: "store", step: "gc", held: names, def: &mesh.Step{Exec: []string{"true"}},
-			desired: map[string]*apply.Desired{}}}
+			desired: map[string]*lifecycle.Desired{}}}
 }
 
 // TestCloseKeepsHoldOfWhatDidNotComeBack: a container the close could not
@@ -145,11 +145,13 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 	}
 	defer lock.Unlock()
 	observed, _ := eng.List(context.Background(), nil)
-	back, err := apply.Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
-		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
-	if err != nil || !back["store.registry"] {
-		t.Fatalf("release: %v, %v", back, err)
+	ws := &lifecycle.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
+	released, err := ws.Release(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope},
+		func() map[string]string { return map[string]string{} }, time.Now(), func(string, ...any) {})
+	if err != nil || released != 1 || !runs(ws.Observed, "store.registry") {
+		t.Fatalf("release: %d released, %+v, %v", released, ws.Observed, err)
 	}
+	hd, hist = ws.Holds, ws.History
 	if c := eng.ctrs["store.registry"]; !c.Running || c.RestartPolicy != "always" {
 		t.Errorf("store.registry after the release: %+v, want running, restart always", *c)
 	}
@@ -213,4 +215,14 @@ func writeHold(t *testing.T, d *state.Dir, h holds.Hold) {
 	if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// runs reports whether the listing has name running.
+func runs(observed []engine.Container, name string) bool {
+	for _, c := range observed {
+		if c.Name == name {
+			return c.Running
+		}
+	}
+	return false
 }

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -55,7 +55,7 @@ func TestCloseKeepsHoldWhileStepRuns(t *testing.T) {
 			writeHold(t, d, h)
 
 			eng := &stuckEngine{listErr: tt.listErr, step: engine.Container{Name: h.StepContainer, Running: true,
-				Labels: map[string]string{apply.LabelManaged: scope, apply.LabelWindow: "w-1", apply.LabelRole: apply.RoleStep}}}
+				Labels: map[string]string{lifecycle.LabelManaged: scope, lifecycle.LabelWindow: "w-1", lifecycle.LabelRole: lifecycle.RoleStep}}}
 			w := &window{d: d, eng: eng, id: "w-1", hold: &h, openedAt: now, result: ResultTimeout, scope: scope,
 				opts: Options{Now: func() time.Time { return now }, Progress: func(string, ...any) {}},
 				plan: &plan{module: "store", step: "gc", held: h.Containers, def: &mesh.Step{Run: &mesh.RunStep{}}}}

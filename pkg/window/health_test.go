@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
 // Inspect answers the close's health wait: a container backEngine started
@@ -36,7 +36,7 @@ func TestCloseWaitsForHealth(t *testing.T) {
 	ctx := context.Background()
 	f := enginetest.NewFake("img:1")
 	id, err := f.Create(ctx, "store.registry", engine.Spec{Image: "img:1",
-		Labels:      map[string]string{apply.LabelManaged: scope, apply.LabelRole: apply.RoleService},
+		Labels:      map[string]string{lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService},
 		Healthcheck: &engine.Healthcheck{Test: []string{"CMD", "true"}, Interval: time.Second}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,9 +11,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -25,11 +25,11 @@ type window struct {
 	opts Options
 	*plan
 	id string
-	// scope is the state directory's ID (apply.LabelManaged).
+	// scope is the state directory's ID (lifecycle.LabelManaged).
 	scope string
 
 	hold     *holds.Hold
-	atOpen   map[string]*apply.Desired // what the last apply wanted of each held container at open
+	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
 	openedAt time.Time
 	openErr  error
 
@@ -301,7 +301,7 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 	case engine.IsNotFound(err):
 	case err != nil:
 		return -1, fmt.Errorf("inspect %s: %w", name, err)
-	case old.Labels[apply.LabelManaged] != w.scope || old.Labels[apply.LabelRole] != apply.RoleStep:
+	case old.Labels[lifecycle.LabelManaged] != w.scope || old.Labels[lifecycle.LabelRole] != lifecycle.RoleStep:
 		return -1, fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
 	default:
 		if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {
@@ -497,10 +497,10 @@ func (w *window) stepSpec() (engine.Spec, error) {
 		NetworkMode: network,
 		Restart:     "no",
 		Labels: map[string]string{
-			apply.LabelManaged: w.scope,
-			apply.LabelRole:    apply.RoleStep,
-			apply.LabelModule:  w.module,
-			apply.LabelWindow:  w.id,
+			lifecycle.LabelManaged: w.scope,
+			lifecycle.LabelRole:    lifecycle.RoleStep,
+			lifecycle.LabelModule:  w.module,
+			lifecycle.LabelWindow:  w.id,
 		},
 	}, nil
 }

@@ -4,16 +4,17 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // List returns the windows not yet closed, each with its state, and the
 // history, oldest first. It reads snapshots and takes no lock. The engine is
 // asked only when a dead window's step container might still run; if it
-// cannot be reached, such a hold reads stale and warn says why.
+// cannot be reached, such a hold reads unknown (still honoured) and warn
+// says why.
 func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]holds.View, []holds.Entry, error) {
 	var hd holds.Doc
 	var hist holds.History
@@ -43,7 +44,7 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 		}
 		defer eng.Close()
 		var observed []engine.Container
-		return apply.Observe(ctx, eng, scope, &observed)()
+		return lifecycle.Observe(ctx, eng, scope, &observed)()
 	}
 	classified, stepsErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, steps)
 	if err != nil {

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
 // open records the hold under the state lock, then stops the held
@@ -35,9 +37,9 @@ func (w *window) open(ctx context.Context) error {
 		// this stop. A stop of a stopped container changes nothing.
 		// (docs/model/README.md, "A new container's start in flight".)
 		if c.Running {
-			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", apply.StopTimeoutOf(c)))
+			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
-		if err := w.eng.Stop(ctx, c.ID, apply.StopTimeoutOf(c)); err != nil {
+		if err := w.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
 			w.status(c.Name, "stop failed")
 			errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 			continue
@@ -61,56 +63,65 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
-	hd, hist, err := holds.Read(lock.Read)
-	if err != nil {
-		return nil, err
-	}
 	// An apply carrying out its plan on these containers finishes first:
 	// recordUnclaimed waits for it, then comes back here.
 	if err := w.checkClaims(lock.Read); err != nil {
 		return nil, err
 	}
-	var applied apply.Applied
-	if _, err := lock.Read(apply.AppliedFile, &applied); err != nil {
+	var a applied.Applied
+	if _, err := lock.Read(applied.AppliedFile, &a); err != nil {
 		return nil, err
 	}
-	desired, err := desiredByName(&applied)
+	all, err := a.Desired()
 	if err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
-	var observed []engine.Container
-	classified, listErr, err := holds.Liveness{Dir: w.d}.Classify(&hd, now, apply.Observe(ctx, w.eng, w.scope, &observed))
+	ws, err := lifecycle.ObserveWindows(ctx, w.d, lock.Read, w.eng, w.scope, now)
 	if err != nil {
 		return nil, err
 	}
-	if listErr != nil {
-		return nil, fmt.Errorf("list containers: %w", listErr)
-	}
 	// Re-check under the state lock: a dead window's step container may
 	// still be sweeping; its hold stays honoured.
-	for _, c := range classified {
+	for _, c := range ws.Classified {
 		if c.Module == w.module && holds.Honoured(c.State) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
-	policies := map[string]string{}
-	for name, d := range desired {
-		policies[name] = d.EngineSpec(w.scope).Restart
+	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
+	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
+	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
+		return nil, err
 	}
-	x := apply.Executor{Engine: w.eng, Scope: w.scope}
-	back, err := x.ReleaseStale(ctx, lock, &hd, &hist, classified, observed, policies, now, w.opts.Progress)
+	h, stop, err := w.holdOf(ctx, ws.Observed, now)
 	if err != nil {
 		return nil, err
 	}
+	ws.Holds.Holds = append(ws.Holds.Holds, h)
+	if err := lock.Write(holds.File, &ws.Holds); err != nil {
+		return nil, err
+	}
+	w.hold, w.openedAt = &h, now
+	// What the last apply wanted when the window opened: the close carries
+	// out only the changes an apply deferred after this; older drift is
+	// not the window's to fix.
+	desired := byName(all)
+	w.atOpen = map[string]*lifecycle.Desired{}
+	for _, name := range w.held {
+		w.atOpen[name] = desired[name]
+	}
+	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
+	return stop, nil
+}
 
-	byName := map[string]engine.Container{}
+// holdOf returns this window's hold, with the restart policy of each held
+// container, and the held containers to stop. A held container that does
+// not exist is created by the close.
+func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (holds.Hold, []engine.Container, error) {
+	services := map[string]engine.Container{}
 	for _, c := range observed {
-		if apply.IsService(c, w.scope) {
-			if running, ok := back[c.Name]; ok {
-				c.Running = running
-			}
-			byName[c.Name] = c
+		if lifecycle.IsService(c, w.scope) {
+			services[c.Name] = c
 		}
 	}
 	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
@@ -120,44 +131,36 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	}
 	var stop []engine.Container
 	for _, name := range w.held {
-		c, ok := byName[name]
+		c, ok := services[name]
 		if !ok {
 			w.opts.Progress("%s does not exist; the close creates it\n", name)
 			continue
 		}
 		full, err := w.eng.Inspect(ctx, c.ID)
 		if err != nil {
-			return nil, fmt.Errorf("inspect %s: %w", name, err)
+			return h, nil, fmt.Errorf("inspect %s: %w", name, err)
 		}
 		h.Restart[name] = full.RestartPolicy
 		stop = append(stop, c)
 	}
-	hd.Holds = append(hd.Holds, h)
-	if err := lock.Write(holds.File, &hd); err != nil {
-		return nil, err
-	}
-	// What the last apply wanted when the window opened: the close carries
-	// out only the changes an apply deferred after this; older drift is
-	// not the window's to fix.
-	w.atOpen = map[string]*apply.Desired{}
-	for _, name := range w.held {
-		w.atOpen[name] = desired[name]
-	}
-	w.hold, w.openedAt = &h, now
-	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
-	return stop, nil
+	return h, stop, nil
 }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied.
-func desiredByName(a *apply.Applied) (map[string]*apply.Desired, error) {
+func desiredByName(a *applied.Applied) (map[string]*lifecycle.Desired, error) {
 	all, err := a.Desired()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]*apply.Desired{}
+	return byName(all), nil
+}
+
+// byName indexes desired containers by engine name.
+func byName(all []lifecycle.Desired) map[string]*lifecycle.Desired {
+	out := map[string]*lifecycle.Desired{}
 	for i := range all {
 		out[all[i].Name] = &all[i]
 	}
-	return out, nil
+	return out
 }

@@ -2,7 +2,11 @@ package window
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,38 +28,36 @@ func TestOpenStopsWhatTheListingSaidWasStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepStart, stepEnd := filepath.Join(dir, "step-start"), filepath.Join(dir, "step-end")
-	f, err := mesh.Decode("mesh.yaml", []byte(interleaveYAML(stepStart, stepEnd)))
+	f, err := mesh.Decode("mesh.yaml", []byte(stepTimesYAML(stepStart, stepEnd)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := &interleave{d: d, eng: enginetest.NewFake(enginetest.Image), f: f}
+	eng := enginetest.NewFake(enginetest.Image)
 	ctx := context.Background()
-	if _, err := x.apply(ctx); err != nil {
-		t.Fatal(err)
-	}
+	applyFresh(t, d, eng, f)
 	// The container reads stopped, as a new one that was created and whose
 	// start is still in the engine reads "created".
-	if err := x.eng.Stop(ctx, "store.registry", time.Second); err != nil {
+	if err := eng.Stop(ctx, "store.registry", time.Second); err != nil {
 		t.Fatal(err)
 	}
 	// The engine carries the start out once the window has listed.
 	var once sync.Once
-	x.eng.Hook = func(op, target string) {
+	eng.Hook = func(op, target string) {
 		if op == enginetest.OpRestart && target == "store.registry" {
 			once.Do(func() {
-				if err := x.eng.Start(ctx, "store.registry"); err != nil {
+				if err := eng.Start(ctx, "store.registry"); err != nil {
 					t.Error(err)
 				}
 			})
 		}
 	}
-	if _, err := Run(ctx, d, x.eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+	if _, err := Run(ctx, d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
 	began := readNanos(t, stepStart)
 	// The registry's last start before the step, and a stop after it.
 	var startAt, stopAt time.Time
-	for _, e := range x.eng.Events() {
+	for _, e := range eng.Events() {
 		if e.Name != "store.registry" || e.Err != "" || !e.At.Before(began) {
 			continue
 		}
@@ -71,6 +73,46 @@ func TestOpenStopsWhatTheListingSaidWasStopped(t *testing.T) {
 	}
 	if stopAt.IsZero() {
 		t.Fatalf("store.registry ran while the step ran: started at %s and not stopped before the step began at %s; events: %+v",
-			startAt.Format(time.StampMicro), began.Format(time.StampMicro), x.eng.Events())
+			startAt.Format(time.StampMicro), began.Format(time.StampMicro), eng.Events())
 	}
+}
+
+// stepTimesYAML is a host of two modules. Step store/gc holds the registry
+// and writes to the files its arguments name when it started and when it
+// ended (nanoseconds since the epoch); step other/gc holds web and does
+// nothing.
+func stepTimesYAML(stepStart, stepEnd string) string {
+	return fmt.Sprintf(`
+modules:
+  store:
+    containers:
+      registry:
+        image: %[1]s
+    steps:
+      gc:
+        while-stopped: [registry]
+        exec: [/bin/sh, -c, 'date +%%s%%N > "$0"; sleep 0.2; date +%%s%%N > "$1"', %[2]q, %[3]q]
+  other:
+    containers:
+      web:
+        image: %[1]s
+    steps:
+      gc:
+        while-stopped: [web]
+        exec: ["true"]
+`, enginetest.Image, stepStart, stepEnd)
+}
+
+// readNanos reads a time the step wrote (date +%s%N).
+func readNanos(t *testing.T, path string) time.Time {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the step did not record its time: %v", err)
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(0, ns)
 }

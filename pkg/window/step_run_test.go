@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -48,9 +47,7 @@ func stepRunFixture(t *testing.T) (*state.Dir, *enginetest.Fake, *mesh.File) {
 	d := openTemp(t)
 	eng := enginetest.NewFake(enginetest.Image)
 	f := decode(t, stepRunYAML)
-	if _, err := apply.Run(context.Background(), d, eng, apply.Options{File: f, Source: "mesh.yaml", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
-		t.Fatal(err)
-	}
+	applyFresh(t, d, eng, f)
 	if c, ok := eng.Get("m.app"); !ok || !c.Running {
 		t.Fatalf("m.app after the apply: %+v", c)
 	}

@@ -1,12 +1,3 @@
-// Package window runs a maintenance step while it holds some of a module's
-// containers stopped (CONTRACT §6).
-//
-// A window takes the state lock only to open and to close. Opening records
-// the hold, stops the held containers and sets their restart policy to "no"
-// (an engine restart must not revive them); the step then runs with no lock
-// held, so an apply arriving mid-window is planned at once and, reading the
-// hold, leaves the held containers alone. Closing, on every path, brings each
-// held container to what the most recent apply wants and drops the hold.
 package window
 
 import (
@@ -21,9 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -49,7 +41,7 @@ type Options struct {
 	// StepOutput receives the step's stdout and stderr.
 	StepOutput io.Writer
 	// Settle is how long a held container without a healthcheck must keep
-	// running once the close starts it (apply.Executor.WaitHealthy).
+	// running once the close starts it (lifecycle.Executor.WaitHealthy).
 	Settle time.Duration
 }
 
@@ -108,7 +100,7 @@ type plan struct {
 	module, step string
 	def          *mesh.Step
 	held         []string // engine names
-	desired      map[string]*apply.Desired
+	desired      map[string]*lifecycle.Desired
 	timeout      time.Duration
 }
 
@@ -168,21 +160,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err := w.prepareStep(ctx); err != nil {
 		return nil, err
 	}
-	for {
-		err = w.open(ctx)
-		// A dead window's step container still sweeping keeps the module
-		// busy without holding its lock: --wait waits for it too.
-		var busy *BusyError
-		if !errors.As(err, &busy) || w.hold != nil || !time.Now().Before(waitUntil) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(min(time.Second, time.Until(waitUntil))):
-		}
-	}
-	if err != nil {
+	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
 			return nil, err
 		}
@@ -215,18 +193,37 @@ func (w *window) keepLog(tail *Tail) {
 	}
 }
 
+// openWaiting opens the window (open), trying again until waitUntil while
+// the module is busy: a dead window's step container still sweeping keeps
+// the module busy without holding its lock, and --wait waits for it too.
+// A context cancelled while it waits is its error.
+func (w *window) openWaiting(ctx context.Context, waitUntil time.Time) error {
+	for {
+		err := w.open(ctx)
+		var busy *BusyError
+		if !errors.As(err, &busy) || w.hold != nil || !time.Now().Before(waitUntil) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(min(time.Second, time.Until(waitUntil))):
+		}
+	}
+}
+
 // resolve finds the step and the held containers' desired state.
 func resolve(d *state.Dir, opts Options) (*plan, error) {
-	applied, ok, err := apply.LoadApplied(d)
+	a, ok, err := applied.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
 	file := opts.File
 	if file == nil {
-		if !ok || applied.File == nil {
+		if !ok || a.File == nil {
 			return nil, &UsageError{Msg: fmt.Sprintf("nothing was applied in %s yet, so step %s/%s is unknown: pass -f FILE or run meshctl apply first", d.Path(), opts.Module, opts.Step)}
 		}
-		file = applied.File
+		file = a.File
 	}
 	m, ok2 := file.Modules[opts.Module]
 	if !ok2 {
@@ -241,7 +238,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		}
 		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)}
 	}
-	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*apply.Desired{}, timeout: def.TimeoutOrDefault()}
+	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault()}
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}
@@ -249,7 +246,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		desired, err := applied.Desired()
+		desired, err := a.Desired()
 		if err != nil {
 			return nil, err
 		}

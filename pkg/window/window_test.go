@@ -15,8 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -75,22 +77,44 @@ func openTemp(t *testing.T) *state.Dir {
 // recordApplied writes applied.json as an apply of f would.
 func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	t.Helper()
-	desired, err := apply.Desire(f, nil, nil)
+	desired, err := applied.Desire(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := map[string]apply.Resolved{}
+	images := map[string]applied.Resolved{}
 	for _, x := range desired {
-		images[x.Name] = apply.Resolved{Image: x.Image}
+		images[x.Name] = applied.Resolved{Image: x.Image}
 	}
 	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	if err := l.Write(apply.AppliedFile, &apply.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f, Images: images}); err != nil {
+	if err := l.Write(applied.AppliedFile, &applied.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f, Images: images}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// applyFresh does what the first apply of f does on a host without
+// containers: it creates and starts each desired container (health gate
+// and all) and records applied.json.
+func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
+	t.Helper()
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := applied.Desire(f, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := lifecycle.Executor{Engine: eng, Scope: scope}
+	for i := range desired {
+		if err := x.Create(context.Background(), &desired[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recordApplied(t, d, f)
 }
 
 func usageMsg(t *testing.T, err error) string {
@@ -118,13 +142,13 @@ func TestResolveNothingApplied(t *testing.T) {
 
 func TestResolveUnknown(t *testing.T) {
 	f := decode(t, meshYAML)
-	applied := openTemp(t)
-	recordApplied(t, applied, f)
+	appliedDir := openTemp(t)
+	recordApplied(t, appliedDir, f)
 	for _, src := range []struct {
 		name string
 		d    *state.Dir
 		file *mesh.File
-	}{{"from -f", openTemp(t), f}, {"from the applied state", applied, nil}} {
+	}{{"from -f", openTemp(t), f}, {"from the applied state", appliedDir, nil}} {
 		t.Run(src.name, func(t *testing.T) {
 			_, err := resolve(src.d, Options{Module: "nosuch", Step: "garbage-collect", File: src.file})
 			if msg := usageMsg(t, err); !strings.Contains(msg, `module "nosuch"`) || !strings.Contains(msg, "[other store]") {
@@ -230,8 +254,8 @@ func TestStepSpec(t *testing.T) {
 	if spec.NetworkMode != "none" || spec.Restart != "no" || spec.Entrypoint != nil {
 		t.Errorf("network %q restart %q entrypoint %v", spec.NetworkMode, spec.Restart, spec.Entrypoint)
 	}
-	wantLabels := map[string]string{apply.LabelManaged: "scope-1", apply.LabelRole: apply.RoleStep,
-		apply.LabelModule: "store", apply.LabelWindow: "w-1"}
+	wantLabels := map[string]string{lifecycle.LabelManaged: "scope-1", lifecycle.LabelRole: lifecycle.RoleStep,
+		lifecycle.LabelModule: "store", lifecycle.LabelWindow: "w-1"}
 	for k, v := range wantLabels {
 		if spec.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, spec.Labels[k], v)

@@ -1,4 +1,4 @@
-package apply
+package lifecycle
 
 import (
 	"context"
@@ -66,11 +66,10 @@ func TestReleaseRemovesTheStepFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
-	var hist holds.History
-	back, err := Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
-		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
-	if err != nil || !back["m.c"] {
-		t.Fatalf("release: %v, %v", back, err)
+	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+	n, err := w.Release(context.Background(), lock, Executor{Engine: eng, Scope: scope}, noPolicies, time.Now(), func(string, ...any) {})
+	if err != nil || n != 1 || !runs(w.Observed, "m.c") {
+		t.Fatalf("release: %d released, %+v, %v", n, w.Observed, err)
 	}
 	if stepThere {
 		t.Error("m.c was started while the dead window's step container was still there, able to start")
@@ -108,9 +107,8 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 	if err := lock.Write(holds.File, &hd); err != nil {
 		t.Fatal(err)
 	}
-	var hist holds.History
-	_, err = Executor{Engine: eng, Scope: scope}.ReleaseStale(context.Background(), lock, &hd, &hist,
-		classified, observed, map[string]string{}, time.Now(), func(string, ...any) {})
+	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+	_, err = w.Release(context.Background(), lock, Executor{Engine: eng, Scope: scope}, noPolicies, time.Now(), func(string, ...any) {})
 	if err == nil {
 		t.Fatal("release succeeded with the step container still there")
 	}
@@ -121,4 +119,27 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 	if _, err := d.Read(holds.File, &onDisk); err != nil || len(onDisk.Holds) != 1 {
 		t.Errorf("holds file: %+v, %v; want the hold still there", onDisk, err)
 	}
+}
+
+const busybox = "meshtest/busybox:1"
+
+func stateDir(t testing.TB) *state.Dir {
+	t.Helper()
+	d, err := state.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func noPolicies() map[string]string { return map[string]string{} }
+
+// runs reports whether the listing has name running.
+func runs(observed []engine.Container, name string) bool {
+	for _, c := range observed {
+		if c.Name == name {
+			return c.Running
+		}
+	}
+	return false
 }

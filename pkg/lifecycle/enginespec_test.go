@@ -1,4 +1,4 @@
-package apply
+package lifecycle_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -54,11 +56,11 @@ func TestEngineSpecFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(&Applied{File: f})
+	b, err := json.Marshal(&applied.Applied{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a Applied
+	var a applied.Applied
 	if err := json.Unmarshal(b, &a); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Errorf("applied.json holds an env-file value: %s", b)
 	}
 	for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-		ds, err := Desire(file, nil, nil)
+		ds, err := applied.Desire(file, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,17 +85,17 @@ func TestEngineSpecFields(t *testing.T) {
 			ExtraHosts: []string{"db:10.0.0.2"},
 		}
 		if !reflect.DeepEqual(es, want) {
-			t.Errorf("%s: EngineSpec =\n%+v\nwant\n%+v", step, es, want)
+			t.Errorf("%s: lifecycle.EngineSpec =\n%+v\nwant\n%+v", step, es, want)
 		}
-		if strings.Contains(es.Labels[LabelSpec], "from-file") {
+		if strings.Contains(es.Labels[lifecycle.LabelSpec], "from-file") {
 			t.Errorf("%s: the recorded spec holds an env-file value", step)
 		}
-		have, _ := mesh.DecodeSpec(es.Labels[LabelSpec])
+		have, _ := mesh.DecodeSpec(es.Labels[lifecycle.LabelSpec])
 		if have.Env["TOKEN"] != mesh.HashValue("from-file") {
 			t.Errorf("%s: env-file value not hashed into the spec: %v", step, have.Env)
 		}
-		if got := StopTimeoutOf(engine.Container{Labels: es.Labels}); got != 45*time.Second {
-			t.Errorf("%s: StopTimeoutOf = %v, want 45s", step, got)
+		if got := lifecycle.StopTimeoutOf(engine.Container{Labels: es.Labels}); got != 45*time.Second {
+			t.Errorf("%s: lifecycle.StopTimeoutOf = %v, want 45s", step, got)
 		}
 	}
 	// A changed value in the env-file is a change of that variable.
@@ -101,7 +103,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := mesh.HashValue("from-file")
-	ds, err := Desire(f, nil, nil)
+	ds, err := applied.Desire(f, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestEngineSpecFields(t *testing.T) {
 	}
 	// A missing env-file is exit 2, naming it.
 	os.Remove(envFile)
-	_, err = Desire(f, nil, nil)
+	_, err = applied.Desire(f, nil, nil)
 	var ee *mesh.EnvFileError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(err.Error(), envFile) {
 		t.Errorf("missing env-file: %v", err)
@@ -122,9 +124,57 @@ func ptr[T any](v T) *T { return &v }
 // TestStopTimeoutOfDefault: a container without a grace period, or made by
 // an older meshctl, gets the default.
 func TestStopTimeoutOfDefault(t *testing.T) {
-	for _, labels := range []map[string]string{nil, {LabelSpec: `{"v":2,"image":"x"}`}, {LabelSpec: "garbage"}} {
-		if got := StopTimeoutOf(engine.Container{Labels: labels}); got != StopTimeout {
-			t.Errorf("StopTimeoutOf(%v) = %v, want %v", labels, got, StopTimeout)
+	for _, labels := range []map[string]string{nil, {lifecycle.LabelSpec: `{"v":2,"image":"x"}`}, {lifecycle.LabelSpec: "garbage"}} {
+		if got := lifecycle.StopTimeoutOf(engine.Container{Labels: labels}); got != lifecycle.StopTimeout {
+			t.Errorf("StopTimeoutOf(%v) = %v, want %v", labels, got, lifecycle.StopTimeout)
 		}
+	}
+}
+
+// TestEngineSpecEntrypoint follows "entrypoint: []" from the file through
+// applied.json (what a window's close recreates from) to the engine's spec,
+// where only a non-nil empty Entrypoint clears the image's.
+func TestEngineSpecEntrypoint(t *testing.T) {
+	for _, tt := range []struct {
+		name, src string
+		cleared   bool
+	}{
+		{"cleared", "modules:\n  m:\n    containers:\n      c: {image: x, entrypoint: []}\n", true},
+		{"image's", "modules:\n  m:\n    containers:\n      c: {image: x}\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := mesh.Decode("mesh.yaml", []byte(tt.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(&applied.Applied{File: f})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var a applied.Applied
+			if err := json.Unmarshal(b, &a); err != nil {
+				t.Fatal(err)
+			}
+			for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
+				ds, err := applied.Desire(file, nil, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				es := ds[0].EngineSpec("scope")
+				if cleared := es.Entrypoint != nil && len(es.Entrypoint) == 0; cleared != tt.cleared || !tt.cleared && es.Entrypoint != nil {
+					t.Errorf("%s: engine Entrypoint = %#v, want cleared=%v", step, es.Entrypoint, tt.cleared)
+				}
+				have, err := mesh.DecodeSpec(es.Labels[lifecycle.LabelSpec])
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := mesh.Diff(have, ds[0].Spec); len(d) != 0 {
+					t.Errorf("%s: recorded spec differs from the desired one: %q", step, d)
+				}
+				if cleared := have.Entrypoint != nil && len(have.Entrypoint) == 0; cleared != tt.cleared {
+					t.Errorf("%s: recorded entrypoint = %#v, want cleared=%v", step, have.Entrypoint, tt.cleared)
+				}
+			}
+		})
 	}
 }

@@ -1,10 +1,11 @@
-package window
+package apply_test
 
 import (
 	"testing"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // BenchmarkUnrelatedWorkDuringSlowStop measures what a window on one module
@@ -25,7 +26,7 @@ func BenchmarkUnrelatedWorkDuringSlowStop(b *testing.B) {
 	for b.Loop() {
 		t0 := time.Now()
 		e, err := x.windowOther(ctx)
-		if err != nil || e.Result != ResultOK {
+		if err != nil || e.Result != window.ResultOK {
 			b.Fatalf("window other/gc: %v, %+v", err, e)
 		}
 		t1 := time.Now()

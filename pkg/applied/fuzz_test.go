@@ -1,4 +1,4 @@
-package apply
+package applied
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func FuzzRecords(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer lock.Unlock()
-		checkErr := CheckRecords(lock)
+		checkErr := checkRecords(lock)
 		if checkErr != nil {
 			fuzzWantExit2(t, checkErr)
 		}

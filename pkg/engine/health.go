@@ -10,37 +10,6 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
-// containerFields sets, on the engine's create request, what Spec's
-// container fields ask for.
-func containerFields(cfg *container.Config, host *container.HostConfig, spec Spec) {
-	cfg.StopSignal = spec.StopSignal
-	cfg.User = spec.User
-	cfg.WorkingDir = spec.WorkingDir
-	cfg.Hostname = spec.Hostname
-	if h := spec.Healthcheck; h != nil {
-		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout,
-			StartPeriod: h.StartPeriod, Retries: h.Retries}
-	}
-	if spec.Init {
-		yes := true
-		host.Init = &yes
-	}
-	host.ReadonlyRootfs = spec.ReadOnly
-	host.Tmpfs = spec.Tmpfs
-	host.CapAdd = spec.CapAdd
-	host.CapDrop = spec.CapDrop
-	host.Resources.Memory = spec.Memory
-	host.Resources.NanoCPUs = spec.NanoCPUs
-	if spec.PidsLimit != 0 {
-		n := spec.PidsLimit
-		host.Resources.PidsLimit = &n
-	}
-	if spec.LogDriver != "" {
-		host.LogConfig = container.LogConfig{Type: spec.LogDriver, Config: spec.LogOptions}
-	}
-	host.ExtraHosts = spec.ExtraHosts
-}
-
 // inspectHealth copies what the health wait needs from an inspect answer.
 func inspectHealth(ct *Container, r container.InspectResponse) {
 	if r.State != nil {
@@ -66,6 +35,20 @@ func inspectHealth(ct *Container, r container.InspectResponse) {
 	}
 }
 
+// summaryHealth reads the health a container list entry's status gives:
+// "Up 5 minutes (healthy)", "(unhealthy)", "(health: starting)".
+func summaryHealth(status string) string {
+	switch {
+	case strings.HasSuffix(status, "(healthy)"):
+		return "healthy"
+	case strings.HasSuffix(status, "(unhealthy)"):
+		return "unhealthy"
+	case strings.HasSuffix(status, "(health: starting)"):
+		return "starting"
+	}
+	return ""
+}
+
 func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, error) {
 	var out bytes.Buffer
 	err := c.do(ctx, "logs of "+id, func(ctx context.Context) error {
@@ -79,18 +62,4 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 		return err
 	})
 	return out.String(), err
-}
-
-// summaryHealth reads the health a container list entry's status gives:
-// "Up 5 minutes (healthy)", "(unhealthy)", "(health: starting)".
-func summaryHealth(status string) string {
-	switch {
-	case strings.HasSuffix(status, "(healthy)"):
-		return "healthy"
-	case strings.HasSuffix(status, "(unhealthy)"):
-		return "unhealthy"
-	case strings.HasSuffix(status, "(health: starting)"):
-		return "starting"
-	}
-	return ""
 }

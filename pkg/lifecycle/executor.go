@@ -91,7 +91,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		err = fmt.Errorf("create new %s: %w", d.Name, err)
 	}
 	if err != nil {
-		if perr := x.putBack(ctx, d.Name, id, old); perr != nil {
+		if perr := x.PutBack(ctx, d.Name, id, old); perr != nil {
 			return errors.Join(err, perr)
 		}
 		return fmt.Errorf("%w; the old container was put back", err)
@@ -120,8 +120,12 @@ func (x Executor) renameAside(ctx context.Context, name string, old engine.Conta
 	return x.Engine.Rename(ctx, old.ID, OldName(name))
 }
 
-// putBack undoes a failed recreate: it runs even after a signal.
-func (x Executor) putBack(ctx context.Context, name, newID string, old engine.Container) error {
+// PutBack undoes a recreate of name that did not finish: it removes the new
+// container newID ("" when none was made), renames old, the container set
+// aside, back to name, and starts it if it ran (old.Running). A failed
+// recreate calls it, and so does the next apply for one whose apply died
+// mid-way (apply's healInterrupted). It runs even after a signal.
+func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Container) error {
 	ctx = cleanupContext(ctx)
 	var errs []error
 	if newID != "" {

@@ -1,10 +1,11 @@
-package apply
+package applied
 
 import (
 	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -43,9 +44,8 @@ type ModuleRecord struct {
 // modules in remove: a's modules that f does not name are kept as they were
 // (their containers, images and record), f's replace theirs, and the
 // removed ones are gone. desired are f's containers as this apply resolved
-// them. With keepSources (apply --last), a module keeps the source it came
-// from.
-func (a *Applied) Merge(f *mesh.File, remove []string, desired []Desired, source string, now time.Time, keepSources bool) *Applied {
+// them. sources says which source each of f's modules records.
+func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desired, source string, now time.Time, sources Sources) *Applied {
 	out := &Applied{AppliedAt: now, Source: source, File: &mesh.File{Modules: map[string]*mesh.Module{}},
 		Images: map[string]Resolved{}, Modules: map[string]ModuleRecord{}}
 	replaced := map[string]bool{}
@@ -71,7 +71,7 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []Desired, source
 	for name, m := range f.Modules {
 		out.File.Modules[name] = m
 		rec := ModuleRecord{AppliedAt: now, Source: source}
-		if old, ok := a.Modules[name]; ok && keepSources {
+		if old, ok := a.Modules[name]; ok && sources == KeepSources {
 			rec.Source = old.Source
 		}
 		out.Modules[name] = rec
@@ -81,6 +81,17 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []Desired, source
 	}
 	return out
 }
+
+// Sources says which source a module an apply writes records (Merge).
+type Sources int
+
+const (
+	// ThisSource: the apply's own (apply -f FILE).
+	ThisSource Sources = iota
+	// KeepSources: the source the module was applied from before, where
+	// there is one (apply --last, which re-applies the applied state).
+	KeepSources
+)
 
 // record returns the record of module m, falling back to the whole file's
 // for an applied.json written before modules had their own.
@@ -107,7 +118,7 @@ type Resolved struct {
 }
 
 // Desired returns the applied desired containers, as that apply resolved them.
-func (a *Applied) Desired() ([]Desired, error) {
+func (a *Applied) Desired() ([]lifecycle.Desired, error) {
 	if a.File == nil {
 		return nil, nil
 	}
@@ -164,20 +175,12 @@ func LoadApplied(d *state.Dir) (*Applied, bool, error) {
 	return &a, ok, err
 }
 
-// CheckRecords reads, under the state lock, the two files an apply replaces
-// (applied.json and last-apply.json), discarding what they hold. A file this
-// meshctl cannot use (it does not parse, or a newer meshctl wrote it) is a
-// *state.FileError naming it (exit 2): the apply must stop before it changes
-// anything, and never overwrite it. Call it before carrying out the plan.
-func CheckRecords(lock *state.Lock) error {
-	if _, err := lock.Read(AppliedFile, &Applied{}); err != nil {
-		return err
-	}
-	return CheckReport(lock)
-}
-
-// CheckReport is CheckRecords for last-apply.json alone, for a caller that
-// has read applied.json under the same lock already.
+// CheckReport reads last-apply.json under the state lock, discarding what
+// it holds. A file this meshctl cannot use (it does not parse, or a newer
+// meshctl wrote it) is a *state.FileError naming it (exit 2): the apply must
+// stop before it changes anything, and never overwrite it. An apply calls
+// it, before carrying out its plan, having read applied.json (its previous
+// state) under the same lock.
 func CheckReport(lock *state.Lock) error {
 	_, err := lock.Read(ReportFile, &LastReport{})
 	return err

@@ -1,9 +1,7 @@
-// Package apply converges a host's containers to a mesh file: it resolves
-// the file into desired containers, plans one action per container from what
-// the engine reports and what live windows hold, and carries the plan out.
-package apply
+package applied
 
 import (
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -14,13 +12,13 @@ type Resolver func(module string) (image, build string, ok bool, err error)
 // Desire returns the desired containers of f in name order, resolving every
 // artifact: with resolve, unless pinned holds the image for that container
 // already. It fails, touching nothing, on a module without a current build.
-func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]Desired, error) {
-	var out []Desired
+func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]lifecycle.Desired, error) {
+	var out []lifecycle.Desired
 	for _, mn := range f.ModuleNames() {
 		m := f.Modules[mn]
 		for _, cn := range m.ContainerNames() {
 			c := m.Containers[cn]
-			d := Desired{Name: mesh.EngineName(mn, cn), Module: mn, Container: cn, Def: *c, Image: c.Image}
+			d := lifecycle.Desired{Name: mesh.EngineName(mn, cn), Module: mn, Container: cn, Def: *c, Image: c.Image}
 			if p, ok := pinned[d.Name]; ok && c.Artifact != "" {
 				d.Image, d.Build = p.Image, p.Build
 			} else if c.Artifact != "" {

@@ -1,4 +1,4 @@
-package window
+package apply_test
 
 import (
 	"context"
@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // interleaveYAML is a host of two modules. Step store/gc holds the registry
@@ -129,7 +131,7 @@ func startInterleave(tb testing.TB, stopFor time.Duration) *interleave {
 	x.wg.Add(1)
 	go func() {
 		defer x.wg.Done()
-		e, err := Run(context.Background(), x.d, x.eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+		e, err := window.Run(context.Background(), x.d, x.eng, window.Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
 		x.aDone <- outcome[*holds.Entry]{e, err}
 	}()
 
@@ -165,12 +167,12 @@ func (x *interleave) storeHeld(tb testing.TB) bool {
 	return false
 }
 
-func (x *interleave) apply(ctx context.Context) (*apply.Report, error) {
+func (x *interleave) apply(ctx context.Context) (*applied.Report, error) {
 	return apply.Run(ctx, x.d, x.eng, apply.Options{File: x.f, Source: "mesh.yaml", Parallel: 4, Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
 func (x *interleave) windowOther(ctx context.Context) (*holds.Entry, error) {
-	return Run(ctx, x.d, x.eng, Options{Module: "other", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+	return window.Run(ctx, x.d, x.eng, window.Options{Module: "other", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
 // within runs fn and returns what it returned, or ok false if it did not
@@ -207,11 +209,11 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 		t.Errorf("window other/gc did not end within %s while store.registry was being stopped: it waits for the state lock", hang)
 	case err != nil:
 		t.Errorf("window other/gc: %v", err)
-	case e.Result != ResultOK:
+	case e.Result != window.ResultOK:
 		t.Errorf("window other/gc: result %q", e.Result)
 	}
 
-	rep, err, ok := within(x, hang, func() (*apply.Report, error) { return x.apply(t.Context()) })
+	rep, err, ok := within(x, hang, func() (*applied.Report, error) { return x.apply(t.Context()) })
 	switch {
 	case !ok:
 		t.Errorf("apply did not end within %s while store.registry was being stopped: it waits for the state lock", hang)
@@ -243,7 +245,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 	x.gate.open()
 	select {
 	case r := <-x.aDone:
-		if r.err != nil || r.v.Result != ResultOK {
+		if r.err != nil || r.v.Result != window.ResultOK {
 			t.Fatalf("window A: %v, %+v", r.err, r.v)
 		}
 	case <-time.After(10 * time.Second):

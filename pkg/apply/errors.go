@@ -1,0 +1,92 @@
+package apply
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// ConflictError is an apply refused before any change because an unmanaged
+// container owns a name the file wants (exit 1).
+type ConflictError struct {
+	Names []string
+	// Owners maps a name to the ID of the other state directory whose
+	// container has it; a name not in it is a container meshctl does not
+	// manage.
+	Owners map[string]string
+}
+
+func (e *ConflictError) Error() string {
+	var unmanaged, msgs []string
+	for _, n := range e.Names {
+		if owner := e.Owners[n]; owner != "" {
+			msgs = append(msgs, ConflictReason(n, owner))
+		} else {
+			unmanaged = append(unmanaged, n)
+		}
+	}
+	if len(unmanaged) > 0 {
+		msgs = append([]string{fmt.Sprintf("%s already exist and meshctl does not manage them; rename or remove them, or rename the containers in the mesh file",
+			strings.Join(unmanaged, ", "))}, msgs...)
+	}
+	return "nothing changed: " + strings.Join(msgs, "; ")
+}
+
+// ExitCode maps a conflict to exit status 1.
+func (e *ConflictError) ExitCode() int { return 1 }
+
+// NothingAppliedError is an apply --last where nothing was applied yet
+// (exit 2).
+type NothingAppliedError struct{ Dir string }
+
+func (e *NothingAppliedError) Error() string {
+	return "nothing was applied in " + e.Dir + " yet, so there is no last applied state: run meshctl apply -f FILE"
+}
+
+// ExitCode maps it to exit status 2.
+func (e *NothingAppliedError) ExitCode() int { return 2 }
+
+// UnknownModuleError is a --remove-module naming a module this state
+// directory neither applied nor has containers of (exit 2).
+type UnknownModuleError struct {
+	Module  string
+	Applied []string
+}
+
+func (e *UnknownModuleError) Error() string {
+	msg := fmt.Sprintf("module %q was never applied here and has no containers", e.Module)
+	if s := mesh.Suggest(e.Module, e.Applied); s != "" {
+		msg += fmt.Sprintf("; did you mean %q?", s)
+	}
+	if len(e.Applied) > 0 {
+		msg += " (applied modules: " + strings.Join(e.Applied, ", ") + ")"
+	}
+	return msg
+}
+
+// ExitCode maps it to exit status 2.
+func (e *UnknownModuleError) ExitCode() int { return 2 }
+
+// HeldModuleError is a --remove-module of a module whose containers a live
+// window holds (exit 3): held containers are never touched, so the module
+// cannot go until the window closes.
+type HeldModuleError struct{ Module, Window string }
+
+func (e *HeldModuleError) Error() string {
+	return fmt.Sprintf("nothing changed: module %s is held by window %s; remove it once the window has closed", e.Module, e.Window)
+}
+
+// ExitCode maps it to exit status 3 (busy).
+func (e *HeldModuleError) ExitCode() int { return 3 }
+
+// FailedError is an apply in which some containers could not be converged
+// (exit 1). The report says which; Err joins their errors.
+type FailedError struct{ Err error }
+
+func (e *FailedError) Error() string { return e.Err.Error() }
+
+func (e *FailedError) Unwrap() error { return e.Err }
+
+// ExitCode maps a failed apply to exit status 1.
+func (e *FailedError) ExitCode() int { return 1 }

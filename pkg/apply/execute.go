@@ -1,0 +1,193 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+)
+
+// execute carries out the plan, independent containers in parallel. Each
+// item's outcome is written into its report line; a failed one becomes
+// "failed" with its error. A create or recreate whose image is absent fails
+// without touching the engine: stopping the old container only to find the
+// new one cannot be made would take the service down for nothing.
+func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *applied.Report, opts Options) error {
+	r := &execution{x: x, items: items, absent: absent, rep: rep, opts: opts, ord: orderOf(items),
+		sem: make(chan struct{}, opts.Parallel)}
+	r.x.Health = r.health
+	var wg sync.WaitGroup
+	for i := range items {
+		if !items[i].ChangesEngine() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.carryOut(ctx, i)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if len(r.errs) > 0 {
+		return &FailedError{Err: errors.Join(r.errs...)}
+	}
+	return nil
+}
+
+// execution is one execute: what its goroutines share.
+type execution struct {
+	x      lifecycle.Executor
+	items  []Item
+	absent map[string]string
+	rep    *applied.Report
+	opts   Options
+	ord    *lifecycle.Order
+	sem    chan struct{} // a slot per container changed at once (--parallel)
+
+	mu   sync.Mutex // guards errs and rep
+	errs []error
+}
+
+// health writes the health a container reached into its report line.
+func (r *execution) health(name, health string) {
+	if r.opts.Status != nil {
+		r.opts.Status(name, "health: "+health)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.rep.Containers {
+		if r.rep.Containers[i].Name == name {
+			r.rep.Containers[i].Health = health
+		}
+	}
+}
+
+// carryOut carries out item i after its dependencies, and without a slot
+// while it waits: a slot held by a waiter could starve what it waits for.
+func (r *execution) carryOut(ctx context.Context, i int) {
+	it := &r.items[i]
+	failedDep := r.ord.Wait(ctx, it.Name)
+	r.sem <- struct{}{}
+	defer func() { <-r.sem }()
+	err := ctx.Err()
+	switch _, imageAbsent := r.absent[imageOf(it)]; {
+	case err != nil:
+	case failedDep != "":
+		err = &lifecycle.DependencyError{Dep: failedDep, Action: it.Action}
+	case imageAbsent && it.Action != Remove:
+		err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, r.absent[imageOf(it)], untouched[it.Action])
+	default:
+		err = r.change(ctx, it)
+	}
+	if r.opts.Status != nil {
+		r.opts.Status(it.Name, doneWord(it.Action, err))
+	}
+	if err != nil {
+		r.failed(i, err)
+	}
+	// Done once its report line says so: what waits on it comes after.
+	r.ord.Finish(it.Name, err != nil)
+}
+
+// change carries out one create, recreate or removal on the engine.
+func (r *execution) change(ctx context.Context, it *Item) error {
+	if r.opts.Status != nil {
+		r.opts.Status(it.Name, progressVerb(it.Action)+"…")
+	} else {
+		r.opts.Progress("%s %s\n", progressVerb(it.Action), it.Name)
+	}
+	switch it.Action {
+	case Create:
+		return r.x.Create(ctx, it.Desired)
+	case Recreate:
+		return r.x.Recreate(ctx, it.Desired, *it.Observed)
+	default:
+		return r.x.Remove(ctx, *it.Observed)
+	}
+}
+
+// failed writes item i's failure into its report line and the errors.
+func (r *execution) failed(i int, err error) {
+	it := &r.items[i]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, fmt.Errorf("%s: %w", it.Name, err))
+	cr := &r.rep.Containers[i]
+	if _, ok := r.absent[imageOf(it)]; ok && it.Action != Remove {
+		// The reasons say why already (the image's line): the error says
+		// only what became of the container.
+		cr.Action, cr.Error = Failed, untouched[it.Action]
+		return
+	}
+	if de := (*lifecycle.DependencyError)(nil); errors.As(err, &de) {
+		cr.Action, cr.Error = Failed, err.Error()
+		return
+	}
+	var he *lifecycle.HealthError
+	if errors.As(err, &he) {
+		// The reason says how it failed; the log, why.
+		cr.Reasons = append(cr.Reasons, he.Reason)
+		cr.Log = he.Log
+	}
+	cr.Reasons = append(cr.Reasons, it.Action+" failed")
+	cr.Action, cr.Error = Failed, engine.Reason(err.Error())
+}
+
+// orderOf is the depends-on order of the items that change the engine: a
+// create or recreate waits for what it depends on; a removal waits for
+// nothing.
+func orderOf(items []Item) *lifecycle.Order {
+	changing := map[string][]string{}
+	for _, it := range items {
+		if !it.ChangesEngine() {
+			continue
+		}
+		changing[it.Name] = nil
+		if it.Desired != nil && it.Action != Remove {
+			changing[it.Name] = it.Desired.Def.Dependencies(it.Module)
+		}
+	}
+	return lifecycle.NewOrder(changing)
+}
+
+// untouched says what became of a container whose image is absent.
+var untouched = map[string]string{Create: "not created", Recreate: "the old container was left as it was"}
+
+func imageOf(it *Item) string {
+	if it.Desired == nil {
+		return ""
+	}
+	return it.Desired.Image
+}
+
+// doneWord is a container's line once its action is done.
+func doneWord(action string, err error) string {
+	switch {
+	case err != nil:
+		return action + " failed"
+	case action == Create:
+		return "created"
+	case action == Recreate:
+		return "recreated"
+	default:
+		return "removed"
+	}
+}
+
+func progressVerb(action string) string {
+	switch action {
+	case Create:
+		return "creating"
+	case Recreate:
+		return "recreating"
+	default:
+		return "removing"
+	}
+}

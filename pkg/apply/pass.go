@@ -1,0 +1,338 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// pass is one pass of an apply (runLocked): what each phase leaves for the
+// next.
+type pass struct {
+	d     *state.Dir
+	eng   engine.Client
+	scope string
+	opts  Options
+	pulls *pulls
+
+	// lock is the state lock; nil for a dry run, and once lost.
+	lock *state.Lock
+	// dead are the claims of applies that died carrying out their plans.
+	dead []claims.Claim
+	// claim is this apply's, while it executes without the lock.
+	claim *claims.Held
+
+	now      time.Time
+	prev     applied.Applied // the applied state before this apply
+	file     *mesh.File
+	desired  []lifecycle.Desired
+	windows  *lifecycle.Windows
+	in       Input
+	items    []Item
+	absent   map[string]string // image: why the engine lacks it for good
+	rep      *applied.Report
+	recorded *applied.Applied // the applied state this apply records
+}
+
+// takeLock takes the state lock, and fails with a *claims.ClaimedError if
+// another apply is carrying out its plan: Run waits for it, then plans
+// from what it left. Past this, every claim left is dead: the claims of
+// applies that died carrying out their plans.
+func (a *pass) takeLock(ctx context.Context) error {
+	lock, err := a.d.Lock(ctx, holds.StateLock, a.opts.Lock)
+	if err != nil {
+		return err
+	}
+	a.lock = lock
+	var recorded claims.Doc
+	if _, err := lock.Read(claims.File, &recorded); err != nil {
+		return err
+	}
+	live, err := claims.LiveOf(a.d, recorded.Claims)
+	if err != nil {
+		return err
+	}
+	if len(live) > 0 {
+		return &claims.ClaimedError{Claim: live[0]}
+	}
+	a.dead = recorded.Claims
+	return nil
+}
+
+// unlock releases the state lock this pass holds, if any.
+func (a *pass) unlock() {
+	if a.lock != nil {
+		a.lock.Unlock()
+	}
+}
+
+// read reads a state file: under the lock, or a snapshot for a dry run,
+// which changes nothing in the state directory, not even the lock file's
+// holder line.
+func (a *pass) read(name string, doc state.Document) (bool, error) {
+	if a.lock == nil {
+		return a.d.Read(name, doc)
+	}
+	return a.lock.Read(name, doc)
+}
+
+// observe reads what the plan is made from: the applied state, the desired
+// containers resolved now, and the windows classified with the one engine
+// listing. It returns the pull: always images not pulled yet, to pull
+// without the lock.
+func (a *pass) observe(ctx context.Context) ([]string, error) {
+	if _, err := a.read(applied.AppliedFile, &a.prev); err != nil {
+		return nil, err
+	}
+	a.file = a.opts.File
+	if a.opts.Last {
+		if a.prev.File == nil {
+			return nil, &NothingAppliedError{Dir: a.d.Path()}
+		}
+		// apply --last --remove-module M: every applied module but M.
+		a.file = withoutModules(a.prev.File, a.opts.RemoveModules)
+	}
+	// Resolved here, under the lock: "current" is what the ledger says now,
+	// not what it said before a pull that took minutes.
+	var err error
+	if a.desired, err = applied.Desire(a.file, a.opts.Resolve, nil); err != nil {
+		return nil, err
+	}
+	if newAlways := a.pulls.pinAlways(a.desired); len(newAlways) > 0 && !a.opts.DryRun {
+		return newAlways, nil
+	}
+	a.now = a.opts.Now()
+	a.windows, err = lifecycle.ObserveWindows(ctx, a.d, a.read, a.eng, a.scope, a.now)
+	return nil, err
+}
+
+// heal puts back what an apply that died carrying out its plan left aside
+// (healInterrupted); a dry run heals nothing.
+func (a *pass) heal(ctx context.Context) error {
+	if a.lock == nil {
+		return nil
+	}
+	observed, err := healInterrupted(ctx, a.lock, a.eng, a.scope, a.windows.Observed, a.dead, &a.windows.Holds, a.opts.Progress)
+	if err != nil {
+		return err
+	}
+	a.windows.Observed = observed
+	return nil
+}
+
+// plan decides one action per container (Plan) from the desired
+// containers, the engine's listing and the live windows' holds, then finds
+// the images it needs: those missing and not yet tried are returned, to
+// pull without the lock.
+func (a *pass) plan(ctx context.Context) ([]string, error) {
+	a.rep = &applied.Report{DryRun: a.opts.DryRun, Containers: []applied.ContainerReport{}, Windows: []holds.View{}}
+	held := map[string]HoldRef{}
+	for _, c := range a.windows.Classified {
+		if c.State == holds.Stale {
+			a.rep.Released = append(a.rep.Released, holds.ViewOf(c.Hold, c.State))
+			continue
+		}
+		a.rep.Windows = append(a.rep.Windows, holds.ViewOf(c.Hold, c.State))
+		for _, name := range c.Containers {
+			held[name] = HoldRef{Window: c.ID}
+		}
+	}
+	a.in = Input{Desired: a.desired, Observed: a.windows.Observed, Holds: held, Prune: a.opts.Prune, Scope: a.scope,
+		Modules: map[string]bool{}, Remove: map[string]bool{}}
+	for m := range a.file.Modules {
+		a.in.Modules[m] = true
+	}
+	for _, m := range a.opts.RemoveModules {
+		if err := checkRemovable(m, &a.prev, a.windows.Observed); err != nil {
+			return nil, err
+		}
+		a.in.Modules[m], a.in.Remove[m] = true, true
+	}
+	a.items = Plan(a.in)
+	for _, it := range a.items {
+		if a.in.Remove[it.Module] && it.Action == Held {
+			return nil, &HeldModuleError{Module: it.Module, Window: it.Window}
+		}
+	}
+	var err error
+	if a.in.Taken, err = takenNames(ctx, a.eng, a.scope, a.items); err != nil {
+		return nil, err
+	}
+	if len(a.in.Taken) > 0 {
+		a.items = Plan(a.in)
+	}
+	missing, absent, err := missingImages(ctx, a.eng, a.items, a.pulls.tried)
+	if err != nil {
+		return nil, err
+	}
+	a.absent = absent
+	if len(missing) > 0 && !a.opts.DryRun {
+		return missing, nil
+	}
+	return nil, nil
+}
+
+// preview ends, with its report, an apply that changes nothing: one refused
+// because containers meshctl does not manage have names it wants, and a
+// dry run.
+func (a *pass) preview() (done bool, err error) {
+	if conflicts := conflictNames(a.items); len(conflicts) > 0 {
+		fillReport(a.rep, a.items, a.absent)
+		a.rep.EngineCalls = a.eng.Calls()
+		return true, &ConflictError{Names: conflicts, Owners: a.in.Taken}
+	}
+	if a.opts.DryRun {
+		fillReport(a.rep, a.items, a.absent)
+		a.rep.Changed = Changes(a.items)
+		a.rep.EngineCalls = a.eng.Calls()
+		return true, nil
+	}
+	return false, nil
+}
+
+// release checks that the files this apply replaces are ones it may
+// replace (a newer meshctl's, or one that does not parse, is reported and
+// left alone; applied.json was read in observe, under this lock), then
+// releases the holds of dead windows: the containers they held run again,
+// as their window's close would have left them, and the plan is made once
+// more from what the engine has now.
+func (a *pass) release(ctx context.Context) error {
+	if err := applied.CheckReport(a.lock); err != nil {
+		return err
+	}
+	sources := applied.ThisSource
+	if a.opts.Last {
+		sources = applied.KeepSources
+	}
+	a.recorded = a.prev.Merge(a.file, a.opts.RemoveModules, a.desired, a.opts.Source, a.now.UTC(), sources)
+	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
+	released, err := a.windows.Release(ctx, a.lock, x, a.policies, a.now, a.opts.Progress)
+	if err != nil {
+		return err
+	}
+	if released > 0 {
+		a.in.Observed = a.windows.Observed
+		a.items = Plan(a.in)
+	}
+	fillReport(a.rep, a.items, a.absent)
+	a.rep.Changed = Changes(a.items)
+	return nil
+}
+
+// policies are the restart policies of the containers a release brings
+// back, which may be of any module: what the applied state, this apply's
+// modules merged in, wants.
+func (a *pass) policies() map[string]string {
+	all, _ := a.recorded.Desired()
+	return lifecycle.RestartPolicies(a.scope, all, a.desired)
+}
+
+// execute carries out the plan with the state lock released, under a claim
+// on the containers it changes (executeClaimed): a health wait of minutes
+// holds up no window. It returns the plan's error, and err when the lock
+// could not be had again.
+func (a *pass) execute(ctx context.Context) (runErr, err error) {
+	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope, Settle: a.opts.Settle}
+	runErr, a.lock, a.claim, err = executeClaimed(ctx, a.d, a.lock, x, a.items, a.absent, a.rep, a.opts)
+	return runErr, err
+}
+
+// record writes the applied state and the report, and releases the claim.
+func (a *pass) record(runErr error) error {
+	a.rep.EngineCalls = a.eng.Calls()
+	err := writeRecord(a.lock, a.recorded, a.rep, a.opts, runErr)
+	if a.claim != nil {
+		err = errors.Join(err, a.claim.Release(a.lock))
+	}
+	if err != nil {
+		return errors.Join(runErr, err)
+	}
+	return runErr
+}
+
+// takenNames asks the engine, for each container the plan would create,
+// whether an unmanaged container already has its name. Only creates cost a
+// request: a no-op apply makes none.
+func takenNames(ctx context.Context, eng engine.Client, scope string, items []Item) (map[string]string, error) {
+	taken := map[string]string{}
+	for _, it := range items {
+		if it.Action != Create {
+			continue
+		}
+		c, err := eng.Inspect(ctx, it.Name)
+		if engine.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inspect %s: %w", it.Name, err)
+		}
+		if !lifecycle.IsService(c, scope) {
+			taken[it.Name] = c.Labels[lifecycle.LabelManaged]
+		}
+	}
+	return taken, nil
+}
+
+func conflictNames(items []Item) []string {
+	var names []string
+	for _, it := range items {
+		if it.Action == Conflict {
+			names = append(names, it.Name)
+		}
+	}
+	return names
+}
+
+func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
+	for _, it := range items {
+		cr := applied.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
+			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
+		if it.Desired != nil {
+			cr.Build = it.Desired.Build
+			if why, ok := absent[it.Desired.Image]; ok && needsImage(it) {
+				cr.Reasons = append(cr.Reasons, it.Desired.Image+": "+why)
+			}
+		}
+		rep.Containers = append(rep.Containers, cr)
+	}
+}
+
+// checkRemovable refuses to remove a module this state directory knows
+// nothing of: a typo must not read as done.
+func checkRemovable(m string, prev *applied.Applied, observed []engine.Container) error {
+	if prev.File != nil && prev.File.Modules[m] != nil {
+		return nil
+	}
+	if _, ok := prev.Modules[m]; ok {
+		return nil
+	}
+	for _, c := range observed {
+		if c.Labels[lifecycle.LabelModule] == m {
+			return nil
+		}
+	}
+	return &UnknownModuleError{Module: m, Applied: prev.ModuleNames()}
+}
+
+// writeRecord writes the applied desired state, a's modules merged with this
+// apply's, and the report.
+func writeRecord(lock *state.Lock, a *applied.Applied, rep *applied.Report, opts Options, runErr error) error {
+	now := opts.Now().UTC()
+	if err := lock.Write(applied.AppliedFile, a); err != nil {
+		return err
+	}
+	last := &applied.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	if runErr != nil {
+		last.Result, last.Error = "failed", runErr.Error()
+	}
+	return lock.Write(applied.ReportFile, last)
+}

@@ -1,0 +1,34 @@
+package engine
+
+import "github.com/docker/docker/api/types/container"
+
+// containerFields sets, on the engine's create request, what Spec's
+// container fields ask for.
+func containerFields(cfg *container.Config, host *container.HostConfig, spec Spec) {
+	cfg.StopSignal = spec.StopSignal
+	cfg.User = spec.User
+	cfg.WorkingDir = spec.WorkingDir
+	cfg.Hostname = spec.Hostname
+	if h := spec.Healthcheck; h != nil {
+		cfg.Healthcheck = &container.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout,
+			StartPeriod: h.StartPeriod, Retries: h.Retries}
+	}
+	if spec.Init {
+		yes := true
+		host.Init = &yes
+	}
+	host.ReadonlyRootfs = spec.ReadOnly
+	host.Tmpfs = spec.Tmpfs
+	host.CapAdd = spec.CapAdd
+	host.CapDrop = spec.CapDrop
+	host.Resources.Memory = spec.Memory
+	host.Resources.NanoCPUs = spec.NanoCPUs
+	if spec.PidsLimit != 0 {
+		n := spec.PidsLimit
+		host.Resources.PidsLimit = &n
+	}
+	if spec.LogDriver != "" {
+		host.LogConfig = container.LogConfig{Type: spec.LogDriver, Config: spec.LogOptions}
+	}
+	host.ExtraHosts = spec.ExtraHosts
+}

@@ -1,0 +1,123 @@
+package lifecycle
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// EngineSpec returns what the engine needs to create d, labelled as managed
+// by the state directory whose ID is scope.
+func (d Desired) EngineSpec(scope string) engine.Spec {
+	labels := maps.Clone(d.Def.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManaged] = scope
+	labels[LabelRole] = RoleService
+	labels[LabelModule] = d.Module
+	labels[LabelContainer] = d.Container
+	labels[LabelSpec] = d.Spec.Encode()
+	if d.Build != "" {
+		labels[LabelBuild] = d.Build
+	}
+	restart := d.Def.Restart
+	if restart == "" {
+		restart = mesh.DefaultRestart
+	}
+	spec := engine.Spec{
+		Image:       d.Image,
+		Entrypoint:  slices.Clone(d.Def.Entrypoint), // keeps [] (clear the image's) apart from nil
+		Cmd:         slices.Clone(d.Def.Command),
+		Env:         envList(d.Def.Env),
+		Binds:       slices.Clone(d.Def.Volumes),
+		NetworkMode: d.Def.Network,
+		Ports:       slices.Clone(d.Def.Ports),
+		Restart:     restart,
+		Labels:      labels,
+	}
+	containerFields(&spec, &d.Def)
+	return spec
+}
+
+func envList(env map[string]string) []string {
+	if len(env) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// containerFields sets on spec what c's container fields ask for, in the
+// canonical form the recorded spec holds.
+func containerFields(spec *engine.Spec, c *mesh.Container) {
+	f := c.Spec("").SpecFields
+	spec.StopSignal = f.StopSignal
+	if c.StopGracePeriod != 0 {
+		// The engine's own stops (docker stop, a daemon shutdown) honour it
+		// too; meshctl's pass it explicitly (StopTimeoutOf).
+		secs := int((c.StopGrace() + time.Second - 1) / time.Second)
+		spec.StopTimeout = &secs
+	}
+	if h := f.Health; h != nil {
+		spec.Healthcheck = &engine.Healthcheck{Test: slices.Clone(h.Test), Interval: h.Interval, Timeout: h.Timeout,
+			StartPeriod: h.StartPeriod, Retries: h.Retries}
+	}
+	spec.User, spec.WorkingDir, spec.Hostname = f.User, f.WorkingDir, f.Hostname
+	spec.Init, spec.ReadOnly = f.Init, f.ReadOnly
+	if len(f.Tmpfs) > 0 {
+		spec.Tmpfs = map[string]string{}
+		for _, t := range f.Tmpfs {
+			path, opts, _ := strings.Cut(t, ":")
+			spec.Tmpfs[path] = opts
+		}
+	}
+	spec.CapAdd, spec.CapDrop = f.CapAdd, f.CapDrop
+	spec.Memory, spec.NanoCPUs, spec.PidsLimit = f.Memory, f.NanoCPUs, f.PidsLimit
+	spec.LogDriver, spec.LogOptions = f.LogDriver, f.LogOptions
+	spec.ExtraHosts = f.ExtraHosts
+}
+
+// StopTimeoutOf is how long meshctl's stops of c wait before they kill it:
+// the stop-grace-period c was created with (read from its recorded spec),
+// else StopTimeout. The signal is the container's own (stop-signal), which
+// the engine sends.
+func StopTimeoutOf(c engine.Container) time.Duration {
+	s, err := mesh.DecodeSpec(c.Labels[LabelSpec])
+	if err != nil || s.StopGracePeriod <= 0 {
+		return StopTimeout
+	}
+	return s.StopGracePeriod
+}
+
+// PeekScope returns the state directory's ID (the value of LabelManaged)
+// without making one, for what changes nothing (status, apply --dry-run):
+// a state directory without one manages no container yet, so it gets a
+// scope that matches none.
+func PeekScope(d *state.Dir) (string, error) {
+	id, ok, err := d.PeekID()
+	if err != nil || ok {
+		return id, err
+	}
+	return "none-yet", nil
+}
+
+// SpecDiff compares the spec recorded on c with want. A container whose
+// recorded spec cannot be read is recreated: meshctl cannot know what it runs.
+func SpecDiff(c engine.Container, want mesh.Spec) []string {
+	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
+	if err != nil {
+		return []string{"recorded spec unreadable"}
+	}
+	return mesh.Diff(have, want)
+}
