@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -84,8 +86,8 @@ func (e *NothingAppliedError) Error() string {
 	return "nothing was applied in " + e.Dir + " yet, so there is no last applied state: run meshctl apply -f FILE"
 }
 
-// ExitCode maps it to exit status 2.
-func (e *NothingAppliedError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *NothingAppliedError) Fault() fault.Kind { return fault.BadInput }
 
 // UnknownModuleError is a --remove-module naming a module this state
 // directory neither applied nor has containers of (exit 2).
@@ -105,8 +107,8 @@ func (e *UnknownModuleError) Error() string {
 	return msg
 }
 
-// ExitCode maps it to exit status 2.
-func (e *UnknownModuleError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *UnknownModuleError) Fault() fault.Kind { return fault.BadInput }
 
 // HeldModuleError is a --remove-module of a module whose containers a live
 // window holds (exit 3): held containers are never touched, so the module
@@ -117,11 +119,11 @@ func (e *HeldModuleError) Error() string {
 	return fmt.Sprintf("nothing changed: module %s is held by window %s; remove it once the window has closed", e.Module, e.Window)
 }
 
-// ExitCode maps it to exit status 3 (busy).
-func (e *HeldModuleError) ExitCode() int { return 3 }
+// Fault says it is busy.
+func (e *HeldModuleError) Fault() fault.Kind { return fault.Busy }
 
-// ExitCode maps a conflict to exit status 1.
-func (e *ConflictError) ExitCode() int { return 1 }
+// Fault says a conflict is a failure.
+func (e *ConflictError) Fault() fault.Kind { return fault.Failed }
 
 // FailedError is an apply in which some containers could not be converged
 // (exit 1). The report says which; Err joins their errors.
@@ -130,8 +132,8 @@ type FailedError struct{ Err error }
 func (e *FailedError) Error() string { return e.Err.Error() }
 func (e *FailedError) Unwrap() error { return e.Err }
 
-// ExitCode maps a failed apply to exit status 1.
-func (e *FailedError) ExitCode() int { return 1 }
+// Fault says a failed apply is a failure.
+func (e *FailedError) Fault() fault.Kind { return fault.Failed }
 
 // Run converges the engine's containers to opts.File. It returns the report
 // also when it fails, where one exists.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -112,7 +114,7 @@ func TestEngineSpecFields(t *testing.T) {
 	os.Remove(envFile)
 	_, err = Desire(f, nil, nil)
 	var ee *mesh.EnvFileError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(err.Error(), envFile) {
+	if !errors.As(err, &ee) || ee.Fault() != fault.BadInput || !strings.Contains(err.Error(), envFile) {
 		t.Errorf("missing env-file: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // helperExit is the exit status of a helper program that wrote its own
@@ -23,7 +25,8 @@ func (e *HelperMissingError) Error() string {
 		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", e.Name, e.Dir, e.Dir, e.Name)
 }
 
-func (e *HelperMissingError) ExitCode() int { return exitFailed }
+// Fault says a missing helper is a failure.
+func (e *HelperMissingError) Fault() fault.Kind { return fault.Failed }
 
 // runHelper runs the helper program name with this invocation's arguments,
 // on its stdin, stdout and stderr, and returns its exit status. A signal

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
 )
@@ -52,8 +53,8 @@ func (e *ProblemsError) Error() string {
 	return fmt.Sprintf("%d problems need a person", e.N)
 }
 
-// ExitCode maps found problems to exit status 1.
-func (e *ProblemsError) ExitCode() int { return 1 }
+// Fault says found problems are a failure.
+func (e *ProblemsError) Fault() fault.Kind { return fault.Failed }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.

@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -105,7 +107,7 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 
 	entry, err := w.close(context.Background())
 	var failed *FailedError
-	if !errors.As(err, &failed) || failed.ExitCode() != 1 {
+	if !errors.As(err, &failed) || failed.Fault() != fault.Failed {
 		t.Fatalf("close: %v, want a failed window (exit 1)", err)
 	}
 	if !strings.Contains(err.Error(), "store.registry not brought back") {

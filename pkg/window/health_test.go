@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
@@ -47,7 +49,7 @@ func TestCloseWaitsForHealth(t *testing.T) {
 
 	entry, err := w.close(ctx)
 	var failed *FailedError
-	if !errors.As(err, &failed) || failed.ExitCode() != 1 || !strings.Contains(err.Error(), "store.registry") ||
+	if !errors.As(err, &failed) || failed.Fault() != fault.Failed || !strings.Contains(err.Error(), "store.registry") ||
 		!strings.Contains(err.Error(), "unhealthy: registry: storage unreadable") {
 		t.Fatalf("close: %v, want exit 1 naming store.registry unhealthy", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -99,8 +101,8 @@ func usageMsg(t *testing.T, err error) string {
 	if !errors.As(err, &u) {
 		t.Fatalf("err = %v (%T), want a *UsageError", err, err)
 	}
-	if u.ExitCode() != 2 {
-		t.Fatalf("exit code %d, want 2", u.ExitCode())
+	if u.Fault() != fault.BadInput {
+		t.Fatalf("fault %q, want %q", u.Fault(), fault.BadInput)
 	}
 	return u.Msg
 }
