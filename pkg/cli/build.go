@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newBuildCmd) }
-
 func newBuildCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -34,7 +32,11 @@ Rolling back on purpose is a new request recorded with the old image:
 The ledger keeps every pending build, each module's current build, and the
 last 200 recorded builds of each module in full; older ones leave a compact
 record, so a retried or late record of them is still judged correctly.`,
-		Args: usageArgs(cobra.NoArgs),
+		Example: `  id=$(meshctl build request store | awk '$1 == "store" {print $2}')
+  meshctl build record "$id" --image registry.example/store@sha256:…
+  meshctl build current store`,
+		Annotations: map[string]string{exitStatusKey: `  2    no subcommand, or an unknown one; see each subcommand`},
+		Args:        usageArgs(cobra.NoArgs),
 	}
 	cmd.AddCommand(
 		newBuildRequestCmd(env),

@@ -37,6 +37,12 @@ MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);
 a flag wins over a variable, which wins over the file.
 
 See 'meshctl help exit-codes' for the exit status of every command.`,
+		Example: `  meshctl apply -f mesh.yaml                     # CI, on every merge
+  meshctl -q window run store garbage-collect    # cron: 30 3 * * *
+  meshctl status
+  meshctl help mesh-file                         # the file format`,
+		Annotations: map[string]string{exitStatusKey: `  0 done; 2 bad usage. Each command lists its own; 'meshctl help exit-codes'
+  lists them all.`},
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -69,17 +75,21 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	pf.StringVar(&g.HostName, "host-name", "", "this host's name in the mesh, for windows published to an etcd ledger (default: the OS host name)")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 
+	// Every command, one constructor each, in its own file with its help,
+	// Examples and EXIT STATUS: a new command is that file and a line here.
 	root.AddCommand(
+		newApplyCmd(env),
+		newBuildCmd(env),
+		newConvertCmd(env),
+		newStatusCmd(env),
 		newVersionCmd(env),
+		newWindowCmd(env),
 		newExitCodesTopic(),
 		newMeshFileTopic(),
-		// Commands of the domains are added here, one constructor each.
 	)
-	for _, add := range commands {
-		root.AddCommand(add(env))
-	}
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultCompletionCmd() // now, not at Execute, for strictGroups to see it
+	completionHelp(root)
 	strictGroups(root)
 	// --version prints what "meshctl version" prints.
 	root.Version = buildVersion().String()
@@ -189,12 +199,6 @@ func newHelpCmd() *cobra.Command {
 		},
 	}
 }
-
-// commands are the constructors of the domain commands, each registered by
-// its own file's init so that adding a command touches one file.
-var commands []func(*Env) *cobra.Command
-
-func register(c func(*Env) *cobra.Command) { commands = append(commands, c) }
 
 // finishGlobal checks the global options once they are all known and sets
 // up logging from them.
