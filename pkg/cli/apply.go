@@ -177,9 +177,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) apply.Resol
 			if err != nil {
 				return "", "", false, err
 			}
-			if cfg == nil {
-				l = ledger.New(dir)
-			} else if l, err = ledger.OpenEtcd(*cfg); err != nil {
+			if l, err = openLedgerStore(cfg, func() (*state.Dir, error) { return dir, nil }); err != nil {
 				return "", "", false, err
 			}
 		}

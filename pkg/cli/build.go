@@ -50,27 +50,20 @@ record, so a retried or late record of them is still judged correctly.`,
 	return cmd
 }
 
-// openLedger opens the configured ledger (--ledger): the state directory's
-// files, with the Env's clock and --lock-timeout, or etcd.
+// openLedger opens the configured ledger (--ledger) for a build command,
+// with the Env's clock: the state directory's files, locked within
+// --lock-timeout, or etcd.
 func openLedger(env *Env) (*ledger.Ledger, error) {
-	if cfg, err := env.etcdLedger(); err != nil || cfg != nil {
-		if err != nil {
-			return nil, err
-		}
-		l, err := ledger.OpenEtcd(*cfg)
-		if err != nil {
-			return nil, err
-		}
-		l.Now = env.Now
-		return l, nil
-	}
-	dir, err := env.State()
+	cfg, err := env.etcdLedger()
 	if err != nil {
 		return nil, err
 	}
-	l := ledger.New(dir)
+	l, err := openLedgerStore(cfg, env.State)
+	if err != nil {
+		return nil, err
+	}
 	l.Now = env.Now
-	l.LockTimeout = env.Global.LockTimeout
+	l.LockTimeout = env.Global.LockTimeout // the file store's lock; etcd has cfg.Timeout
 	return l, nil
 }
 
