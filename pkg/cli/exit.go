@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
@@ -172,5 +173,27 @@ func errorKind(ctx context.Context, err error) fault.Kind {
 		return fault.BadInput
 	default:
 		return fault.Failed
+	}
+}
+
+// newExitCodesTopic is "meshctl help exit-codes": the statuses exitCode
+// returns, for every command.
+func newExitCodesTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-codes",
+		Short: "The exit status of every meshctl command",
+		Long: `Every meshctl command exits with one of:
+
+  0    done (an apply that found containers held by a window is done)
+  1    failed: the engine refused or is unreachable, a step failed, a
+       container could not be converged
+  2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
+       file that cannot be read, a state directory meshctl refuses
+  3    busy: the state lock was not had within --lock-timeout, or a window
+       on that module is open
+  4    conflict: a build recorded twice with different images
+  130  interrupted (SIGINT/SIGTERM), after cleaning up
+
+Errors are printed once, on stderr; stdout carries results only.`,
 	}
 }

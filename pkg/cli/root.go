@@ -238,26 +238,6 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	}
 }
 
-func newExitCodesTopic() *cobra.Command {
-	return &cobra.Command{
-		Use:   "exit-codes",
-		Short: "The exit status of every meshctl command",
-		Long: `Every meshctl command exits with one of:
-
-  0    done (an apply that found containers held by a window is done)
-  1    failed: the engine refused or is unreachable, a step failed, a
-       container could not be converged
-  2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
-       file that cannot be read, a state directory meshctl refuses
-  3    busy: the state lock was not had within --lock-timeout, or a window
-       on that module is open
-  4    conflict: a build recorded twice with different images
-  130  interrupted (SIGINT/SIGTERM), after cleaning up
-
-Errors are printed once, on stderr; stdout carries results only.`,
-	}
-}
-
 func usageErrorf(format string, args ...any) error {
 	return &UsageError{Err: fmt.Errorf(format, args...)}
 }
