@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,7 +18,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
@@ -44,47 +42,8 @@ func TestEtcdScripts(t *testing.T) {
 			return nil
 		},
 		Condition: condition,
-		Cmds:      etcdCmds(),
+		Cmds:      scriptCmds(),
 	})
-}
-
-// etcdCmds are the scripts' commands, and waitmesh.
-func etcdCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
-	m := map[string]func(ts *testscript.TestScript, neg bool, args []string){"waitmesh": cmdWaitMesh}
-	for k, v := range cmds {
-		m[k] = v
-	}
-	return m
-}
-
-// cmdWaitMesh: waitmesh [!] HOST MODULE [TIMEOUT] waits until the mesh shows
-// (with !: no longer shows) a window of HOST on MODULE, 10s by default.
-func cmdWaitMesh(ts *testscript.TestScript, neg bool, args []string) {
-	if len(args) < 2 {
-		ts.Fatalf("usage: waitmesh [!] HOST MODULE [TIMEOUT]")
-	}
-	d := 10 * time.Second
-	if len(args) > 2 {
-		d, _ = time.ParseDuration(args[2])
-	}
-	cfg, err := ledger.ParseURL(ts.Getenv("MESHCTL_LEDGER"))
-	ts.Check(err)
-	l, err := ledger.OpenEtcd(*cfg)
-	ts.Check(err)
-	defer l.Close()
-	deadline := time.Now().Add(d)
-	for {
-		ws, err := l.MeshWindows(context.Background())
-		ts.Check(err)
-		seen := slices.ContainsFunc(ws, func(w ledger.MeshWindow) bool { return w.Host == args[0] && w.Module == args[1] })
-		if seen != neg {
-			return
-		}
-		if time.Now().After(deadline) {
-			ts.Fatalf("waitmesh: after %s, window of %s on %s seen = %v", d, args[0], args[1], seen)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // builder is one build pipeline's view of the ledger: it runs meshctl as a

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -73,7 +74,7 @@ func TestCheckRecordsRefusesUnusableFiles(t *testing.T) {
 				return
 			}
 			var fe *state.FileError
-			if !errors.As(err, &fe) || fe.ExitCode() != 2 || fe.Path != path || !strings.Contains(err.Error(), tc.want) {
+			if !errors.As(err, &fe) || fe.Fault() != fault.BadInput || fe.Path != path || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckRecords = %v, want a FileError (exit 2) naming %s, saying %q", err, path, tc.want)
 			}
 			if tc.content != "<dir>" {

@@ -1,6 +1,7 @@
 package applied
 
 import (
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -53,5 +54,5 @@ func (e *NoArtifactError) Error() string {
 		" has no current build; record one with: meshctl build record ID --image REF"
 }
 
-// ExitCode maps a missing artifact to exit status 2.
-func (e *NoArtifactError) ExitCode() int { return 2 }
+// Fault says a missing artifact is bad input.
+func (e *NoArtifactError) Fault() fault.Kind { return fault.BadInput }

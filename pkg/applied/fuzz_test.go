@@ -6,10 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-type fuzzExitCoder interface{ ExitCode() int }
+type fuzzExitCoder interface{ Fault() fault.Kind }
 
 // FuzzRecords feeds any bytes to applied.json and last-apply.json, as
 // window (the step and the held containers' desired state), status and the
@@ -77,7 +79,7 @@ func FuzzRecords(f *testing.F) {
 func fuzzWantExit2(t *testing.T, err error) {
 	t.Helper()
 	var c fuzzExitCoder
-	if !errors.As(err, &c) || c.ExitCode() != 2 {
+	if !errors.As(err, &c) || c.Fault() != fault.BadInput {
 		t.Fatalf("error %T does not map to exit 2: %v", err, err)
 	}
 	if err.Error() == "" {

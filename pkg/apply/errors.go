@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -33,9 +34,6 @@ func (e *ConflictError) Error() string {
 	return "nothing changed: " + strings.Join(msgs, "; ")
 }
 
-// ExitCode maps a conflict to exit status 1.
-func (e *ConflictError) ExitCode() int { return 1 }
-
 // NothingAppliedError is an apply --last where nothing was applied yet
 // (exit 2).
 type NothingAppliedError struct{ Dir string }
@@ -44,8 +42,8 @@ func (e *NothingAppliedError) Error() string {
 	return "nothing was applied in " + e.Dir + " yet, so there is no last applied state: run meshctl apply -f FILE"
 }
 
-// ExitCode maps it to exit status 2.
-func (e *NothingAppliedError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *NothingAppliedError) Fault() fault.Kind { return fault.BadInput }
 
 // UnknownModuleError is a --remove-module naming a module this state
 // directory neither applied nor has containers of (exit 2).
@@ -65,8 +63,8 @@ func (e *UnknownModuleError) Error() string {
 	return msg
 }
 
-// ExitCode maps it to exit status 2.
-func (e *UnknownModuleError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *UnknownModuleError) Fault() fault.Kind { return fault.BadInput }
 
 // HeldModuleError is a --remove-module of a module whose containers a live
 // window holds (exit 3): held containers are never touched, so the module
@@ -77,16 +75,18 @@ func (e *HeldModuleError) Error() string {
 	return fmt.Sprintf("nothing changed: module %s is held by window %s; remove it once the window has closed", e.Module, e.Window)
 }
 
-// ExitCode maps it to exit status 3 (busy).
-func (e *HeldModuleError) ExitCode() int { return 3 }
+// Fault says it is busy.
+func (e *HeldModuleError) Fault() fault.Kind { return fault.Busy }
+
+// Fault says a conflict is a failure.
+func (e *ConflictError) Fault() fault.Kind { return fault.Failed }
 
 // FailedError is an apply in which some containers could not be converged
 // (exit 1). The report says which; Err joins their errors.
 type FailedError struct{ Err error }
 
 func (e *FailedError) Error() string { return e.Err.Error() }
-
 func (e *FailedError) Unwrap() error { return e.Err }
 
-// ExitCode maps a failed apply to exit status 1.
-func (e *FailedError) ExitCode() int { return 1 }
+// Fault says a failed apply is a failure.
+func (e *FailedError) Fault() fault.Kind { return fault.Failed }

@@ -28,8 +28,6 @@ type applyOptions struct {
 	settle        time.Duration
 }
 
-func init() { register(newApplyCmd) }
-
 func newApplyCmd(env *Env) *cobra.Command {
 	opts := &applyOptions{}
 	cmd := &cobra.Command{
@@ -61,6 +59,22 @@ lines; exit 1. Containers change after those they depends-on; independent ones
 in parallel. Named volumes are never removed. Missing images are pulled, and
 health waited for, without holding the state lock: the containers being
 changed are claimed, and a window on them waits for the claim.`,
+		Example: `  meshctl apply -f mesh.yaml
+  meshctl apply -f mesh.yaml --dry-run -o json   # what would change, changing nothing
+  meshctl apply -f mesh.yaml --prune             # also remove containers its modules no longer name
+  meshctl apply -f web.yaml                      # converges web only: other modules stay as applied
+  meshctl apply --last                           # every applied module again, without a file
+  meshctl apply --remove-module old-api          # remove a whole module
+  render-mesh | meshctl apply -f -               # the file from stdin`,
+		Annotations: map[string]string{exitStatusKey: `  0    converged (containers held by a window are left to it: still 0)
+  1    a container could not be converged, a name is taken by a container
+       meshctl does not manage, or the engine refused or is unreachable
+  2    bad usage, a mesh file that does not decode, an artifact: without a
+       current build, a state file that cannot be read, --last with nothing
+       applied, --remove-module of a module never applied
+  3    the state lock was not had within --lock-timeout, or --remove-module
+       names a module a live window holds
+  130  interrupted, after cleaning up`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			switch {
@@ -169,9 +183,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Res
 			if err != nil {
 				return "", "", false, err
 			}
-			if cfg == nil {
-				l = ledger.New(dir)
-			} else if l, err = ledger.OpenEtcd(*cfg); err != nil {
+			if l, err = openLedgerStore(cfg, func() (*state.Dir, error) { return dir, nil }); err != nil {
 				return "", "", false, err
 			}
 		}

@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { register(newBuildCmd) }
-
 func newBuildCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build",
@@ -34,7 +32,11 @@ Rolling back on purpose is a new request recorded with the old image:
 The ledger keeps every pending build, each module's current build, and the
 last 200 recorded builds of each module in full; older ones leave a compact
 record, so a retried or late record of them is still judged correctly.`,
-		Args: usageArgs(cobra.NoArgs),
+		Example: `  id=$(meshctl build request store | awk '$1 == "store" {print $2}')
+  meshctl build record "$id" --image registry.example/store@sha256:…
+  meshctl build current store`,
+		Annotations: map[string]string{exitStatusKey: `  2    no subcommand, or an unknown one; see each subcommand`},
+		Args:        usageArgs(cobra.NoArgs),
 	}
 	cmd.AddCommand(
 		newBuildRequestCmd(env),
@@ -48,27 +50,20 @@ record, so a retried or late record of them is still judged correctly.`,
 	return cmd
 }
 
-// openLedger opens the configured ledger (--ledger): the state directory's
-// files, with the Env's clock and --lock-timeout, or etcd.
+// openLedger opens the configured ledger (--ledger) for a build command,
+// with the Env's clock: the state directory's files, locked within
+// --lock-timeout, or etcd.
 func openLedger(env *Env) (*ledger.Ledger, error) {
-	if cfg, err := env.etcdLedger(); err != nil || cfg != nil {
-		if err != nil {
-			return nil, err
-		}
-		l, err := ledger.OpenEtcd(*cfg)
-		if err != nil {
-			return nil, err
-		}
-		l.Now = env.Now
-		return l, nil
-	}
-	dir, err := env.State()
+	cfg, err := env.etcdLedger()
 	if err != nil {
 		return nil, err
 	}
-	l := ledger.New(dir)
+	l, err := openLedgerStore(cfg, env.State)
+	if err != nil {
+		return nil, err
+	}
 	l.Now = env.Now
-	l.LockTimeout = env.Global.LockTimeout
+	l.LockTimeout = env.Global.LockTimeout // the file store's lock; etcd has cfg.Timeout
 	return l, nil
 }
 

@@ -21,6 +21,11 @@ func newBuildCurrentCmd(env *Env) *cobra.Command {
 		Long: `Print the image reference of a module's current build: the one that
 'artifact: MODULE' in a mesh file resolves to. A module with no current build
 exits 2.`,
+		Example: `  meshctl build current web
+  meshctl build current web -o json`,
+		Annotations: map[string]string{exitStatusKey: `  0    printed
+  1    the etcd ledger (--ledger etcd://…) did not answer
+  2    bad usage, a bad module name, a module with no current build`},
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module = args[0]

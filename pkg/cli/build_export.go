@@ -23,6 +23,12 @@ empty ledger, such as a new etcd cluster:
 
 Builds the file ledger pruned keep only their outcome and a digest of their
 result, as they do in the ledger.`,
+		Example: `  meshctl build export > ledger.jsonl
+  meshctl --ledger etcd://10.0.0.1:2379,10.0.0.2:2379 build import ledger.jsonl`,
+		Annotations: map[string]string{exitStatusKey: `  0    exported
+  1    the etcd ledger did not answer
+  2    bad usage, a ledger file that cannot be read
+  3    the ledger lock was not had within --lock-timeout`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBuildExport(cmd.Context(), env)
@@ -58,6 +64,12 @@ ledger, which must be empty: the same ids, order, plans and outcomes, and
 each module's current build. Ids issued afterwards follow the imported ones.
 A ledger that has issued an id is refused (exit 2), and so is a malformed
 export.`,
+		Example: `  meshctl --ledger etcd://10.0.0.1:2379/meshctl build import ledger.jsonl
+  meshctl build export | meshctl --ledger etcd://10.0.0.1:2379 build import -`,
+		Annotations: map[string]string{exitStatusKey: `  0    imported
+  1    the etcd ledger did not answer
+  2    bad usage, a malformed export, a ledger that is not empty
+  3    the ledger lock was not had within --lock-timeout`},
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {

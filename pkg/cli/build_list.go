@@ -28,6 +28,11 @@ failed.
 The ledger lists every pending build and, per module, the current build and
 the last 200 or more recorded ones; older builds keep only a compact record
 and are not listed.`,
+		Example: `  meshctl build list
+  meshctl build list web -o json | jq -r '.builds[] | select(.state == "pending") | .id'`,
+		Annotations: map[string]string{exitStatusKey: `  0    listed
+  1    the etcd ledger (--ledger etcd://…) did not answer
+  2    bad usage, a bad module name, a ledger file that cannot be read`},
 		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {

@@ -21,6 +21,11 @@ A plan is settled once every build it asked for is recorded, whatever the
 outcome; only its own builds settle it, never those of another plan for the
 same modules. The first line reads "ID settled" or "ID pending". An unknown
 plan exits 2.`,
+		Example: `  meshctl build plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
+  until meshctl build plan "$plan" | grep -q ' settled$'; do sleep 10; done`,
+		Annotations: map[string]string{exitStatusKey: `  0    shown, settled or not
+  1    the etcd ledger (--ledger etcd://…) did not answer
+  2    bad usage, an unknown plan`},
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]

@@ -33,6 +33,13 @@ Recording the same result again changes nothing, prints the first outcome and
 exits 0 (a builder may retry). Another image for the same id, or an image
 after --failed or the reverse, exits 4 and leaves the ledger untouched. An
 unknown id or a malformed REF exits 2.`,
+		Example: `  meshctl build record b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E --image 127.0.0.1:5000/web@sha256:…
+  meshctl build record b-01JNQX6Z2V8W9X0Y1Z2A3B4C5E --failed --reason "tests failed"`,
+		Annotations: map[string]string{exitStatusKey: `  0    recorded (current, superseded or failed), or recorded again alike
+  1    the etcd ledger (--ledger etcd://…) did not answer
+  2    bad usage, an unknown id, a malformed image reference
+  3    the ledger lock was not had within --lock-timeout
+  4    the id was recorded before with another result or image: nothing changed`},
 		Args: usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.id = args[0]

@@ -35,6 +35,13 @@ plan is settled again only once they too are recorded.
 
 Ids are strictly increasing in request order across processes: it is the
 order of requests, not of records, that decides which build is current.`,
+		Example: `  meshctl build request web
+  meshctl build request web store -o json          # one plan, a build id per module
+  meshctl build request api --plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D`,
+		Annotations: map[string]string{exitStatusKey: `  0    issued
+  1    the etcd ledger (--ledger etcd://…) did not answer
+  2    bad usage, a bad module name, an unknown plan
+  3    the ledger lock was not had within --lock-timeout`},
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.modules = args

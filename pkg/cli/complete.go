@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -192,29 +193,26 @@ func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
 	d := completionDir(cmd, env)
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
 	defer cancel()
-	if cfg, err := env.etcdLedger(); err != nil {
-		return nil
-	} else if cfg != nil {
-		cfg.Timeout = completionTimeout
-		l, err := ledger.OpenEtcd(*cfg)
-		if err != nil {
-			return nil
-		}
-		defer l.Close()
-		builds, _ := l.List(ctx, "")
-		return builds
-	}
-	if d == nil {
-		return nil
-	}
-	// The ledger reads under its lock: open the directory for that (it
-	// exists: nothing is created but the lock file), and never wait.
-	rw, err := state.Open(d.Path())
+	cfg, err := env.etcdLedger()
 	if err != nil {
 		return nil
 	}
-	l := ledger.New(rw)
-	l.LockTimeout = 0
+	if cfg != nil {
+		cfg.Timeout = completionTimeout
+	}
+	l, err := openLedgerStore(cfg, func() (*state.Dir, error) {
+		if d == nil {
+			return nil, errors.New("no state directory")
+		}
+		// The file ledger reads under its lock: open the directory for
+		// that (it exists: nothing is created but the lock file).
+		return state.Open(d.Path())
+	})
+	if err != nil {
+		return nil
+	}
+	defer l.Close()
+	l.LockTimeout = 0 // never wait for the file ledger's lock
 	builds, err := l.List(ctx, "")
 	if err != nil {
 		return nil
@@ -276,4 +274,37 @@ func without(completions, given []string) []string {
 		}
 	}
 	return out
+}
+
+// completionHelp gives cobra's completion command and its subcommands their
+// Examples and EXIT STATUS.
+func completionHelp(root *cobra.Command) {
+	completion, _, err := root.Find([]string{"completion"})
+	if err != nil || completion == root {
+		return
+	}
+	setHelp := func(c *cobra.Command, example, exit string) {
+		c.Example = example
+		c.Annotations = map[string]string{exitStatusKey: exit}
+	}
+	setHelp(completion, `  meshctl completion bash > /etc/bash_completion.d/meshctl
+  meshctl completion zsh > "${fpath[1]}/_meshctl"`,
+		`  0    printed; 2 bad usage or an unknown shell`)
+	if c, _, err := completion.Find([]string{"bash"}); err == nil && c != completion {
+		setHelp(c, `  source <(meshctl completion bash)
+  meshctl completion bash > /etc/bash_completion.d/meshctl`,
+			`  0    printed; 2 bad usage`)
+	}
+	if c, _, err := completion.Find([]string{"zsh"}); err == nil && c != completion {
+		setHelp(c, `  meshctl completion zsh > "${fpath[1]}/_meshctl"`,
+			`  0    printed; 2 bad usage`)
+	}
+	if c, _, err := completion.Find([]string{"fish"}); err == nil && c != completion {
+		setHelp(c, `  meshctl completion fish > ~/.config/fish/completions/meshctl.fish`,
+			`  0    printed; 2 bad usage`)
+	}
+	if c, _, err := completion.Find([]string{"powershell"}); err == nil && c != completion {
+		setHelp(c, `  meshctl completion powershell | Out-String | Invoke-Expression`,
+			`  0    printed; 2 bad usage`)
+	}
 }

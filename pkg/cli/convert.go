@@ -26,8 +26,6 @@ type convertOptions struct {
 	profiles []string
 }
 
-func init() { register(newConvertCmd) }
-
 func newConvertCmd(env *Env) *cobra.Command {
 	opts := &convertOptions{}
 	cmd := &cobra.Command{

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
 
@@ -34,9 +36,10 @@ type UsageError struct {
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
-// exitCoder is implemented by the typed errors of the domain packages
-// (state.BusyError → 3, mesh.DecodeError → 2, ledger.ConflictError → 4 …).
-type exitCoder interface{ ExitCode() int }
+// faultError is implemented by the typed errors of meshctl's packages: each
+// says its kind of failure (state.BusyError: fault.Busy, mesh.DecodeError:
+// fault.BadInput, ledger.ConflictError: fault.Conflict …), never a number.
+type faultError interface{ Fault() fault.Kind }
 
 // Main runs meshctl with the process's arguments and returns its exit status.
 func Main() int {
@@ -127,20 +130,38 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	return code
 }
 
-// exitCode maps an error to the exit status of CONTRACT §3; this is the one
-// place that does.
+// exitCode maps an error to the exit status of CONTRACT §3. This is the one
+// place that knows the numbers: every other error says only its kind.
 func exitCode(ctx context.Context, err error) int {
+	switch errorKind(ctx, err) {
+	case fault.BadInput:
+		return exitUsage
+	case fault.Busy:
+		return exitBusy
+	case fault.Conflict:
+		return exitConflict
+	case fault.Interrupted:
+		return exitInterrupted
+	default:
+		return exitFailed
+	}
+}
+
+// errorKind is the kind of failure err is: a usage error's, else the first
+// kind in its chain, else interrupted when the context was, else cobra's
+// own usage errors by their text; anything else has failed.
+func errorKind(ctx context.Context, err error) fault.Kind {
 	var (
-		usage *UsageError
-		coder exitCoder
+		usage  *UsageError
+		faulty faultError
 	)
 	switch {
 	case errors.As(err, &usage):
-		return exitUsage
-	case errors.As(err, &coder):
-		return coder.ExitCode()
+		return fault.BadInput
+	case errors.As(err, &faulty):
+		return faulty.Fault()
 	case ctx.Err() != nil || errors.Is(err, context.Canceled):
-		return exitInterrupted
+		return fault.Interrupted
 	case strings.HasPrefix(err.Error(), "unknown command"),
 		strings.HasPrefix(err.Error(), "unknown flag"),
 		strings.HasPrefix(err.Error(), "unknown shorthand flag"),
@@ -149,8 +170,30 @@ func exitCode(ctx context.Context, err error) int {
 		strings.HasPrefix(err.Error(), "required flag"):
 		// cobra's own usage errors are untyped: those of flag groups
 		// (--quiet with --verbose) do not pass through SetFlagErrorFunc.
-		return exitUsage
+		return fault.BadInput
 	default:
-		return exitFailed
+		return fault.Failed
+	}
+}
+
+// newExitCodesTopic is "meshctl help exit-codes": the statuses exitCode
+// returns, for every command.
+func newExitCodesTopic() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exit-codes",
+		Short: "The exit status of every meshctl command",
+		Long: `Every meshctl command exits with one of:
+
+  0    done (an apply that found containers held by a window is done)
+  1    failed: the engine refused or is unreachable, a step failed, a
+       container could not be converged
+  2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
+       file that cannot be read, a state directory meshctl refuses
+  3    busy: the state lock was not had within --lock-timeout, or a window
+       on that module is open
+  4    conflict: a build recorded twice with different images
+  130  interrupted (SIGINT/SIGTERM), after cleaning up
+
+Errors are printed once, on stderr; stdout carries results only.`,
 	}
 }

@@ -37,7 +37,7 @@ func TestEveryCommandHasHelp(t *testing.T) {
 			t.Errorf("%s: no Example", path)
 		}
 		if strings.TrimSpace(ExitStatus(c)) == "" {
-			t.Errorf("%s: no EXIT STATUS (helpOf in help.go)", path)
+			t.Errorf("%s: no EXIT STATUS (Annotations[exitStatusKey] in its own file)", path)
 		}
 		args := append(strings.Fields(strings.TrimPrefix(path, "meshctl")), "--help")
 		var out bytes.Buffer
@@ -211,5 +211,13 @@ func TestHelpTopicTypo(t *testing.T) {
 		if code != exitUsage || !strings.Contains(errOut.String(), want) || out.Len() > 0 {
 			t.Errorf("help %s: exit %d, stdout %q, stderr %q; want exit 2 and %s", word, code, out.String(), errOut.String(), want)
 		}
+	}
+}
+
+// walk calls fn for c and each command under it.
+func walk(c *cobra.Command, fn func(*cobra.Command)) {
+	fn(c)
+	for _, sub := range c.Commands() {
+		walk(sub, fn)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +27,8 @@ func (e *HelperMissingError) Error() string {
 		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", e.Name, e.Dir, e.Dir, e.Name)
 }
 
-func (e *HelperMissingError) ExitCode() int { return exitFailed }
+// Fault says a missing helper is a failure.
+func (e *HelperMissingError) Fault() fault.Kind { return fault.Failed }
 
 // runHelper runs the helper program name with this invocation's arguments,
 // on its stdin, stdout and stderr, and returns its exit status. A signal

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // The etcd ledger's credentials: environment only, never a flag or a config
@@ -50,6 +51,21 @@ func (e *Env) etcdLedger() (*ledger.EtcdConfig, error) {
 	// for the ledger's lock, with room for one leader election.
 	cfg.Timeout = max(e.Global.LockTimeout, minLedgerWait)
 	return cfg, nil
+}
+
+// openLedgerStore opens the build ledger in the store --ledger picks: the
+// etcd cluster of an etcd:// URL (etcd, as etcdLedger returns it), else the
+// files of the state directory dir returns, called only then. It is the one
+// place that chooses between the two stores.
+func openLedgerStore(etcd *ledger.EtcdConfig, dir func() (*state.Dir, error)) (*ledger.Ledger, error) {
+	if etcd != nil {
+		return ledger.OpenEtcd(*etcd)
+	}
+	d, err := dir()
+	if err != nil {
+		return nil, err
+	}
+	return ledger.New(d), nil
 }
 
 // hostName is --host-name, else the OS host name.

@@ -21,7 +21,7 @@ func publishWindow(ctx context.Context, env *Env, module, step string) func() {
 	if err != nil || cfg == nil {
 		return func() {}
 	}
-	l, err := ledger.OpenEtcd(*cfg)
+	l, err := openLedgerStore(cfg, nil)
 	if err != nil {
 		env.Warnf("window not published to the mesh: %v\n", err)
 		return func() {}
@@ -60,7 +60,7 @@ func runMeshView(ctx context.Context, env *Env) error {
 	if cfg == nil {
 		return usageErrorf("--mesh needs an etcd ledger: set --ledger etcd://HOST:PORT[,HOST:PORT…] (or MESHCTL_LEDGER)")
 	}
-	l, err := ledger.OpenEtcd(*cfg)
+	l, err := openLedgerStore(cfg, nil)
 	if err != nil {
 		return err
 	}
@@ -97,21 +97,21 @@ func runMeshView(ctx context.Context, env *Env) error {
 }
 
 // currentBuilds reads the modules' current builds for status from the
-// configured ledger. An etcd ledger that does not answer leaves them out,
-// with one warning: status reports the host, which works without etcd.
+// configured ledger, opened at the first module. An etcd ledger that does
+// not answer leaves them out, with one warning: status reports the host,
+// which works without etcd.
 func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (ledger.Build, bool, error) {
-	cfg, err := env.etcdLedger()
-	if err != nil || cfg == nil {
-		return func(m string) (ledger.Build, bool, error) { return ledger.Current(dir, m) }
-	}
+	// --ledger was checked before any command ran; were it not, the files.
+	cfg, _ := env.etcdLedger()
 	var l *ledger.Ledger
 	var failed bool
+	var err error
 	return func(m string) (ledger.Build, bool, error) {
 		if failed {
 			return ledger.Build{}, false, nil
 		}
 		if l == nil {
-			if l, err = ledger.OpenEtcd(*cfg); err != nil {
+			if l, err = openLedgerStore(cfg, func() (*state.Dir, error) { return dir, nil }); err != nil {
 				return ledger.Build{}, false, err
 			}
 		}

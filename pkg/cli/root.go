@@ -37,6 +37,12 @@ MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);
 a flag wins over a variable, which wins over the file.
 
 See 'meshctl help exit-codes' for the exit status of every command.`,
+		Example: `  meshctl apply -f mesh.yaml                     # CI, on every merge
+  meshctl -q window run store garbage-collect    # cron: 30 3 * * *
+  meshctl status
+  meshctl help mesh-file                         # the file format`,
+		Annotations: map[string]string{exitStatusKey: `  0 done; 2 bad usage. Each command lists its own; 'meshctl help exit-codes'
+  lists them all.`},
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -69,17 +75,21 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	pf.StringVar(&g.HostName, "host-name", "", "this host's name in the mesh, for windows published to an etcd ledger (default: the OS host name)")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 
+	// Every command, one constructor each, in its own file with its help,
+	// Examples and EXIT STATUS: a new command is that file and a line here.
 	root.AddCommand(
+		newApplyCmd(env),
+		newBuildCmd(env),
+		newConvertCmd(env),
+		newStatusCmd(env),
 		newVersionCmd(env),
+		newWindowCmd(env),
 		newExitCodesTopic(),
 		newMeshFileTopic(),
-		// Commands of the domains are added here, one constructor each.
 	)
-	for _, add := range commands {
-		root.AddCommand(add(env))
-	}
 	root.SetHelpCommand(newHelpCmd())
 	root.InitDefaultCompletionCmd() // now, not at Execute, for strictGroups to see it
+	completionHelp(root)
 	strictGroups(root)
 	// --version prints what "meshctl version" prints.
 	root.Version = buildVersion().String()
@@ -190,12 +200,6 @@ func newHelpCmd() *cobra.Command {
 	}
 }
 
-// commands are the constructors of the domain commands, each registered by
-// its own file's init so that adding a command touches one file.
-var commands []func(*Env) *cobra.Command
-
-func register(c func(*Env) *cobra.Command) { commands = append(commands, c) }
-
 // finishGlobal checks the global options once they are all known and sets
 // up logging from them.
 func finishGlobal(env *Env) error {
@@ -231,26 +235,6 @@ func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 			return &UsageError{Err: fmt.Errorf("%w; usage: %s", err, cmd.UseLine()), Cmd: cmd.CommandPath()}
 		}
 		return nil
-	}
-}
-
-func newExitCodesTopic() *cobra.Command {
-	return &cobra.Command{
-		Use:   "exit-codes",
-		Short: "The exit status of every meshctl command",
-		Long: `Every meshctl command exits with one of:
-
-  0    done (an apply that found containers held by a window is done)
-  1    failed: the engine refused or is unreachable, a step failed, a
-       container could not be converged
-  2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
-       file that cannot be read, a state directory meshctl refuses
-  3    busy: the state lock was not had within --lock-timeout, or a window
-       on that module is open
-  4    conflict: a build recorded twice with different images
-  130  interrupted (SIGINT/SIGTERM), after cleaning up
-
-Errors are printed once, on stderr; stdout carries results only.`,
 	}
 }
 

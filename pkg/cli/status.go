@@ -6,11 +6,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
 )
-
-func init() { register(newStatusCmd) }
 
 func newStatusCmd(env *Env) *cobra.Command {
 	var meshView, check bool
@@ -29,6 +28,14 @@ per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
 end ok, a stale hold, an overdue window, or a container drifted, missing or
 stopped that no window holds.`,
+		Example: `  meshctl status
+  meshctl status -o json | jq '.containers[] | select(.state != "running")'
+  */5 * * * * meshctl status --check -q          # cron mails only problems
+  meshctl status --check || page-oncall          # a Nagios-style check`,
+		Annotations: map[string]string{exitStatusKey: `  0    shown, whatever the containers' states (--check: no problem)
+  1    the engine is unreachable; --check: a problem needs a person (one
+       line each on stdout)
+  2    bad usage, a state file that cannot be read`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if meshView {
@@ -52,8 +59,8 @@ func (e *ProblemsError) Error() string {
 	return fmt.Sprintf("%d problems need a person", e.N)
 }
 
-// ExitCode maps found problems to exit status 1.
-func (e *ProblemsError) ExitCode() int { return 1 }
+// Fault says found problems are a failure.
+func (e *ProblemsError) Fault() fault.Kind { return fault.Failed }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.

@@ -72,7 +72,11 @@ func newVersionCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print meshctl's version",
-		Args:  usageArgs(cobra.NoArgs),
+		Example: `  meshctl version
+  meshctl --version
+  meshctl version -o json`,
+		Annotations: map[string]string{exitStatusKey: `  0    printed; 2 bad usage`},
+		Args:        usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v := buildVersion()
 			if env.JSON() {

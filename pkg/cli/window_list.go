@@ -30,6 +30,12 @@ process is gone but its step container still runs: still honoured); unknown
 still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
 it, bringing its containers back as the close would).`,
+		Example: `  meshctl window list
+  meshctl window list --history 0                  # only windows not yet closed
+  meshctl window list -o json | jq '.windows[] | select(.state == "stale")'`,
+		Annotations: map[string]string{exitStatusKey: `  0    listed
+  1    the engine is unreachable (a window's liveness needs it)
+  2    bad usage, a state file that cannot be read`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if opts.history < 0 {

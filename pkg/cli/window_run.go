@@ -49,6 +49,17 @@ program that is missing or not executable is refused (exit 2), a run: image
 not in the engine is pulled, and one that cannot be had fails the window
 (exit 1). The window closes when the step exits, whatever children it left
 holding its output; a closed stderr does not stop it.`,
+		Example: `  # crontab: the step comes from the last apply, -q mails only failures
+  30 3 * * * meshctl -q window run store garbage-collect
+  meshctl window run store garbage-collect -f mesh.yaml --timeout 2h
+  meshctl window run store garbage-collect --wait 10m   # wait for another window on store`,
+		Annotations: map[string]string{exitStatusKey: `  0    the step succeeded and every held container runs again
+  1    the step failed or timed out, its image cannot be had, or a held
+       container could not be brought back (its hold stays for the next apply)
+  2    bad usage, an unknown module or step, an exec: program that is missing
+  3    another window on the module is open (after --wait), or the state
+       lock was not had within --lock-timeout
+  130  interrupted (SIGINT, SIGTERM): the window closed first`},
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module, opts.step = args[0], args[1]

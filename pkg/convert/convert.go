@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
 
@@ -45,8 +47,8 @@ func (e *RefusedError) Error() string {
 		len(e.Keys), strings.Join(e.Keys, "\n  "))
 }
 
-// ExitCode maps a refusal to exit status 2.
-func (e *RefusedError) ExitCode() int { return 2 }
+// Fault says a refusal is bad input.
+func (e *RefusedError) Fault() fault.Kind { return fault.BadInput }
 
 // LoadError is a Compose file compose-go cannot load (exit 2).
 type LoadError struct{ Err error }
@@ -54,8 +56,8 @@ type LoadError struct{ Err error }
 func (e *LoadError) Error() string { return "compose file: " + e.Err.Error() }
 func (e *LoadError) Unwrap() error { return e.Err }
 
-// ExitCode maps it to exit status 2.
-func (e *LoadError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *LoadError) Fault() fault.Kind { return fault.BadInput }
 
 // Project converts the Compose project of files (merged in order, with
 // profiles enabled) into module, interpolating from this process's

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 func write(t *testing.T, files map[string]string) string {
@@ -50,7 +52,7 @@ secrets:
 `})
 	_, _, err := Convert(context.Background(), Options{Files: []string{path}})
 	var re *RefusedError
-	if !errors.As(err, &re) || re.ExitCode() != 2 {
+	if !errors.As(err, &re) || re.Fault() != fault.BadInput {
 		t.Fatalf("Convert = %v, want a refusal", err)
 	}
 	for _, key := range []string{

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Client is the narrow interface meshctl needs from a container engine.
@@ -178,8 +180,8 @@ func (e *UnreachableError) Error() string {
 // Unwrap returns the network error behind e.
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// ExitCode returns 1, meshctl's exit status for a failing engine.
-func (e *UnreachableError) ExitCode() int { return 1 }
+// Fault says an unreachable engine is a failure.
+func (e *UnreachableError) Fault() fault.Kind { return fault.Failed }
 
 // notFoundError keeps the engine's own message ("No such container: x")
 // while matching ErrNotFound.

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 )
@@ -547,7 +549,7 @@ func TestUnreachable(t *testing.T) {
 					t.Fatalf("%s: got %v (%T), want *UnreachableError", what, err, err)
 				}
 				want := "cannot reach the Docker engine at " + host + ": "
-				if !strings.HasPrefix(err.Error(), want) || ue.ExitCode() != 1 || ue.Host != host {
+				if !strings.HasPrefix(err.Error(), want) || ue.Fault() != fault.Failed || ue.Host != host {
 					t.Errorf("%s: got %q, want it to start with %q", what, err, want)
 				}
 				// The cause names the network error, not the client's generic message.

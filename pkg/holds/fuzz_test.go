@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-type fuzzExitCoder interface{ ExitCode() int }
+type fuzzExitCoder interface{ Fault() fault.Kind }
 
 // FuzzHolds feeds any bytes to the holds file and the history, as apply,
 // window and status read them: reading, classifying (window locks, then
@@ -89,7 +91,7 @@ func FuzzHolds(f *testing.F) {
 func fuzzWantExit2(t *testing.T, err error) {
 	t.Helper()
 	var c fuzzExitCoder
-	if !errors.As(err, &c) || c.ExitCode() != 2 {
+	if !errors.As(err, &c) || c.Fault() != fault.BadInput {
 		t.Fatalf("error %T does not map to exit 2: %v", err, err)
 	}
 	if err.Error() == "" {

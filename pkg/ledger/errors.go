@@ -1,6 +1,10 @@
 package ledger
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/meshctl/meshctl/pkg/fault"
+)
 
 // UnknownError reports a build or plan id the ledger never issued, or a
 // malformed one (exit 2).
@@ -18,8 +22,8 @@ func (e *UnknownError) Error() string {
 	return fmt.Sprintf("unknown %s id %s: this ledger never issued it; check the id (meshctl build list shows recent ones)", e.Kind, e.ID)
 }
 
-// ExitCode maps an unknown id to exit status 2.
-func (e *UnknownError) ExitCode() int { return 2 }
+// Fault says an unknown id is bad input.
+func (e *UnknownError) Fault() fault.Kind { return fault.BadInput }
 
 // ImageError reports an image reference that is not a Docker reference
 // (exit 2).
@@ -34,8 +38,8 @@ func (e *ImageError) Error() string {
 
 func (e *ImageError) Unwrap() error { return e.Err }
 
-// ExitCode maps a malformed image reference to exit status 2.
-func (e *ImageError) ExitCode() int { return 2 }
+// Fault says a malformed image reference is bad input.
+func (e *ImageError) Fault() fault.Kind { return fault.BadInput }
 
 // ModuleError reports a module name that does not match
 // ^[a-z0-9][a-z0-9-]{0,62}$, or one named twice in a request (exit 2).
@@ -51,8 +55,8 @@ func (e *ModuleError) Error() string {
 	return fmt.Sprintf("module name %q is not valid: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", e.Name)
 }
 
-// ExitCode maps a bad module name to exit status 2.
-func (e *ModuleError) ExitCode() int { return 2 }
+// Fault says a bad module name is bad input.
+func (e *ModuleError) Fault() fault.Kind { return fault.BadInput }
 
 // NoCurrentError reports a module that has no current build (exit 2).
 type NoCurrentError struct {
@@ -63,8 +67,8 @@ func (e *NoCurrentError) Error() string {
 	return fmt.Sprintf("module %s has no current build; record one with meshctl build record", e.Module)
 }
 
-// ExitCode maps a module without a current build to exit status 2.
-func (e *NoCurrentError) ExitCode() int { return 2 }
+// Fault says a module without a current build is bad input.
+func (e *NoCurrentError) Fault() fault.Kind { return fault.BadInput }
 
 // ConflictError reports a build recorded again with another result: another
 // image, or an image after a failure or the reverse (exit 4). The ledger is
@@ -81,8 +85,8 @@ func (e *ConflictError) Error() string {
 		e.ID, e.Module, e.Recorded, e.New)
 }
 
-// ExitCode maps a conflicting record to exit status 4.
-func (e *ConflictError) ExitCode() int { return 4 }
+// Fault says a conflicting record is a conflict.
+func (e *ConflictError) Fault() fault.Kind { return fault.Conflict }
 
 // DamagedError reports a ledger that contradicts itself (exit 1): it is the
 // ledger's answer, never retried as a cluster that did not answer.
@@ -90,5 +94,5 @@ type DamagedError struct{ Msg string }
 
 func (e *DamagedError) Error() string { return e.Msg }
 
-// ExitCode maps a damaged ledger to exit status 1.
-func (e *DamagedError) ExitCode() int { return 1 }
+// Fault says a damaged ledger is a failure.
+func (e *DamagedError) Fault() fault.Kind { return fault.Failed }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -74,8 +76,8 @@ func (e *UnreachableError) Error() string {
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// ExitCode maps an unreachable ledger to exit status 1.
-func (e *UnreachableError) ExitCode() int { return 1 }
+// Fault says an unreachable ledger is a failure.
+func (e *UnreachableError) Fault() fault.Kind { return fault.Failed }
 
 // OpenEtcd returns the ledger kept in the etcd cluster of cfg. It does not
 // dial: the first operation does, so a command that never needs the ledger
@@ -232,7 +234,7 @@ func (s *etcdStore) budgetSpent(ctx context.Context, last error) error {
 
 // ledgerError marks the errors that are the ledger's answer (unknown id,
 // conflict, …), never retried.
-type ledgerError interface{ ExitCode() int }
+type ledgerError interface{ Fault() fault.Kind }
 
 func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
 	cli, err := s.client()
@@ -394,7 +396,7 @@ func (e *corruptError) Error() string {
 	return fmt.Sprintf("etcd key %s does not parse: %v; it was not written by this meshctl", e.Key, e.Err)
 }
 
-func (e *corruptError) ExitCode() int { return 2 }
+func (e *corruptError) Fault() fault.Kind { return fault.BadInput }
 
 // answerTTL is how long an answer is kept for a retry to find: a retry comes
 // within seconds; a day leaves room for hosts whose clocks disagree.

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // A ledger moves between stores as JSON lines (Export, Import): a header
@@ -140,8 +142,8 @@ func (e *NotEmptyError) Error() string {
 	return fmt.Sprintf("ledger %s is not empty; import only into a new ledger (another --ledger, or an etcd prefix nobody uses)", e.Where)
 }
 
-// ExitCode maps an import into a non-empty ledger to exit status 2.
-func (e *NotEmptyError) ExitCode() int { return 2 }
+// Fault says an import into a non-empty ledger is bad input.
+func (e *NotEmptyError) Fault() fault.Kind { return fault.BadInput }
 
 // ImportError is an export that does not read (exit 2).
 type ImportError struct {
@@ -151,8 +153,8 @@ type ImportError struct {
 
 func (e *ImportError) Error() string { return fmt.Sprintf("import line %d: %v", e.Line, e.Err) }
 
-// ExitCode maps a malformed export to exit status 2.
-func (e *ImportError) ExitCode() int { return 2 }
+// Fault says a malformed export is bad input.
+func (e *ImportError) Fault() fault.Kind { return fault.BadInput }
 
 // Import reads an Export from r into this ledger, which must be empty:
 // the same ids, order, plans and outcomes.

@@ -11,16 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-type fuzzExitCoder interface{ ExitCode() int }
+type fuzzExitCoder interface{ Fault() fault.Kind }
 
 // fuzzWantExit fails unless err maps to one of the exit statuses codes.
 func fuzzWantExit(t *testing.T, what string, err error, codes ...int) {
 	t.Helper()
 	var c fuzzExitCoder
-	if !errors.As(err, &c) || !slices.Contains(codes, c.ExitCode()) {
+	if !errors.As(err, &c) || !slices.Contains(codes, contractExit[c.Fault()]) {
 		t.Fatalf("%s: error %T does not map to exit %v: %v", what, err, codes, err)
 	}
 	if err.Error() == "" {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -36,11 +38,17 @@ func exitCodeOf(err error) int {
 	if err == nil {
 		return 0
 	}
-	var c interface{ ExitCode() int }
+	var c interface{ Fault() fault.Kind }
 	if errors.As(err, &c) {
-		return c.ExitCode()
+		return contractExit[c.Fault()]
 	}
 	return 1
+}
+
+// contractExit is the exit status CONTRACT §3 gives each kind of failure
+// (pkg/cli maps them; the ledger's tests check the contract's numbers).
+var contractExit = map[fault.Kind]int{
+	fault.Failed: 1, fault.BadInput: 2, fault.Busy: 3, fault.Conflict: 4, fault.Interrupted: 130,
 }
 
 func mustImage(t testing.TB, ref string) *Image {

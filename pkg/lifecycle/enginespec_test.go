@@ -12,6 +12,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -114,7 +115,7 @@ func TestEngineSpecFields(t *testing.T) {
 	os.Remove(envFile)
 	_, err = applied.Desire(f, nil, nil)
 	var ee *mesh.EnvFileError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(err.Error(), envFile) {
+	if !errors.As(err, &ee) || ee.Fault() != fault.BadInput || !strings.Contains(err.Error(), envFile) {
 		t.Errorf("missing env-file: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -77,8 +79,8 @@ func (e *DecodeError) one() string {
 	return b.String()
 }
 
-// ExitCode maps a bad mesh file to exit status 2.
-func (e *DecodeError) ExitCode() int { return 2 }
+// Fault says a bad mesh file is bad input.
+func (e *DecodeError) Fault() fault.Kind { return fault.BadInput }
 
 // Load reads the mesh file at path; "-" reads stdin.
 func Load(path string, stdin io.Reader) (*File, error) {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // marker ends the line a refusal must blame, in the YAML sources below.
@@ -631,8 +633,8 @@ func checkRefusal(t *testing.T, err error, file string, line int, field, msg str
 	if got := err.Error(); !strings.HasPrefix(got, prefix) || !strings.Contains(got[len(prefix):], msg) {
 		t.Errorf("Error() = %q\nwant      %q + …%q…", got, prefix, msg)
 	}
-	if de.ExitCode() != 2 {
-		t.Errorf("ExitCode() = %d, want 2", de.ExitCode())
+	if de.Fault() != fault.BadInput {
+		t.Errorf("Fault() = %q, want %q", de.Fault(), fault.BadInput)
 	}
 }
 

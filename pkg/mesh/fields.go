@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/docker/go-units"
 	"go.yaml.in/yaml/v3"
 )
@@ -152,8 +154,8 @@ func (e *EnvFileError) Error() string {
 	return fmt.Sprintf("container %s: env-file %s: %v", e.Container, e.Path, e.Err)
 }
 
-// ExitCode maps an unreadable env-file to exit status 2.
-func (e *EnvFileError) ExitCode() int { return 2 }
+// Fault says an unreadable env-file is bad input.
+func (e *EnvFileError) Fault() fault.Kind { return fault.BadInput }
 
 // Unwrap returns the cause.
 func (e *EnvFileError) Unwrap() error { return e.Err }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 const fieldsBase = "modules.store.containers.registry."
@@ -251,7 +253,7 @@ func TestLoadEnv(t *testing.T) {
 	c.EnvFile = StringOrList{filepath.Join(dir, "missing.env")}
 	_, err = c.LoadEnv("web.app")
 	var ee *EnvFileError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(err.Error(), "missing.env") {
+	if !errors.As(err, &ee) || ee.Fault() != fault.BadInput || !strings.Contains(err.Error(), "missing.env") {
 		t.Errorf("missing file: %v", err)
 	}
 	os.WriteFile(a, []byte("SECRET hunter2\n"), 0o600)

@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Version is the only document version this meshctl reads and writes.
@@ -82,8 +84,8 @@ func pathReason(err error) string {
 	return err.Error()
 }
 
-// ExitCode maps a refused state directory to exit status 2.
-func (e *DirError) ExitCode() int { return 2 }
+// Fault says a refused state directory is bad input.
+func (e *DirError) Fault() fault.Kind { return fault.BadInput }
 
 // Open checks the state directory at path, creating it (mode 0700, with any
 // missing parents) when it does not exist. It refuses a directory that is

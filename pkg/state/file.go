@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Header is embedded first in every state document: it carries the
@@ -39,8 +41,8 @@ func (e *FileError) Error() string {
 
 func (e *FileError) Unwrap() error { return e.Err }
 
-// ExitCode maps an unusable state file to exit status 2.
-func (e *FileError) ExitCode() int { return 2 }
+// Fault says an unusable state file is bad input.
+func (e *FileError) Fault() fault.Kind { return fault.BadInput }
 
 // Read reads the file name into doc without a lock: a snapshot, which is
 // always whole because writers replace files by rename. A missing file leaves

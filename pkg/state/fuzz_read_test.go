@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // fuzzDoc is a state document with a field of each kind meshctl's own
@@ -45,7 +47,7 @@ func FuzzRead(f *testing.F) {
 		ok, err := d.Read("doc.json", &doc)
 		if err != nil {
 			var fe *FileError
-			if !errors.As(err, &fe) || fe.ExitCode() != 2 {
+			if !errors.As(err, &fe) || fe.Fault() != fault.BadInput {
 				t.Fatalf("Read error is %T, want a *FileError (exit 2): %v", err, err)
 			}
 			if !strings.Contains(err.Error(), "doc.json") {

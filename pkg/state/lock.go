@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Holder says who holds a lock: it is written into the lock file by the
@@ -43,8 +45,8 @@ func (e *BusyError) Error() string {
 	return fmt.Sprintf("%s is busy: held by %s; %s; retry later or raise --lock-timeout", e.Lock, e.Holder, wait)
 }
 
-// ExitCode maps a busy lock to exit status 3.
-func (e *BusyError) ExitCode() int { return 3 }
+// Fault says a busy lock is busy.
+func (e *BusyError) Fault() fault.Kind { return fault.Busy }
 
 // Lock is an exclusive OS file lock (flock) on a lock file in the state
 // directory. Files are read and written under it with Read and Write.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // The promises of CONTRACT §9 on every path: created directories are
@@ -131,7 +133,7 @@ func TestSymlinkedSubdirRefusedOnRead(t *testing.T) {
 	check := func(what string, err error) {
 		t.Helper()
 		var fe *FileError
-		if !errors.As(err, &fe) || fe.ExitCode() != 2 || fe.Path != link || !strings.Contains(err.Error(), "symlink") {
+		if !errors.As(err, &fe) || fe.Fault() != fault.BadInput || fe.Path != link || !strings.Contains(err.Error(), "symlink") {
 			t.Errorf("%s through a symlinked ledger/: err = %v, want a FileError naming %s", what, err, link)
 		}
 	}
@@ -167,7 +169,7 @@ func TestUnreadableFileIsBadInput(t *testing.T) {
 	check := func(what, path string, err error) {
 		t.Helper()
 		var fe *FileError
-		if !errors.As(err, &fe) || fe.ExitCode() != 2 || fe.Path != filepath.Join(d.Path(), path) {
+		if !errors.As(err, &fe) || fe.Fault() != fault.BadInput || fe.Path != filepath.Join(d.Path(), path) {
 			t.Errorf("%s: err = %v, want a FileError (exit 2) naming %s", what, err, path)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 type counter struct {
@@ -51,7 +53,7 @@ func TestOpenRefusesWritableByOthers(t *testing.T) {
 		}
 		_, err := Open(p)
 		var de *DirError
-		if !errors.As(err, &de) || de.ExitCode() != 2 || !strings.Contains(err.Error(), "chmod 700") {
+		if !errors.As(err, &de) || de.Fault() != fault.BadInput || !strings.Contains(err.Error(), "chmod 700") {
 			t.Errorf("mode %o: err = %v, want a DirError saying chmod 700", mode, err)
 		}
 	}
@@ -128,7 +130,7 @@ func TestReadRefusesBadFilesAndNeverOverwrites(t *testing.T) {
 			var c counter
 			err := update(context.Background(), d, "count", "count.json", LockOptions{}, &c, func() error { c.N = 99; return nil })
 			var fe *FileError
-			if !errors.As(err, &fe) || fe.ExitCode() != 2 || !strings.Contains(err.Error(), p) {
+			if !errors.As(err, &fe) || fe.Fault() != fault.BadInput || !strings.Contains(err.Error(), p) {
 				t.Fatalf("err = %v, want a FileError naming %s", err, p)
 			}
 			got, _ := os.ReadFile(p)
@@ -187,7 +189,7 @@ func TestBusyNamesHolderAndHonoursTimeout(t *testing.T) {
 	_, err = d.Lock(context.Background(), "state", LockOptions{Timeout: 300 * time.Millisecond, What: "state lock"})
 	waited := time.Since(start)
 	var be *BusyError
-	if !errors.As(err, &be) || be.ExitCode() != 3 {
+	if !errors.As(err, &be) || be.Fault() != fault.Busy {
 		t.Fatalf("err = %v, want BusyError", err)
 	}
 	if be.Holder.PID != os.Getpid() || !strings.Contains(err.Error(), "meshctl apply -f x.yaml") || !strings.Contains(err.Error(), "state lock") {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // TestTrustBoundary (issue 18 item 5): every directory and file meshctl
@@ -78,7 +80,7 @@ func TestTrustBoundary(t *testing.T) {
 			must(t, err) // the top itself is fine
 			err = tt.do(d)
 			var fe *FileError
-			if !errors.As(err, &fe) || fe.ExitCode() != 2 || !strings.Contains(err.Error(), tt.want) {
+			if !errors.As(err, &fe) || fe.Fault() != fault.BadInput || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v (%T), want a FileError (exit 2) saying %q", err, err, tt.want)
 			}
 		})
@@ -117,7 +119,7 @@ func TestOpenRefusesSymlink(t *testing.T) {
 	for name, open := range map[string]func(string) (*Dir, error){"Open": Open, "Peek": Peek} {
 		_, err := open(link)
 		var de *DirError
-		if !errors.As(err, &de) || de.ExitCode() != 2 ||
+		if !errors.As(err, &de) || de.Fault() != fault.BadInput ||
 			!strings.Contains(err.Error(), "is a symlink") || !strings.Contains(err.Error(), "--state-dir "+target) {
 			t.Errorf("%s: err = %v, want a DirError naming the symlink and its target", name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -105,7 +106,7 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 
 	entry, err := w.close(context.Background())
 	var failed *FailedError
-	if !errors.As(err, &failed) || failed.ExitCode() != 1 {
+	if !errors.As(err, &failed) || failed.Fault() != fault.Failed {
 		t.Fatalf("close: %v, want a failed window (exit 1)", err)
 	}
 	if !strings.Contains(err.Error(), "store.registry not brought back") {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
@@ -47,7 +48,7 @@ func TestCloseWaitsForHealth(t *testing.T) {
 
 	entry, err := w.close(ctx)
 	var failed *FailedError
-	if !errors.As(err, &failed) || failed.ExitCode() != 1 || !strings.Contains(err.Error(), "store.registry") ||
+	if !errors.As(err, &failed) || failed.Fault() != fault.Failed || !strings.Contains(err.Error(), "store.registry") ||
 		!strings.Contains(err.Error(), "unhealthy: registry: storage unreadable") {
 		t.Fatalf("close: %v, want exit 1 naming store.registry unhealthy", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meshctl/meshctl/pkg/fault"
+
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -39,8 +41,8 @@ type LogError struct{ Msg string }
 
 func (e *LogError) Error() string { return e.Msg }
 
-// ExitCode maps it to exit status 2.
-func (e *LogError) ExitCode() int { return 2 }
+// Fault says it is bad input.
+func (e *LogError) Fault() fault.Kind { return fault.BadInput }
 
 // ReadLog returns the kept step output of window id, or of the last
 // window that closed when id is "".

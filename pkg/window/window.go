@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -51,8 +52,8 @@ type UsageError struct{ Msg string }
 
 func (e *UsageError) Error() string { return e.Msg }
 
-// ExitCode maps a bad module or step to exit status 2.
-func (e *UsageError) ExitCode() int { return 2 }
+// Fault says a bad module or step is bad input.
+func (e *UsageError) Fault() fault.Kind { return fault.BadInput }
 
 // BusyError is a window refused because another window on the module is
 // open, or its step container from a dead window still runs (exit 3).
@@ -65,8 +66,8 @@ func (e *BusyError) Error() string {
 	return fmt.Sprintf("a window on module %s is open: %s; retry later or pass --wait", e.Module, e.Why)
 }
 
-// ExitCode maps a busy module to exit status 3.
-func (e *BusyError) ExitCode() int { return 3 }
+// Fault says a busy module is busy.
+func (e *BusyError) Fault() fault.Kind { return fault.Busy }
 
 // FailedError is a window that closed, but whose step failed or whose
 // containers did not all run again (exit 1, or 130 when interrupted).
@@ -79,12 +80,12 @@ type FailedError struct {
 func (e *FailedError) Error() string { return e.Err.Error() }
 func (e *FailedError) Unwrap() error { return e.Err }
 
-// ExitCode is 130 for an interrupted window, else 1.
-func (e *FailedError) ExitCode() int {
+// Fault says an interrupted window is interrupted, any other a failure.
+func (e *FailedError) Fault() fault.Kind {
 	if e.Interrupted {
-		return 130
+		return fault.Interrupted
 	}
-	return 1
+	return fault.Failed
 }
 
 // Results of a window, in its history entry.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -123,8 +124,8 @@ func usageMsg(t *testing.T, err error) string {
 	if !errors.As(err, &u) {
 		t.Fatalf("err = %v (%T), want a *UsageError", err, err)
 	}
-	if u.ExitCode() != 2 {
-		t.Fatalf("exit code %d, want 2", u.ExitCode())
+	if u.Fault() != fault.BadInput {
+		t.Fatalf("fault %q, want %q", u.Fault(), fault.BadInput)
 	}
 	return u.Msg
 }
