@@ -100,7 +100,7 @@ changed are claimed, and a window on them waits for the claim.`,
 	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
 	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
-	return cmd
+	return writesMetrics(cmd)
 }
 
 func runApply(ctx context.Context, env *Env, opts *applyOptions) error {

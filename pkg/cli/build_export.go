@@ -56,7 +56,7 @@ type buildImportOptions struct {
 
 func newBuildImportCmd(env *Env) *cobra.Command {
 	opts := &buildImportOptions{}
-	return &cobra.Command{
+	return writesMetrics(&cobra.Command{
 		Use:   "import [FILE|-]",
 		Short: "Read a ledger written by build export into this empty ledger",
 		Long: `Read a ledger written by 'build export' (FILE, or stdin) into the configured
@@ -77,7 +77,7 @@ export.`,
 			}
 			return runBuildImport(cmd.Context(), env, opts)
 		},
-	}
+	})
 }
 
 func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) error {

@@ -50,7 +50,7 @@ unknown id or a malformed REF exits 2.`,
 	f.StringVar(&opts.image, "image", "", "the image the build made (NAME@sha256:DIGEST)")
 	f.BoolVar(&opts.failed, "failed", false, "the build failed")
 	f.StringVar(&opts.reason, "reason", "", "why it failed (with --failed)")
-	return cmd
+	return writesMetrics(cmd)
 }
 
 type buildRecordJSON struct {

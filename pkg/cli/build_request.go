@@ -49,7 +49,7 @@ order of requests, not of records, that decides which build is current.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "add the builds to this existing plan (p-…)")
-	return cmd
+	return writesMetrics(cmd)
 }
 
 type buildRequestJSON struct {

@@ -19,7 +19,7 @@ import (
 
 // configKeys are the keys a config file may hold: the global flags.
 var configKeys = []string{"state-dir", "docker-host", "lock-timeout", "output", "quiet", "verbose",
-	"ledger", "ledger-ca", "ledger-cert", "ledger-key", "host-name"}
+	"ledger", "ledger-ca", "ledger-cert", "ledger-key", "host-name", "metrics-file"}
 
 // loadConfig applies env and config-file values to the unset global flags
 // of cmd.

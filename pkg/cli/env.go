@@ -32,6 +32,9 @@ type Global struct {
 	LedgerKey  string
 	// HostName names this host in the mesh (default os.Hostname).
 	HostName string
+	// MetricsFile is where the metrics for node_exporter's textfile
+	// collector go; "" writes none.
+	MetricsFile string
 }
 
 // Env is everything a command needs from the outside world. It is built once

@@ -104,6 +104,7 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	env.args = args
 	cmd, err := root.ExecuteContextC(ctx)
 	env.closeProgress()
+	env.writeMetrics(cmd)
 	if he := (*helperExit)(nil); errors.As(err, &he) {
 		return he.code // the helper said all there was to say
 	}

@@ -72,6 +72,7 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	pf.StringVar(&g.LedgerCA, "ledger-ca", "", "CA file (PEM) to verify the etcd ledger's members")
 	pf.StringVar(&g.LedgerCert, "ledger-cert", "", "client certificate (PEM) for the etcd ledger")
 	pf.StringVar(&g.LedgerKey, "ledger-key", "", "client key (PEM) for the etcd ledger")
+	pf.StringVar(&g.MetricsFile, "metrics-file", "", "after apply, window run|ack, build request|record|import and status, write Prometheus metrics here (node_exporter's textfile collector; name ends in .prom)")
 	pf.StringVar(&g.HostName, "host-name", "", "this host's name in the mesh, for windows published to an etcd ledger (default: the OS host name)")
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 

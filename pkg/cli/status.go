@@ -46,7 +46,7 @@ stopped that no window holds.`,
 	}
 	cmd.Flags().BoolVar(&check, "check", false, "print one line per problem that needs a person; exit 1 if any")
 	cmd.Flags().BoolVar(&meshView, "mesh", false, "every host's open windows and the current builds, from the etcd ledger")
-	return cmd
+	return writesMetrics(cmd)
 }
 
 // ProblemsError is a status --check that found problems (exit 1).

@@ -10,7 +10,7 @@ import (
 )
 
 func newWindowAckCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
+	return writesMetrics(&cobra.Command{
 		Use:   "ack [ID...]",
 		Short: "Acknowledge failed windows, so that status --check no longer reports them",
 		Long: `Acknowledge failed windows: a person has seen the failure (meshctl window
@@ -35,7 +35,7 @@ that the applied mesh file no longer has.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runWindowAck(cmd.Context(), env, args)
 		},
-	}
+	})
 }
 
 type windowAckJSON struct {

@@ -74,7 +74,7 @@ holding its output; a closed stderr does not stop it.`,
 	f.DurationVar(&opts.timeout, "timeout", 0, "kill the step past this (default: the step's timeout, else 1h)")
 	f.DurationVar(&opts.wait, "wait", 0, "wait this long for another window on the module to close (default: exit 3 at once)")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a held container without a healthcheck must keep running once started again, to count as back")
-	return cmd
+	return writesMetrics(cmd)
 }
 
 // keptOutput is how much of the step's output -q keeps for a failure report.

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/metrics"
+	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/spf13/cobra"
+)
+
+// metricsKey is the annotation of a command that writes the metrics file
+// (--metrics-file) after it ran: one that changes what the file reports, and
+// status, whose classification of the holds is what a stale hold needs.
+const metricsKey = "writes-metrics"
+
+// writesMetrics marks cmd as one that writes the metrics file.
+func writesMetrics(cmd *cobra.Command) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[metricsKey] = "yes"
+	return cmd
+}
+
+// metricsWait bounds the whole metrics write: a file for a collector must
+// never hold up a command, nor outlive its signal by long.
+const metricsWait = 3 * time.Second
+
+// writeMetrics writes the metrics file after cmd, when one is configured and
+// cmd is one that writes it. It runs whatever the command's outcome (a failed
+// apply changes the file too), on a context of its own made now, bounded by
+// metricsWait; a failure is a warning, never the command's.
+func (e *Env) writeMetrics(cmd *cobra.Command) {
+	path := e.Global.MetricsFile
+	if path == "" || cmd == nil || cmd.Annotations[metricsKey] == "" || !e.preRun {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), metricsWait)
+	defer cancel()
+	snap, err := e.gatherMetrics(ctx)
+	if err == nil {
+		err = metrics.Write(path, snap)
+	}
+	if err != nil {
+		e.Warnf("metrics file %s not written: %v", path, err)
+	}
+}
+
+// gatherMetrics reads what the metrics file reports from the state
+// directory (snapshots, no state lock) and the ledger.
+func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
+	snap := metrics.Snapshot{Holds: map[string]int{}}
+	d, err := e.StateReadOnly()
+	if err != nil || !d.Exists() {
+		return snap, err
+	}
+	doc, hist, err := holds.Read(d.Read)
+	if err != nil {
+		return snap, err
+	}
+	snap.Windows = hist.Windows
+	classified, err := e.classifyHolds(ctx, d, &doc)
+	if err != nil {
+		return snap, err
+	}
+	for _, c := range classified {
+		snap.Holds[c.State]++
+	}
+	var last applied.LastReport
+	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
+		return snap, err
+	} else if ok {
+		snap.Apply = lastApplyMetrics(last)
+	}
+	snap.Builds = e.buildMetrics(ctx)
+	return snap, nil
+}
+
+// classifyHolds gives each hold its state as status does: every window's
+// lock, then, only where a hold exists, one listing of the step containers;
+// an engine that cannot be had leaves a dead window's hold unknown, as it is.
+func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *holds.Doc) ([]holds.Classified, error) {
+	if len(doc.Holds) == 0 {
+		return nil, nil
+	}
+	steps := func() (func(string) bool, error) {
+		eng, err := e.Engine()
+		if err != nil {
+			return nil, err
+		}
+		defer eng.Close()
+		scope, err := lifecycle.PeekScope(d)
+		if err != nil {
+			return nil, err
+		}
+		var observed []engine.Container
+		return lifecycle.Observe(ctx, eng, scope, &observed)()
+	}
+	classified, _, err := holds.Liveness{Dir: d}.Classify(doc, e.Now(), steps)
+	return classified, err
+}
+
+// lastApplyMetrics is the last apply's outcome, its containers counted by
+// action.
+func lastApplyMetrics(last applied.LastReport) *metrics.Apply {
+	a := &metrics.Apply{FinishedAt: last.FinishedAt, OK: last.Result == "ok", Actions: map[string]int{}}
+	if last.Report != nil {
+		for _, c := range last.Report.Containers {
+			a.Actions[c.Action]++
+		}
+	}
+	return a
+}
+
+// buildMetrics returns each module of the ledger with its current build and
+// pending count, or nil (no build metrics written) when the ledger cannot be
+// read within the metrics' bound.
+func (e *Env) buildMetrics(ctx context.Context) []metrics.Build {
+	l, err := openLedger(e)
+	if err != nil {
+		e.Log.Debug("metrics: ledger not read", "err", err)
+		return nil
+	}
+	defer l.Close()
+	builds, err := l.List(ctx, "")
+	if err != nil {
+		e.Log.Debug("metrics: ledger not read", "err", err)
+		return nil
+	}
+	pending := map[string]int{}
+	var out []metrics.Build
+	for _, b := range builds {
+		n, seen := pending[b.Module]
+		if !seen {
+			out = append(out, metrics.Build{Module: b.Module})
+		}
+		if b.State == ledger.StatePending {
+			n++
+		}
+		pending[b.Module] = n
+	}
+	for i := range out {
+		out[i].Pending = pending[out[i].Module]
+		b, ok, err := l.CurrentBuild(ctx, out[i].Module)
+		if err != nil {
+			e.Log.Debug("metrics: ledger not read", "err", err)
+			return nil
+		}
+		if ok {
+			out[i].Current, out[i].RequestedAt = b.ID, b.RequestedAt
+		}
+	}
+	return out
+}
