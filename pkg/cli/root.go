@@ -57,6 +57,11 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.SetErr(env.Stderr)
 	root.SetIn(env.Stdin)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		// "meshctl aply -f x": cobra found no command "aply" and parsed
+		// -f as the root's; the mistyped command is the error to report.
+		if word := firstWord(cmd, env.args); word != "" && cmd.HasSubCommands() {
+			return unknownCommand(cmd, word)
+		}
 		return &UsageError{Err: flagHint(cmd, err), Cmd: cmd.CommandPath()}
 	})
 
@@ -98,6 +103,35 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	addHelp(root)
 	addCompletions(root, env)
 	return root
+}
+
+// firstWord returns the first word of args that is no flag nor a flag's
+// value, after the words that name cmd ("window" for meshctl window), or ""
+// when there is none.
+func firstWord(cmd *cobra.Command, args []string) string {
+	skip := strings.Fields(cmd.CommandPath())[1:]
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if f := cmd.Flags().Lookup(name); f != nil && !hasValue && f.Value.Type() != "bool" {
+				i++ // its value
+			}
+		case strings.HasPrefix(a, "-") && len(a) == 2:
+			if f := cmd.Flags().ShorthandLookup(a[1:]); f != nil && f.Value.Type() != "bool" {
+				i++
+			}
+		case strings.HasPrefix(a, "-"):
+		case len(skip) > 0 && a == skip[0]:
+			skip = skip[1:]
+		default:
+			return a
+		}
+	}
+	return ""
 }
 
 // flagHint adds a "did you mean" to an unknown flag: --dryrun → --dry-run.
