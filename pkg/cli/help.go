@@ -24,6 +24,10 @@ func addHelp(root *cobra.Command) {
 	} else {
 		tmpl = strings.TrimSuffix(tmpl, "\n") + section + "\n"
 	}
+	// Help topics are read with "meshctl help TOPIC" (cobra lists them by
+	// a command path padded to the commands' widest, with no gap).
+	tmpl = strings.Replace(tmpl, `{{rpad .CommandPath .CommandPathPadding}} {{.Short}}`,
+		`{{rpad (print .Root.Name " help " .Name) 24}}  {{.Short}}`, 1)
 	root.SetUsageTemplate(tmpl)
 }
 

@@ -221,3 +221,23 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 		walk(sub, fn)
 	}
 }
+
+// TestHelpTopicsListed: meshctl's help lists its topics in the form that
+// reads them, "meshctl help TOPIC", with a gap before the description
+// (issue 22 item 5: "meshctl exit-codes The exit status…").
+func TestHelpTopicsListed(t *testing.T) {
+	var out strings.Builder
+	root := Command(&out)
+	root.SetArgs([]string{"help"})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`(?m)^  meshctl help exit-codes {2,}The exit status of every meshctl command$`,
+		`(?m)^  meshctl help mesh-file {2,}The mesh file`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out.String()) {
+			t.Errorf("no line %s in:\n%s", want, out.String())
+		}
+	}
+}
