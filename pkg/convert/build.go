@@ -1,0 +1,76 @@
+package convert
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// A service built from source (build:) runs the current build of its own
+// ledger module, MODULE-SERVICE (docs/ledger.md): artifact: MODULE-SERVICE,
+// also when it names an image: that is the tag Compose would give its
+// build, and a tag on a host follows the last build pushed, not the last
+// build requested, which is what the ledger is for. The note printed above
+// the container says how CI records each build, and with what image.
+
+// build makes ct run s's build from the ledger, and returns the note for
+// it, or "" when s is not built.
+func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container) string {
+	if s.Build == nil {
+		return ""
+	}
+	artifact := c.module + "-" + s.Name
+	if !mesh.ValidName(artifact) {
+		c.refused.add(path+".build", "its ledger module would be %s, which is not a name (lower-case letters, digits, '-', at most 63): "+
+			"convert with a shorter --module", artifact)
+		return ""
+	}
+	ct.Image, ct.Artifact = "", artifact
+	return buildNote(s, artifact)
+}
+
+// buildNote says where s is built from and how CI records its builds.
+func buildNote(s types.ServiceConfig, artifact string) string {
+	b := s.Build
+	from := []string{"context " + relative(b.Context)}
+	if b.Dockerfile != "" && b.Dockerfile != "Dockerfile" {
+		from = append(from, "dockerfile "+b.Dockerfile)
+	}
+	if b.Target != "" {
+		from = append(from, "target "+b.Target)
+	}
+	if len(b.Args) > 0 {
+		// Names only: an argument's value may come from the shell.
+		from = append(from, "args "+strings.Join(sortedKeys(b.Args), ", "))
+	}
+	ref := "its image pushed and pinned by digest, REGISTRY/" + s.Name + "@sha256:…"
+	if s.Image != "" {
+		ref = "its image pushed and pinned by digest, " + repository(s.Image) + "@sha256:… (Compose tags it " + s.Image + ")"
+	}
+	return fmt.Sprintf("%s is built from source (%s): it runs the current build of %s in meshctl's build ledger.\n"+
+		"CI records each build: before building, meshctl build request %s (it prints the build ID);\n"+
+		"after pushing, meshctl build record ID --image REF, REF: %s.",
+		s.Name, strings.Join(from, ", "), artifact, artifact, ref)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// repository is image without its tag or digest.
+func repository(image string) string {
+	image, _, _ = strings.Cut(image, "@")
+	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
+		image = image[:i]
+	}
+	return image
+}
