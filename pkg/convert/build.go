@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -47,6 +48,9 @@ func buildNote(s types.ServiceConfig, artifact string) string {
 		// Names only: an argument's value may come from the shell.
 		from = append(from, "args "+strings.Join(sortedKeys(b.Args), ", "))
 	}
+	if more := otherBuildKeys(b); len(more) > 0 {
+		from = append(from, "and "+strings.Join(more, ", ")+" as the Compose file says")
+	}
 	ref := "its image pushed and pinned by digest, REGISTRY/" + s.Name + "@sha256:…"
 	if s.Image != "" {
 		ref = "its image pushed and pinned by digest, " + repository(s.Image) + "@sha256:… (Compose tags it " + s.Image + ")"
@@ -73,4 +77,18 @@ func repository(image string) string {
 		image = image[:i]
 	}
 	return image
+}
+
+// otherBuildKeys are the keys b sets beyond those the note spells out: CI
+// builds as the Compose file says, and the note names them so that none
+// is dropped without a word.
+func otherBuildKeys(b *types.BuildConfig) []string {
+	var m map[string]any
+	if data, err := yaml.Marshal(b); err != nil || yaml.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	for _, k := range []string{"context", "dockerfile", "target", "args"} {
+		delete(m, k)
+	}
+	return sortedKeys(m)
 }

@@ -190,6 +190,9 @@ func findVariable(v any, name, path string) string {
 // replicas, reported against the project as a whole.
 var containerNameError = regexp.MustCompile(`can't set container_name and (\S+) as container name must be unique`)
 
+// unknownKeyError is the schema's refusal of a key Compose does not know.
+var unknownKeyError = regexp.MustCompile(`^(.+): (\S+) false schema$`)
+
 // rewriteError says an error of compose-go in meshctl's words, naming the
 // file (relative to the working directory).
 func rewriteError(err error, files []string) error {
@@ -203,6 +206,9 @@ func rewriteError(err error, files []string) error {
 		msg = strings.ReplaceAll(msg, f, shortPath(f))
 	}
 	msg = strings.TrimPrefix(msg, "validating ")
+	if m := unknownKeyError.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%s: %s is not a Compose key (Compose refuses it too): check its spelling, or remove it", m[1], m[2])
+	}
 	var nf *os.PathError
 	if errors.As(err, &nf) {
 		return fmt.Errorf("compose file: %s", msg)

@@ -1,0 +1,51 @@
+package convert
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConvertBuildRunsTheLedgersBuild: a service built from source runs its
+// ledger module's current build (MODULE-SERVICE), with or without image:,
+// and the note says how CI records each build.
+func TestConvertBuildRunsTheLedgersBuild(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web:
+    build: {context: ., dockerfile: web.Dockerfile, args: {TOKEN: "${TOKEN}"}, shm_size: 64m}
+  api:
+    build: .
+    image: registry.example:5000/shop/api:1
+    pull_policy: build
+`})
+	t.Chdir(filepath.Dir(path))
+	r, err := Convert(context.Background(), Options{Files: []string{path}, Env: []string{"TOKEN=hunter2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compose's default network is not carried, and convert says so.
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "Compose runs api, web on one network") {
+		t.Errorf("warnings: %q", r.Warnings)
+	}
+	for name, want := range map[string]string{"web": "REGISTRY/web@sha256:", "api": "registry.example:5000/shop/api@sha256:"} {
+		ct, note := r.File.Modules["shop"].Containers[name], r.Notes[name]
+		if ct.Artifact != "shop-"+name || ct.Image != "" {
+			t.Errorf("%s: artifact %q image %q, want artifact shop-%s", name, ct.Artifact, ct.Image, name)
+		}
+		for _, s := range []string{"meshctl build request shop-" + name, "meshctl build record ID --image REF", want, "context ."} {
+			if !strings.Contains(note, s) {
+				t.Errorf("%s's note lacks %q:\n%s", name, s, note)
+			}
+		}
+		if strings.Contains(note, "hunter2") {
+			t.Errorf("%s's note shows a build argument's value:\n%s", name, note)
+		}
+	}
+	if !strings.Contains(r.Notes["web"], "dockerfile web.Dockerfile") || !strings.Contains(r.Notes["web"], "args TOKEN") ||
+		!strings.Contains(r.Notes["web"], "and shm_size as the Compose file says") {
+		t.Errorf("web's note: %s", r.Notes["web"])
+	}
+}
