@@ -25,6 +25,9 @@ func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container
 		return ""
 	}
 	artifact := c.module + "-" + s.Name
+	if !mesh.ValidName(c.module) || !mesh.ValidName(s.Name) {
+		return "" // refused for its name already
+	}
 	if !mesh.ValidName(artifact) {
 		c.refused.add(path+".build", "its ledger module would be %s, which is not a name (lower-case letters, digits, '-', at most 63): "+
 			"convert with a shorter --module", artifact)

@@ -49,3 +49,16 @@ services:
 		t.Errorf("web's note: %s", r.Notes["web"])
 	}
 }
+
+// TestConvertBuildOfABadNameRefusedOnce: a built service whose name is no
+// mesh name is refused for its name, not again for its ledger module's.
+func TestConvertBuildOfABadNameRefusedOnce(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": "name: shop\nservices:\n  serviceA: {build: .}\n"})
+	_, err := Convert(context.Background(), Options{Files: []string{path}})
+	if _, n := refusal(t, err, "services.serviceA"); n != 1 {
+		t.Errorf("the name not refused: %v", err)
+	}
+	if _, n := refusal(t, err, "services.serviceA.build"); n != 0 {
+		t.Errorf("build refused too: %v", err)
+	}
+}

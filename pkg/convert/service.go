@@ -63,7 +63,8 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 	case "host", "none", "bridge":
 		ct.Network = s.NetworkMode
 	default:
-		c.refused.add(p+".network_mode", "%q is not carried over: use host, none or bridge", s.NetworkMode)
+		c.refused.add(p+".network_mode", "%q is not carried over (a container sharing another's network, or a network of "+
+			"Compose's, is not a meshctl network yet): use host, none or bridge", s.NetworkMode)
 	}
 	switch r := s.Restart; {
 	case r == "" || r == "no" || r == "always" || r == "unless-stopped" || r == "on-failure":
