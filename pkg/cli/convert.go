@@ -47,17 +47,30 @@ interpolated from the environment and .env, profiles (--profile) select
 services, overrides and extends are merged. Each service becomes a container
 of one module (--module, default the project's name), with its image,
 command, entrypoint, environment, env_file (kept a file: read at apply time,
-never printed), ports, volumes (named volumes keep the name Compose gave
-them, so the data stays), network_mode, restart (Compose's default "no" is
-written out), labels, pull_policy, healthcheck, depends_on, stop_signal,
+never printed; written relative to the working directory, where the output
+is saved), ports, volumes (named volumes keep the name Compose gave them, so
+the data stays), network_mode, restart (Compose's default "no" is written
+out), labels, pull_policy, healthcheck, depends_on, stop_signal,
 stop_grace_period, user, working_dir, hostname, init, read_only, tmpfs,
 cap_add, cap_drop, mem_limit, cpus, pids_limit, deploy.resources.limits,
 logging and extra_hosts.
 
-Any other key (build, networks, secrets, configs, ports in long form with
-options meshctl lacks, …) is refused by name, and nothing is printed: a
-conversion never drops a key silently. x-* extensions are ignored, as
-Compose ignores them.
+A service with build: runs the current build of its own ledger module,
+artifact: MODULE-SERVICE, also when it names an image: too. A comment above
+it (on stderr with -o json) says how CI records each build: meshctl build
+request MODULE-SERVICE before building, meshctl build record ID --image REF
+after pushing.
+
+A value from the shell is never written: an environment entry that Compose
+would take from it (- API_TOKEN, or ${X} set in the shell) is refused,
+saying to put it in an env_file. Values from .env are written.
+
+Any other key (networks, secrets, configs, container_name, expose, ports in
+long form with options meshctl lacks, …) is refused by name, each once with
+what to do instead, and nothing is printed: a conversion never drops a key
+silently. x-* extensions are ignored, as Compose ignores them. compose-go's
+warnings and errors are said in meshctl's words, each once, with the file
+and key.
 
 meshctl runs meshctl-convert, shipped beside it, for this command (found
 beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
