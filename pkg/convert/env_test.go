@@ -36,8 +36,8 @@ func TestConvertEnvFileStaysRelative(t *testing.T) {
 
 // TestConvertNeverWritesShellValues: an environment value from the shell (a
 // bare name, ${X}) is refused, saying to use an env_file, and is nowhere in
-// the error; values from .env, defaults and ${X} outside environment: are
-// written as Compose reads them.
+// the error; values from .env, defaults, $$X (no variable) and ${X}
+// outside environment: are written as Compose reads them.
 func TestConvertNeverWritesShellValues(t *testing.T) {
 	path := write(t, map[string]string{".env": "LEVEL=debug\n", "compose.yaml": `
 name: shop
@@ -75,13 +75,14 @@ services:
     environment:
       - LEVEL=${LEVEL}
       - MODE=${MODE:-prod}
+      - LITERAL=$$DB_PASSWORD
 `})
 	r, err := Convert(context.Background(), Options{Files: []string{path}, Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}
 	web := r.File.Modules["shop"].Containers["web"]
-	if web.Image != "busybox:1" || web.Env["LEVEL"] != "debug" || web.Env["MODE"] != "prod" {
+	if web.Image != "busybox:1" || web.Env["LEVEL"] != "debug" || web.Env["MODE"] != "prod" || web.Env["LITERAL"] != "$DB_PASSWORD" {
 		t.Errorf("web = %+v", web)
 	}
 }

@@ -13,17 +13,20 @@ var (
 		"network_mode", "networks", "restart", "labels", "pull_policy", "healthcheck", "depends_on",
 		"stop_signal", "stop_grace_period", "user", "working_dir", "hostname", "init", "read_only", "tmpfs",
 		"cap_add", "cap_drop", "mem_limit", "cpus", "pids_limit", "logging", "extra_hosts", "deploy", "profiles")
-	healthKeys   = set("test", "interval", "timeout", "retries", "start_period", "disable")
-	loggingKeys  = set("driver", "options")
-	deployKeys   = set("resources")
-	resourceKeys = set("limits")
-	limitKeys    = set("cpus", "memory", "pids")
-	dependsKeys  = set("condition", "required", "restart")
-	portKeys     = set("target", "published", "host_ip", "protocol", "mode")
-	volumeKeys   = set("type", "source", "target", "read_only", "bind", "volume", "tmpfs")
-	tmpfsKeys    = set("size", "mode")
-	bindKeys     = set("create_host_path")
-	envFileKeys  = set("path", "required")
+	healthKeys  = set("test", "interval", "timeout", "retries", "start_period", "disable")
+	loggingKeys = set("driver", "options")
+	deployKeys  = set("resources", "restart_policy")
+	// Compose itself uses only the condition and max_attempts outside
+	// Swarm; meshctl has no limit of attempts.
+	restartPolicyKeys = set("condition")
+	resourceKeys      = set("limits")
+	limitKeys         = set("cpus", "memory", "pids")
+	dependsKeys       = set("condition", "required", "restart")
+	portKeys          = set("target", "published", "host_ip", "protocol", "mode")
+	volumeKeys        = set("type", "source", "target", "read_only", "bind", "volume", "tmpfs")
+	tmpfsKeys         = set("size", "mode")
+	bindKeys          = set("create_host_path")
+	envFileKeys       = set("path", "required")
 	// A top-level volume's driver, options, labels and external are
 	// judged by volume(), where a service uses it.
 	topVolKeys = set("name", "driver", "driver_opts", "labels", "external")
@@ -73,6 +76,7 @@ func (c *converter) checkService(name string, sm map[string]any) {
 	c.nested(p+".logging", sm["logging"], loggingKeys)
 	if d, ok := sm["deploy"].(map[string]any); ok {
 		c.keys(p+".deploy", d, deployKeys)
+		c.nested(p+".deploy.restart_policy", d["restart_policy"], restartPolicyKeys)
 		if r, ok := d["resources"].(map[string]any); ok {
 			c.keys(p+".deploy.resources", r, resourceKeys)
 			c.nested(p+".deploy.resources.limits", r["limits"], limitKeys)

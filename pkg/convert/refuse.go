@@ -92,8 +92,10 @@ var nextSteps = map[string]string{
 	"develop":    "develop (compose watch) is for a developer's machine: remove it, or keep it in an override file you do not convert",
 	"replicas": "meshctl runs one container per service: remove deploy.replicas, or write one service per copy " +
 		"(each with its own ports)",
-	"restart_policy": "use restart: (no, always, unless-stopped or on-failure) instead of deploy.restart_policy",
-	"mode":           "meshctl runs one container per service on this host: remove deploy.mode",
+	"max_attempts": "meshctl has no limit of restart attempts: remove max_attempts (the container restarts as its condition says)",
+	"delay":        "Compose uses it only in Swarm, and meshctl not at all (the engine's restart backoff applies): remove it",
+	"window":       "Compose uses it only in Swarm, and meshctl not at all: remove it",
+	"mode":         "meshctl runs one container per service on this host: remove deploy.mode",
 }
 
 // notCarried is the reason and next step for key (the last part of path)

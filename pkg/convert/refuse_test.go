@@ -114,3 +114,36 @@ configs: {conf: {file: ./conf}}
 		}
 	}
 }
+
+// TestConvertDeployRestartPolicy: deploy.restart_policy.condition is
+// carried as Compose maps it (any is always, none is no, and it wins over
+// restart:); its other keys are refused, each saying what to do.
+func TestConvertDeployRestartPolicy(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web: {image: busybox, restart: "no", deploy: {restart_policy: {condition: any}}}
+  db: {image: busybox, deploy: {restart_policy: {condition: on-failure}}}
+  cache: {image: busybox, deploy: {restart_policy: {condition: none}}}
+`})
+	r, err := Convert(context.Background(), Options{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"web": "always", "db": "on-failure", "cache": "no"} {
+		if got := r.File.Modules["shop"].Containers[name].Restart; got != want {
+			t.Errorf("%s: restart %q, want %q", name, got, want)
+		}
+	}
+	path = write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web: {image: busybox, deploy: {restart_policy: {condition: on-failure, max_attempts: 3, delay: 5s}}}
+`})
+	_, err = Convert(context.Background(), Options{Files: []string{path}})
+	for _, key := range []string{"max_attempts", "delay"} {
+		if msg, n := refusal(t, err, "services.web.deploy.restart_policy."+key); n != 1 || !strings.Contains(msg, "remove") {
+			t.Errorf("%s: %q", key, msg)
+		}
+	}
+}

@@ -66,15 +66,7 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 		c.refused.add(p+".network_mode", "%q is not carried over (a container sharing another's network, or a network of "+
 			"Compose's, is not a meshctl network yet): use host, none or bridge", s.NetworkMode)
 	}
-	switch r := s.Restart; {
-	case r == "" || r == "no" || r == "always" || r == "unless-stopped" || r == "on-failure":
-		ct.Restart = r
-		if r == "" {
-			ct.Restart = "no" // Compose's default, not meshctl's
-		}
-	default:
-		c.refused.add(p+".restart", "%q is not carried over: use no, always, unless-stopped or on-failure", r)
-	}
+	ct.Restart = c.restart(p, s)
 	switch s.PullPolicy {
 	case "", "missing", "if_not_present":
 	case "always", "never":
@@ -137,6 +129,31 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 		ct.Labels = nil
 	}
 	return ct, note
+}
+
+// restart is s's restart policy as Compose sets it: restart:, unless
+// deploy.restart_policy.condition says otherwise (Compose's mapping: none is
+// no, any is always). Compose's default "no" is written out: meshctl's is
+// unless-stopped.
+func (c *converter) restart(path string, s types.ServiceConfig) string {
+	r, p := s.Restart, path+".restart"
+	if s.Deploy != nil && s.Deploy.RestartPolicy != nil {
+		r, p = s.Deploy.RestartPolicy.Condition, path+".deploy.restart_policy.condition"
+		switch r {
+		case "none":
+			r = "no"
+		case "any":
+			r = "always"
+		}
+	}
+	switch r {
+	case "":
+		return "no"
+	case "no", "always", "unless-stopped", "on-failure":
+		return r
+	}
+	c.refused.add(p, "%q is not carried over: use no, always, unless-stopped or on-failure (meshctl has no limit of attempts)", r)
+	return ""
 }
 
 // dependsOn carries s's dependencies: meshctl starts a container after
