@@ -9,6 +9,9 @@ import (
 	"strings"
 
 	"github.com/compose-spec/compose-go/v2/template"
+	"github.com/compose-spec/compose-go/v2/types"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
 // The rule for values from the shell: Compose takes `- API_TOKEN` (an
@@ -45,6 +48,27 @@ func (c *converter) shellEnvironment(path string, env any, shell map[string]bool
 				break
 			}
 		}
+	}
+}
+
+// environment carries s's environment, but for the entries checkModel
+// refused (no value, or one from the shell), and its env_file, kept files.
+func (c *converter) environment(path string, s types.ServiceConfig, ct *mesh.Container) {
+	for k, v := range s.Environment {
+		if v == nil || c.refused.has(path+".environment."+k) {
+			continue
+		}
+		if ct.Env == nil {
+			ct.Env = map[string]string{}
+		}
+		ct.Env[k] = *v
+	}
+	for i, f := range s.EnvFiles {
+		if !bool(f.Required) {
+			c.refused.add(fmt.Sprintf("%s.env_file[%d].required", path, i), "an optional env_file is not carried over: a missing "+
+				"env-file is an error in meshctl; remove required: false and create the file (it may be empty)")
+		}
+		ct.EnvFile = append(ct.EnvFile, relative(f.Path))
 	}
 }
 

@@ -35,60 +35,17 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 	if len(s.Command) > 0 {
 		ct.Command = []string(s.Command)
 	}
-	for k, v := range s.Environment {
-		if v == nil || c.refused.has(p+".environment."+k) {
-			// Refused by checkModel: no value, or one from the shell.
-			continue
-		}
-		if ct.Env == nil {
-			ct.Env = map[string]string{}
-		}
-		ct.Env[k] = *v
-	}
-	for i, f := range s.EnvFiles {
-		if !bool(f.Required) {
-			c.refused.add(fmt.Sprintf("%s.env_file[%d].required", p, i), "an optional env_file is not carried over: a missing env-file is an error in meshctl; "+
-				"remove required: false and create the file (it may be empty)")
-		}
-		ct.EnvFile = append(ct.EnvFile, relative(f.Path))
-	}
+	c.environment(p, s, ct)
 	for i, port := range s.Ports {
 		ct.Ports = append(ct.Ports, c.port(fmt.Sprintf("%s.ports[%d]", p, i), port))
 	}
 	for i, v := range s.Volumes {
 		c.volume(fmt.Sprintf("%s.volumes[%d]", p, i), v, ct)
 	}
-	switch s.NetworkMode {
-	case "":
-	case "host", "none", "bridge":
-		ct.Network = s.NetworkMode
-	default:
-		c.refused.add(p+".network_mode", "%q is not carried over (a container sharing another's network, or a network of "+
-			"Compose's, is not a meshctl network yet): use host, none or bridge", s.NetworkMode)
-	}
+	ct.Network = c.network(p+".network_mode", s.NetworkMode)
 	ct.Restart = c.restart(p, s)
-	switch s.PullPolicy {
-	case "", "missing", "if_not_present":
-	case "always", "never":
-		ct.Pull = s.PullPolicy
-	case "build":
-		if s.Build == nil {
-			c.refused.add(p+".pull_policy", "build needs build: (or use missing, always or never)")
-		} // else the ledger's current build: see build.go
-	default:
-		c.refused.add(p+".pull_policy", "%q is not carried over: use missing, always or never", s.PullPolicy)
-	}
-	if h := s.HealthCheck; h != nil {
-		hc := &mesh.Healthcheck{Test: mesh.HealthTest(h.Test), Disable: h.Disable,
-			Interval: dur(h.Interval), Timeout: dur(h.Timeout), StartPeriod: dur(h.StartPeriod)}
-		if h.Retries != nil {
-			hc.Retries = int(*h.Retries)
-		}
-		if h.Disable {
-			hc.Test = nil
-		}
-		ct.Healthcheck = hc
-	}
+	ct.Pull = c.pull(p+".pull_policy", s)
+	ct.Healthcheck = healthcheck(s.HealthCheck)
 	ct.DependsOn = c.dependsOn(p+".depends_on", s)
 	ct.StopSignal = s.StopSignal
 	ct.StopGracePeriod = dur(s.StopGracePeriod)
@@ -99,6 +56,64 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 	ct.ReadOnly = s.ReadOnly
 	ct.Tmpfs = append(ct.Tmpfs, s.Tmpfs...)
 	ct.CapAdd, ct.CapDrop = s.CapAdd, s.CapDrop
+	resources(s, ct)
+	if s.Logging != nil {
+		ct.Logging = &mesh.Logging{Driver: s.Logging.Driver, Options: map[string]string(s.Logging.Options)}
+	}
+	for _, host := range slices.Sorted(maps.Keys(s.ExtraHosts)) {
+		for _, ip := range s.ExtraHosts[host] {
+			ct.ExtraHosts = append(ct.ExtraHosts, host+":"+ip)
+		}
+	}
+	if len(ct.Labels) == 0 {
+		ct.Labels = nil
+	}
+	return ct, note
+}
+
+func (c *converter) network(path, mode string) string {
+	switch mode {
+	case "", "host", "none", "bridge":
+		return mode
+	}
+	c.refused.add(path, "%q is not carried over (a container sharing another's network, or a network of "+
+		"Compose's, is not a meshctl network yet): use host, none or bridge", mode)
+	return ""
+}
+
+func (c *converter) pull(path string, s types.ServiceConfig) string {
+	switch s.PullPolicy {
+	case "", "missing", "if_not_present":
+	case "always", "never":
+		return s.PullPolicy
+	case "build":
+		if s.Build == nil {
+			c.refused.add(path, "build needs build: (or use missing, always or never)")
+		} // else the ledger's current build: see build.go
+	default:
+		c.refused.add(path, "%q is not carried over: use missing, always or never", s.PullPolicy)
+	}
+	return ""
+}
+
+func healthcheck(h *types.HealthCheckConfig) *mesh.Healthcheck {
+	if h == nil {
+		return nil
+	}
+	hc := &mesh.Healthcheck{Test: mesh.HealthTest(h.Test), Disable: h.Disable,
+		Interval: dur(h.Interval), Timeout: dur(h.Timeout), StartPeriod: dur(h.StartPeriod)}
+	if h.Retries != nil {
+		hc.Retries = int(*h.Retries)
+	}
+	if h.Disable {
+		hc.Test = nil
+	}
+	return hc
+}
+
+// resources are the limits of mem_limit, cpus and pids_limit, or of
+// deploy.resources.limits where it sets them.
+func resources(s types.ServiceConfig, ct *mesh.Container) {
 	mem, cpus, pids := int64(s.MemLimit), float64(s.CPUS), s.PidsLimit
 	if s.Deploy != nil && s.Deploy.Resources.Limits != nil {
 		l := s.Deploy.Resources.Limits
@@ -117,18 +132,6 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 	}
 	ct.CPUs = math.Round(cpus*1000) / 1000
 	ct.PidsLimit = pids
-	if s.Logging != nil {
-		ct.Logging = &mesh.Logging{Driver: s.Logging.Driver, Options: map[string]string(s.Logging.Options)}
-	}
-	for _, host := range slices.Sorted(maps.Keys(s.ExtraHosts)) {
-		for _, ip := range s.ExtraHosts[host] {
-			ct.ExtraHosts = append(ct.ExtraHosts, host+":"+ip)
-		}
-	}
-	if len(ct.Labels) == 0 {
-		ct.Labels = nil
-	}
-	return ct, note
 }
 
 // restart is s's restart policy as Compose sets it: restart:, unless
