@@ -1,6 +1,7 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -140,7 +141,7 @@ func rewriteWarnings(logged, files []string, model map[string]any) []string {
 
 func rewriteWarning(msg string, files []string, model map[string]any) string {
 	if m := notSetWarning.FindStringSubmatch(msg); m != nil {
-		where := firstFile(files)
+		where := fileWith(files, m[1])
 		if path := findVariable(model, m[1], ""); path != "" {
 			where += ": " + path
 		}
@@ -217,6 +218,18 @@ func rewriteError(err error, files []string) error {
 		msg = firstFile(files) + ": " + msg
 	}
 	return errors.New(msg)
+}
+
+// fileWith is the first of files whose text refers to the variable name,
+// else the first file.
+func fileWith(files []string, name string) string {
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err == nil && (bytes.Contains(data, []byte("${"+name)) || bytes.Contains(data, []byte("$"+name))) {
+			return shortPath(f)
+		}
+	}
+	return firstFile(files)
 }
 
 func firstFile(files []string) string {

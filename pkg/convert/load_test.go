@@ -46,6 +46,21 @@ services:
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(r.Warnings, "\n"), strings.Join(want, "\n"))
 	}
 
+	// With an override, the warning names the file that refers to it.
+	dir := filepath.Dir(path)
+	if err := os.WriteFile(filepath.Join(dir, "compose.prod.yaml"), []byte("services:\n  web:\n    user: ${RUN_AS}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err = Convert(context.Background(), Options{Files: []string{path, filepath.Join(dir, "compose.prod.yaml")}, Env: []string{"TAG=1", "GREETING=hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(r.Warnings, func(w string) bool {
+		return strings.HasPrefix(w, "compose.prod.yaml: services.web.user: ${RUN_AS} is not set")
+	}) {
+		t.Errorf("warnings: %q", r.Warnings)
+	}
+
 	path = write(t, map[string]string{"compose.yaml": `
 name: shop
 services:
