@@ -2,6 +2,7 @@ package convert
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -18,14 +19,20 @@ import (
 // build requested, which is what the ledger is for. The note printed above
 // the container says how CI records each build, and with what image.
 
-// build makes ct run s's build from the ledger, and returns the note for
-// it, or "" when s is not built.
+// A service whose image: is the one another service builds (a worker
+// running the web app's image) runs that service's build: Compose would run
+// the image built for it, and CI builds it once.
+
+// build makes ct run s's build from the ledger, or the build of the
+// service that builds its image, and returns the note for it, or "" when
+// neither.
 func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container) string {
-	if s.Build == nil {
+	builder := c.builderOf(s)
+	if builder == "" {
 		return ""
 	}
-	artifact := c.module + "-" + s.Name
-	if !mesh.ValidName(c.module) || !mesh.ValidName(s.Name) {
+	artifact := c.module + "-" + builder
+	if !mesh.ValidName(c.module) || !mesh.ValidName(builder) {
 		return "" // refused for its name already
 	}
 	if !mesh.ValidName(artifact) {
@@ -34,7 +41,27 @@ func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container
 		return ""
 	}
 	ct.Image, ct.Artifact = "", artifact
+	if builder != s.Name {
+		return fmt.Sprintf("%s runs %s, the image %s builds: the current build of %s in meshctl's build ledger.", s.Name, s.Image, builder, artifact)
+	}
 	return buildNote(s, artifact)
+}
+
+// builderOf is the service whose build s runs: s itself when it has
+// build:, unless a service before it (by name) builds the same image:; else
+// the first service that builds s's image:; else "".
+func (c *converter) builderOf(s types.ServiceConfig) string {
+	if s.Image != "" {
+		for _, name := range slices.Sorted(maps.Keys(c.project.Services)) {
+			if o := c.project.Services[name]; o.Build != nil && o.Image == s.Image {
+				return name
+			}
+		}
+	}
+	if s.Build != nil {
+		return s.Name
+	}
+	return ""
 }
 
 // buildNote says where s is built from and how CI records its builds.

@@ -62,3 +62,32 @@ func TestConvertBuildOfABadNameRefusedOnce(t *testing.T) {
 		t.Errorf("build refused too: %v", err)
 	}
 }
+
+// TestConvertSharedBuild: a service whose image: another service builds
+// runs that build, and two services building one image share one build.
+func TestConvertSharedBuild(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web: {build: ., image: shop/app:1}
+  worker: {image: shop/app:1, command: [worker]}
+  beat: {build: ., image: shop/app:1, command: [beat]}
+  db: {image: postgres:16}
+`})
+	r, err := Convert(context.Background(), Options{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cts := r.File.Modules["shop"].Containers
+	for name, want := range map[string]string{"web": "shop-beat", "worker": "shop-beat", "beat": "shop-beat", "db": ""} {
+		if got := cts[name].Artifact; got != want {
+			t.Errorf("%s: artifact %q, want %q", name, got, want)
+		}
+	}
+	if cts["db"].Image != "postgres:16" || cts["worker"].Image != "" {
+		t.Errorf("db %+v, worker %+v", cts["db"], cts["worker"])
+	}
+	if !strings.Contains(r.Notes["worker"], "the image beat builds") || !strings.Contains(r.Notes["beat"], "meshctl build request shop-beat") {
+		t.Errorf("notes: %q", r.Notes)
+	}
+}
