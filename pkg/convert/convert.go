@@ -77,6 +77,9 @@ func Convert(ctx context.Context, opts Options) (*Result, error) {
 	}
 	r.File = &mesh.File{Modules: map[string]*mesh.Module{c.module: m}}
 	r.Module, r.Notes = c.module, notes
+	for _, w := range c.warnings {
+		r.Warnings = append(r.Warnings, firstFile(l.files)+": "+w)
+	}
 	if w := sharedNetworkWarning(firstFile(l.files), m); w != "" {
 		r.Warnings = append(r.Warnings, w)
 	}
@@ -108,6 +111,8 @@ type converter struct {
 	// shell are the names the process environment sets.
 	shell   map[string]bool
 	refused refusals
+	// warnings are said about keys carried over, by path.
+	warnings []string
 }
 
 // containers converts every enabled service, with the notes said about them.

@@ -86,3 +86,20 @@ services:
 		t.Errorf("web = %+v", web)
 	}
 }
+
+// TestConvertBindInProjectWarns: a bind mount from the project's directory
+// is written absolute (a mesh file's bind mounts are), and convert says so.
+func TestConvertBindInProjectWarns(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": "name: shop\nservices:\n  web: {image: busybox, volumes: [./conf:/etc/conf:ro, /srv:/srv]}\n"})
+	r, err := Convert(context.Background(), Options{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(filepath.Dir(path), "conf")
+	if got := r.File.Modules["shop"].Containers["web"].Volumes; !slices.Equal(got, []string{abs + ":/etc/conf:ro", "/srv:/srv"}) {
+		t.Errorf("volumes = %q", got)
+	}
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "services.web.volumes[0]: conf, in the project's directory, is written as the absolute path "+abs) {
+		t.Errorf("warnings: %q", r.Warnings)
+	}
+}

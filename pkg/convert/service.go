@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -215,6 +216,10 @@ func (c *converter) volume(path string, v types.ServiceVolumeConfig, ct *mesh.Co
 		if v.Bind != nil && (v.Bind.Propagation != "" && v.Bind.Propagation != "rprivate" || v.Bind.SELinux != "" || v.Bind.Recursive != "") {
 			c.refused.add(path+".bind", "bind options (propagation, selinux, recursive) are not carried over: remove them, or keep this service under Compose")
 		}
+		if rel, ok := c.inProject(v.Source); ok {
+			c.warnings = append(c.warnings, fmt.Sprintf("%s: %s, in the project's directory, is written as the absolute path %s "+
+				"(a meshctl bind mount takes one): apply the file where the project is checked out there, or edit it", path, rel, v.Source))
+		}
 		ct.Volumes = append(ct.Volumes, v.Source+":"+v.Target+mode)
 	case types.VolumeTypeVolume:
 		if v.Volume != nil && (v.Volume.NoCopy || v.Volume.Subpath != "" || len(v.Volume.Labels) > 0) {
@@ -276,4 +281,14 @@ func memory(b int64) string {
 		}
 	}
 	return strconv.FormatInt(b, 10) + "b"
+}
+
+// inProject says whether path is under the project's directory, and where
+// in it.
+func (c *converter) inProject(path string) (string, bool) {
+	rel, err := filepath.Rel(c.project.WorkingDir, path)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", false
+	}
+	return rel, true
 }
