@@ -187,28 +187,43 @@ func findVariable(v any, name, path string) string {
 	return ""
 }
 
-// containerNameError is compose-go's refusal of container_name with
-// replicas, reported against the project as a whole.
-var containerNameError = regexp.MustCompile(`can't set container_name and (\S+) as container name must be unique`)
-
-// unknownKeyError is the schema's refusal of a key Compose does not know.
-var unknownKeyError = regexp.MustCompile(`^(.+): (\S+) false schema$`)
+// errorRewrites say compose-go's errors in meshctl's words: a pattern of
+// its message (file paths already shortened, "validating " and
+// ": invalid compose project" trimmed) and what to say, given the
+// submatches and the first file.
+var errorRewrites = []struct {
+	re  *regexp.Regexp
+	say func(m []string, file string) string
+}{
+	// Reported against the project as a whole.
+	{regexp.MustCompile(`can't set container_name and (\S+) as container name must be unique`), func(m []string, file string) string {
+		return fmt.Sprintf("%s: service %s: container_name cannot be used with deploy.replicas (two containers cannot share a name); "+
+			"meshctl names every container MODULE.NAME and runs one per service: remove container_name and replicas, then convert again",
+			file, m[1])
+	}},
+	// The schema's refusal of a key Compose does not know.
+	{regexp.MustCompile(`^(.+): (\S+) false schema$`), func(m []string, _ string) string {
+		return fmt.Sprintf("%s: %s is not a Compose key (Compose refuses it too): check its spelling, or remove it", m[1], m[2])
+	}},
+	// A volume whose source or target interpolated to nothing.
+	{regexp.MustCompile(`invalid spec: (\S*): empty section between colons`), func(m []string, file string) string {
+		return fmt.Sprintf("%s: the volume %q has an empty part, often a variable that is not set (see the warnings): "+
+			"set it in the environment or in .env, then convert again", file, m[1])
+	}},
+}
 
 // rewriteError says an error of compose-go in meshctl's words, naming the
 // file (relative to the working directory).
 func rewriteError(err error, files []string) error {
 	msg := strings.TrimSuffix(err.Error(), ": invalid compose project")
-	if m := containerNameError.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s: service %s: container_name cannot be used with deploy.replicas (two containers cannot share a name); "+
-			"meshctl names every container MODULE.NAME and runs one per service: remove container_name and replicas, then convert again",
-			firstFile(files), m[1])
-	}
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f, shortPath(f))
 	}
 	msg = strings.TrimPrefix(msg, "validating ")
-	if m := unknownKeyError.FindStringSubmatch(msg); m != nil {
-		return fmt.Errorf("%s: %s is not a Compose key (Compose refuses it too): check its spelling, or remove it", m[1], m[2])
+	for _, r := range errorRewrites {
+		if m := r.re.FindStringSubmatch(msg); m != nil {
+			return errors.New(r.say(m, firstFile(files)))
+		}
 	}
 	var nf *os.PathError
 	if errors.As(err, &nf) {

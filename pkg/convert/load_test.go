@@ -77,6 +77,14 @@ services:
 		t.Errorf("err = %v", err)
 	}
 
+	path = write(t, map[string]string{"compose.yaml": "name: shop\nservices:\n  web: {image: busybox, volumes: [\"${MEDIA}:/media\"]}\n"})
+	t.Chdir(filepath.Dir(path))
+	r, err = Convert(context.Background(), Options{Files: []string{path}})
+	if want := `compose.yaml: the volume ":/media" has an empty part`; err == nil || !strings.HasPrefix(err.Error(), want) ||
+		len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "${MEDIA} is not set") {
+		t.Errorf("err = %v, want %s…; warnings %q", err, want, r.Warnings)
+	}
+
 	path = write(t, map[string]string{"compose.yaml": "name: shop\nservices:\n  web: {image: busybox, wrongField: 1}\n"})
 	t.Chdir(filepath.Dir(path))
 	_, err = Convert(context.Background(), Options{Files: []string{path}})
