@@ -102,7 +102,10 @@ var nextSteps = map[string]string{
 // of the service SERVICE, whose container is CONTAINER.
 func notCarried(key, service, container string) string {
 	step, ok := nextSteps[key]
-	if !ok {
+	switch {
+	case !ok && service == "":
+		return "not carried over by meshctl: remove it, or keep this project under Compose"
+	case !ok:
 		return "not carried over by meshctl: remove it, or keep this service under Compose"
 	}
 	return strings.NewReplacer("CONTAINER", container, "SERVICE", service).Replace(step)
