@@ -3,6 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/spf13/cobra"
@@ -10,12 +13,15 @@ import (
 )
 
 // Converter reads a Compose project (its files merged in order, with the
-// profiles enabled) as one mesh module. It is set in meshctl-convert alone
+// profiles enabled) as one mesh module, with notes to print above some of
+// its containers (by name) and warnings for stderr, which come also with
+// an error. It is set in meshctl-convert alone
 // (cmd/meshctl-convert, to convert.Project): compose-go, which it needs,
 // would cost every meshctl command milliseconds of package initialisation
 // (its JSON-schema compiler; docs/performance.md). Where it is nil, as in
 // meshctl, `meshctl convert` runs meshctl-convert with the same arguments.
-var Converter func(ctx context.Context, files []string, module string, profiles []string) (*mesh.File, error)
+var Converter func(ctx context.Context, files []string, module string, profiles []string) (
+	file *mesh.File, notes map[string]string, warnings []string, err error)
 
 // convertHelper is the program that carries out `meshctl convert`.
 const convertHelper = "meshctl-convert"
@@ -39,17 +45,30 @@ interpolated from the environment and .env, profiles (--profile) select
 services, overrides and extends are merged. Each service becomes a container
 of one module (--module, default the project's name), with its image,
 command, entrypoint, environment, env_file (kept a file: read at apply time,
-never printed), ports, volumes (named volumes keep the name Compose gave
-them, so the data stays), network_mode, restart (Compose's default "no" is
-written out), labels, pull_policy, healthcheck, depends_on, stop_signal,
+never printed; written relative to the working directory, where the output
+is saved), ports, volumes (named volumes keep the name Compose gave them, so
+the data stays), network_mode, restart (Compose's default "no" is written
+out), labels, pull_policy, healthcheck, depends_on, stop_signal,
 stop_grace_period, user, working_dir, hostname, init, read_only, tmpfs,
 cap_add, cap_drop, mem_limit, cpus, pids_limit, deploy.resources.limits,
 logging and extra_hosts.
 
-Any other key (build, networks, secrets, configs, ports in long form with
-options meshctl lacks, …) is refused by name, and nothing is printed: a
-conversion never drops a key silently. x-* extensions are ignored, as
-Compose ignores them.
+A service with build: runs the current build of its own ledger module,
+artifact: MODULE-SERVICE, also when it names an image: too. A comment above
+it (on stderr with -o json) says how CI records each build: meshctl build
+request MODULE-SERVICE before building, meshctl build record ID --image REF
+after pushing.
+
+A value from the shell is never written: an environment entry that Compose
+would take from it (- API_TOKEN, or ${X} set in the shell) is refused,
+saying to put it in an env_file. Values from .env are written.
+
+Any other key (networks, secrets, configs, container_name, expose, ports in
+long form with options meshctl lacks, …) is refused by name, each once with
+what to do instead, and nothing is printed: a conversion never drops a key
+silently. x-* extensions are ignored, as Compose ignores them. compose-go's
+warnings and errors are said in meshctl's words, each once, with the file
+and key.
 
 meshctl runs meshctl-convert, shipped beside it, for this command (found
 beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
@@ -75,18 +94,22 @@ beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
 }
 
 func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
-	file, err := Converter(ctx, opts.files, opts.module, opts.profiles)
+	file, notes, warnings, err := Converter(ctx, opts.files, opts.module, opts.profiles)
+	for _, w := range warnings {
+		env.Warnf("%s\n", w)
+	}
 	if err != nil {
 		return err
 	}
 	if env.JSON() {
+		// JSON has no comments: the notes go to stderr.
+		for _, name := range slices.Sorted(maps.Keys(notes)) {
+			fmt.Fprintf(env.Stderr, "%s\n", notes[name])
+		}
 		return env.PrintJSON(file)
 	}
-	var b bytes.Buffer
-	b.WriteString("# meshctl convert: check it, then meshctl apply -f\n")
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(file); err != nil {
+	b, err := convertedYAML(file, notes)
+	if err != nil {
 		return err
 	}
 	// What is printed must be a mesh file this meshctl accepts: a value
@@ -97,4 +120,59 @@ func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
 	}
 	_, err = env.Stdout.Write(b.Bytes())
 	return err
+}
+
+// convertedYAML is file as YAML, each note a comment above its container.
+func convertedYAML(file *mesh.File, notes map[string]string) (*bytes.Buffer, error) {
+	var doc yaml.Node
+	if err := doc.Encode(file); err != nil {
+		return nil, err
+	}
+	for name, note := range notes {
+		if key := containerKey(&doc, name); key != nil {
+			key.HeadComment = note
+		}
+	}
+	var b bytes.Buffer
+	b.WriteString("# meshctl convert: check it, then meshctl apply -f\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// containerKey is the key node of container name under modules.*.containers
+// in doc (a converted file has one module), or nil.
+func containerKey(doc *yaml.Node, name string) *yaml.Node {
+	modules := mapValue(doc, "modules")
+	if modules == nil {
+		return nil
+	}
+	for i := 1; i < len(modules.Content); i += 2 {
+		containers := mapValue(modules.Content[i], "containers")
+		if containers == nil {
+			continue
+		}
+		for j := 0; j+1 < len(containers.Content); j += 2 {
+			if containers.Content[j].Value == name {
+				return containers.Content[j]
+			}
+		}
+	}
+	return nil
+}
+
+// mapValue is the value of key in the mapping n, or nil.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }

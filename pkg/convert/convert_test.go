@@ -50,13 +50,13 @@ networks:
 secrets:
   token: {file: ./token}
 `})
-	_, _, err := Convert(context.Background(), Options{Files: []string{path}})
+	_, err := Convert(context.Background(), Options{Files: []string{path}, Env: []string{"FROM_SHELL=1"}})
 	var re *RefusedError
 	if !errors.As(err, &re) || re.Fault() != fault.BadInput {
 		t.Fatalf("Convert = %v, want a refusal", err)
 	}
 	for _, key := range []string{
-		"networks.front", "secrets", "services.migrate.privileged", "services.web.build",
+		"networks.front", "secrets", "services.migrate.privileged",
 		"services.web.container_name", "services.web.deploy.mode", "services.web.environment.FROM_SHELL",
 		"services.web.expose", "services.web.healthcheck.start_interval", "services.web.networks",
 		"services.web.secrets", "services.web.depends_on.migrate.condition",
@@ -103,11 +103,11 @@ services:
 volumes:
   data: {}
 `})
-	f, module, err := Convert(context.Background(), Options{Files: []string{path}})
+	r, err := Convert(context.Background(), Options{Files: []string{path}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := f.Modules[module]
+	module, m := r.Module, r.File.Modules[r.Module]
 	if module != "shop" || len(m.Containers) != 2 {
 		t.Fatalf("module %s with %d containers, want shop with web and db (debug's profile is off)", module, len(m.Containers))
 	}
@@ -122,8 +122,8 @@ volumes:
 		t.Errorf("db = %+v", db)
 	}
 	// With the debug profile, debug is there too.
-	f, _, err = Convert(context.Background(), Options{Files: []string{path}, Profiles: []string{"debug"}})
-	if err != nil || f.Modules["shop"].Containers["debug"] == nil {
+	r, err = Convert(context.Background(), Options{Files: []string{path}, Profiles: []string{"debug"}})
+	if err != nil || r.File.Modules["shop"].Containers["debug"] == nil {
 		t.Errorf("--profile debug: %v", err)
 	}
 }
@@ -134,20 +134,20 @@ volumes:
 func TestConvertFindsTheProject(t *testing.T) {
 	path := write(t, map[string]string{"compose.yaml": "name: found\nservices:\n  web:\n    image: meshtest/busybox:1\n"})
 	t.Chdir(filepath.Dir(path))
-	f, module, err := Convert(context.Background(), Options{})
+	r, err := Convert(context.Background(), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if module != "found" || f.Modules["found"].Containers["web"] == nil {
-		t.Errorf("converted module %q: %+v", module, f.Modules)
+	if r.Module != "found" || r.File.Modules["found"].Containers["web"] == nil {
+		t.Errorf("converted module %q: %+v", r.Module, r.File.Modules)
 	}
 
 	other := write(t, map[string]string{"compose.yaml": "name: named\nservices:\n  db:\n    image: meshtest/busybox:1\n"})
-	_, module, err = Convert(context.Background(), Options{Env: []string{"COMPOSE_FILE=" + other}})
+	r, err = Convert(context.Background(), Options{Env: []string{"COMPOSE_FILE=" + other}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if module != "named" {
-		t.Errorf("with COMPOSE_FILE, converted module %q, want named", module)
+	if r.Module != "named" {
+		t.Errorf("with COMPOSE_FILE, converted module %q, want named", r.Module)
 	}
 }
