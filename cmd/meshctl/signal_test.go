@@ -60,6 +60,9 @@ func TestSignalEndsCommand(t *testing.T) {
 		engine bool                           // needs the test engine
 		ready  func(stderr string) bool       // the command is where the test wants it
 		after  time.Duration                  // else: send the signal this long after the start
+		// refusable: the command may instead refuse its input at once, exit
+		// 2, before the signal (an env-file that is no regular file).
+		refusable bool
 	}{
 		{name: "apply reading its file from a stdin that never ends",
 			args: []string{"apply", "-f", "-"}, sig: syscall.SIGTERM, stdin: true},
@@ -72,6 +75,17 @@ func TestSignalEndsCommand(t *testing.T) {
 			args: []string{"apply", "-f", "fifo.yaml"}, sig: syscall.SIGTERM,
 			prep: func(t *testing.T, m *meshctl) {
 				if err := syscall.Mkfifo(filepath.Join(m.dir, "fifo.yaml"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}},
+		{name: "apply reading an env-file that is a FIFO no one writes",
+			args: []string{"apply", "-f", "fifoenv.yaml"}, sig: syscall.SIGTERM, engine: true, refusable: true,
+			prep: func(t *testing.T, m *meshctl) {
+				if err := syscall.Mkfifo(filepath.Join(m.dir, "secret.env"), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				mesh := strings.Replace(signalMesh, "network: none", "network: none\n        env-file: [secret.env]", 1)
+				if err := os.WriteFile(filepath.Join(m.dir, "fifoenv.yaml"), []byte(mesh), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -129,6 +143,8 @@ func TestSignalEndsCommand(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = cmd.Process.Kill() }()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
 			// Where the command is: told by its stderr, by the hanging
 			// engine's accepts, or else given time to get stuck.
 			deadline := time.Now().Add(20 * time.Second)
@@ -156,12 +172,22 @@ func TestSignalEndsCommand(t *testing.T) {
 			}
 		send:
 			time.Sleep(100 * time.Millisecond)
+			if tt.refusable {
+				select {
+				case err := <-done:
+					// It has ended by itself: by refusing its input, exit 2.
+					var exit *exec.ExitError
+					if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+						t.Fatalf("ended before the signal with %v, want exit 2; stderr:\n%s", err, stderr.String())
+					}
+					return
+				default:
+				}
+			}
 			sent := time.Now()
 			if err := cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatal(err)
 			}
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
 			var err error
 			select {
 			case err = <-done:

@@ -58,6 +58,7 @@ func Main() int {
 	env := NewEnv(os.Stdin, stdout, stderr)
 	env.StderrFd = os.Stderr.Fd()
 	env.StderrTTY = term.IsTerminal(int(env.StderrFd))
+	defer watchInterrupt(ctx, env, stdout, stderr, os.Exit)()
 	code := Run(ctx, env, os.Args[1:])
 	// The exit status is the work's: results that could not be written do
 	// not undo an apply that was done. A reader that left (EPIPE) chose to;

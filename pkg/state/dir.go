@@ -192,15 +192,17 @@ func (d *Dir) syncDir(dir string) error {
 // Peek whose directory is missing.
 func (d *Dir) Exists() bool { return !d.missing }
 
-// checkOwner checks the state directory itself, as trusted does each
-// directory and file in it.
+// checkOwner checks the state directory itself: as trusted does each
+// directory and file in it, and more strictly, owned by the user meshctl
+// runs as (root's directory is no other user's to use).
 func checkOwner(path string, fi os.FileInfo) error {
-	if why := untrusted(fi); why != "" {
-		fix := "chown it to the user that runs meshctl, or use another --state-dir"
-		if fi.Mode().Perm()&0o022 != 0 {
-			fix = "chmod 700 it"
-		}
-		return &DirError{Path: path, Reason: why, Fix: fix}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return &DirError{Path: path, Reason: untrusted(fi), Fix: "chmod 700 it"}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+		return &DirError{Path: path,
+			Reason: fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
+			Fix:    "chown it to the user that runs meshctl, or use another --state-dir"}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -132,6 +133,7 @@ func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, e
 		delay = min(delay*2, 100*time.Millisecond)
 	}
 	l := &Lock{dir: d, name: name, f: f}
+	noteLock(+1)
 	cmd := opts.Command
 	if cmd == "" {
 		cmd = CommandLine(os.Args)
@@ -230,7 +232,34 @@ func (l *Lock) Unlock() error {
 	}
 	err := l.f.Close() // closing the descriptor releases the flock
 	l.f = nil
+	noteLock(-1)
 	return err
+}
+
+// What this process does with the state directory's locks: how many it
+// holds, and when it last took or released one (unix nanoseconds). A lock
+// is per process, and so is this.
+var (
+	locksHeld    atomic.Int64
+	lastLockNano atomic.Int64
+)
+
+func noteLock(delta int64) {
+	locksHeld.Add(delta)
+	lastLockNano.Store(time.Now().UnixNano())
+}
+
+// LockActivity reports how many state directory locks this process holds
+// and when it last took or released one (zero if never). A command that
+// was interrupted and then neither holds nor takes a lock is stuck, not
+// cleaning up: every change to the state directory is made under a lock,
+// and every change to the engine under a window's or an apply's claim.
+func LockActivity() (held int64, last time.Time) {
+	held = locksHeld.Load()
+	if n := lastLockNano.Load(); n != 0 {
+		last = time.Unix(0, n)
+	}
+	return held, last
 }
 
 // Dir returns the state directory the lock belongs to.

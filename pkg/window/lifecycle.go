@@ -87,7 +87,7 @@ func (w *window) prepareStep(ctx context.Context) error {
 		}
 		return nil
 	}
-	spec, err := w.stepSpec()
+	spec, err := w.stepSpec(ctx)
 	if err != nil {
 		return fmt.Errorf("%w; nothing was stopped", err)
 	}
@@ -286,7 +286,7 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 // runContainer runs a run: step as a one-off container with the held
 // containers' volumes, streams its output for its whole life, and removes it.
 func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
-	spec, err := w.stepSpec()
+	spec, err := w.stepSpec(ctx)
 	if err != nil {
 		return -1, err
 	}
@@ -459,14 +459,16 @@ func (t *Tail) Bytes() ([]byte, bool) {
 // stepSpec is the one-off container of a run: step. Its image defaults to
 // the first held container's, its volumes-from to the held containers, its
 // network to none.
-func (w *window) stepSpec() (engine.Spec, error) {
+func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	r := w.def.Run
 	image := r.Image
 	if image == "" {
 		if d := w.desired[w.held[0]]; d != nil {
 			image = d.Image
-		} else if c, err := w.eng.Inspect(context.Background(), w.held[0]); err == nil {
+		} else if c, err := w.eng.Inspect(ctx, w.held[0]); err == nil {
 			image = c.Image
+		} else if ctx.Err() != nil {
+			return engine.Spec{}, ctx.Err()
 		} else {
 			return engine.Spec{}, fmt.Errorf("no image for step %s: %s was never applied; set run.image", w.step, w.held[0])
 		}

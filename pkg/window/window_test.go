@@ -242,7 +242,7 @@ func TestStepSpec(t *testing.T) {
 		}
 		return &window{plan: p, id: "w-1", scope: "scope-1"}
 	}
-	spec, err := w("garbage-collect").stepSpec()
+	spec, err := w("garbage-collect").stepSpec(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestStepSpec(t *testing.T) {
 		}
 	}
 
-	spec, err = w("custom").stepSpec()
+	spec, err = w("custom").stepSpec(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
