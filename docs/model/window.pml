@@ -110,7 +110,7 @@ inline stop_c() {
 inline start_c() { c_run = 1 }
 
 /* code: holds.Liveness.Classify: every window's lock first, then one engine
- * listing (apply.Observe). h1,h2 are the holds read; s1,s2 become whether
+ * listing (lifecycle.Observe). h1,h2 are the holds read; s1,s2 become whether
  * each is stale. obs_c, obs_step are the listing. */
 inline classify() {
 #ifdef BROKEN_LIST_FIRST
@@ -127,7 +127,7 @@ inline classify() {
 	s2 = h2 && !a2 && !obs_step
 }
 
-/* code: apply.Executor.ReleaseStale: each stale hold's C brought back as the
+/* code: lifecycle.Windows.Release: each stale hold's C brought back as the
  * close would (settle, Resume), then holds.json written without them. */
 inline release_stale() {
 	if

@@ -57,18 +57,7 @@ type Options struct {
 // Every artifact: is resolved where the plan is made, under the lock, and so
 // again after every pull: a build recorded while this apply pulled wins.
 func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*applied.Report, error) {
-	if opts.Parallel < 1 {
-		opts.Parallel = 1
-	}
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
-	if opts.Progress == nil {
-		opts.Progress = func(string, ...any) {}
-	}
-	if opts.Warn == nil {
-		opts.Warn = opts.Progress
-	}
+	opts = opts.withDefaults()
 	if opts.Last {
 		// A snapshot, to resolve and pull early; runLocked reads it again
 		// under the lock.
@@ -104,15 +93,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 		return nil, err
 	}
 	p := &pulls{eng: eng, opts: opts, tried: map[string]error{}, ids: map[string]string{}}
-	for i := range desired {
-		if desired[i].Def.PullPolicy() == "always" {
-			if err := p.pullAlways(ctx, desired[i].Image); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if !opts.DryRun {
-		p.stepImages(ctx, opts.File)
+	if err := p.early(ctx, desired, opts.File); err != nil {
+		return nil, err
 	}
 	for {
 		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
@@ -132,6 +114,23 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 			}
 		}
 	}
+}
+
+// withDefaults returns opts with a default for each field left unset.
+func (opts Options) withDefaults() Options {
+	if opts.Parallel < 1 {
+		opts.Parallel = 1
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Progress == nil {
+		opts.Progress = func(string, ...any) {}
+	}
+	if opts.Warn == nil {
+		opts.Warn = opts.Progress
+	}
+	return opts
 }
 
 // withoutModules returns f without the modules in drop (f itself when
@@ -156,10 +155,10 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*applied.Report, []string, error) {
 	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p}
 	if !opts.DryRun {
+		defer a.unlock()
 		if err := a.takeLock(ctx); err != nil {
 			return nil, nil, err
 		}
-		defer a.unlock()
 	}
 	if missing, err := a.observe(ctx); err != nil || len(missing) > 0 {
 		return nil, missing, err

@@ -120,6 +120,8 @@ func Plan(in Input) []Item {
 	return items
 }
 
+// planOne is the plan for desired container d, which the engine has as c
+// (nil: missing).
 func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
 	if owner, taken := in.Taken[d.Name]; c == nil && taken {
@@ -127,37 +129,67 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 		it.Reasons = []string{ConflictReason(d.Name, owner)}
 		return it
 	}
-	var diff []string
-	if c != nil {
-		diff = lifecycle.SpecDiff(*c, d.Spec)
-		if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
-			diff = append([]string{ReasonNewerPull}, diff...)
-		}
-	}
+	diff := drift(d, c)
 	if hold, held := in.Holds[d.Name]; held {
 		it.Window = hold.Window
-		by := "held by window " + hold.Window
-		switch {
-		case c == nil:
-			it.Action, it.Reasons = Deferred, []string{by, "missing: created when the window closes"}
-		case len(diff) > 0:
-			it.Action, it.Reasons = Deferred, append([]string{by}, diff...)
-		default:
-			it.Action, it.Reasons = Held, []string{by}
-		}
+		it.Action, it.Reasons = heldAction(hold, c, diff)
 		return it
 	}
-	switch {
+	switch why := mustRecreate(c, diff); {
 	case c == nil:
 		it.Action = Create
-	case len(diff) > 0:
-		it.Action, it.Reasons = Recreate, diff
-	case !c.Running:
-		it.Action, it.Reasons = Recreate, []string{ReasonNotRunning}
+	case len(why) > 0:
+		it.Action, it.Reasons = Recreate, why
 	default:
 		it.Action = Unchanged
 	}
 	return it
+}
+
+// drift says how c differs from d: its recorded spec, and for pull:
+// always, the image its tag names now. None for a missing container.
+func drift(d *lifecycle.Desired, c *engine.Container) []string {
+	if c == nil {
+		return nil
+	}
+	diff := lifecycle.SpecDiff(*c, d.Spec)
+	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
+		diff = append([]string{ReasonNewerPull}, diff...)
+	}
+	return diff
+}
+
+// heldAction is the rule for a container a live window holds: it is never
+// touched. It stays held, or, where it differs from what the file wants
+// (diff) or is missing, the change is deferred until the window's close,
+// which carries it out.
+func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []string) {
+	by := "held by window " + hold.Window
+	switch {
+	case c == nil:
+		return Deferred, []string{by, "missing: created when the window closes"}
+	case len(diff) > 0:
+		return Deferred, append([]string{by}, diff...)
+	default:
+		return Held, []string{by}
+	}
+}
+
+// mustRecreate is the rule for replacing a container no window holds: it
+// returns why c must be replaced, none when it need not. It must when it
+// differs from what the file wants (diff), or when it does not run: on
+// this host, stopped means broken.
+func mustRecreate(c *engine.Container, diff []string) []string {
+	switch {
+	case c == nil:
+		return nil
+	case len(diff) > 0:
+		return diff
+	case !c.Running:
+		return []string{ReasonNotRunning}
+	default:
+		return nil
+	}
 }
 
 // ChangesEngine reports whether carrying out it changes the engine: a

@@ -24,6 +24,23 @@ type pulls struct {
 	always map[string]bool
 }
 
+// early gets ready, before the plan and without the lock, what an apply
+// can know it needs: the pull: always images of desired, and the images
+// of f's steps.
+func (p *pulls) early(ctx context.Context, desired []lifecycle.Desired, f *mesh.File) error {
+	for i := range desired {
+		if desired[i].Def.PullPolicy() == "always" {
+			if err := p.pullAlways(ctx, desired[i].Image); err != nil {
+				return err
+			}
+		}
+	}
+	if !p.opts.DryRun {
+		p.stepImages(ctx, f)
+	}
+	return nil
+}
+
 // pull pulls ref once for this apply.
 func (p *pulls) pull(ctx context.Context, ref string) {
 	if _, done := p.tried[ref]; done {

@@ -402,7 +402,8 @@ func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, 
 }
 
 // Currents returns the current build of every module that has one, by
-// module name, from lock-free snapshots of their ledger files: for status.
+// module name, from lock-free snapshots of their ledger files. (Status
+// reads each module's with Current, or CurrentBuild for etcd.)
 func Currents(d *state.Dir) ([]Build, error) {
 	return New(d).Currents(context.Background())
 }

@@ -111,11 +111,12 @@ func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, pol
 	return n, nil
 }
 
-// releaseStale releases, under lock, the holds of the dead windows in w: the dead windows' step containers are removed first (a start
-// one sent before it died may still be under way in the engine; one that
-// cannot be removed fails the release, and the holds stay), then each held
-// container is brought back as its window's close would have done (Resume,
-// with the restart policy policies names, else the one recorded at open),
+// releaseStale releases, under lock, the holds of the dead windows in w:
+// the dead windows' step containers are removed first (a start one sent
+// before it died may still be under way in the engine; one that cannot be
+// removed fails the release, and the holds stay), then each held container
+// is brought back as its window's close would have done (Resume, with the
+// restart policy policyOf names, else the one recorded at open),
 // and the holds file and the history are written. Whatever instant a
 // window died at, the containers it held run again with their policy.
 //

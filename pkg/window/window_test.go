@@ -278,7 +278,7 @@ func TestNames(t *testing.T) {
 	if !regexp.MustCompile(`^w-20260301T023002-[0-9a-f]{6}$`).MatchString(id) {
 		t.Errorf("newID = %q", id)
 	}
-	if newID(time.Now()) == newID(time.Now()) {
+	if a, b := newID(time.Now()), newID(time.Now()); a == b {
 		t.Error("two ids in the same second are equal")
 	}
 	name := StepContainerName("store", "garbage-collect")
