@@ -118,7 +118,11 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	} else if !opts.last {
 		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
-	dir, eng, err := env.OpenStateAndEngine(opts.dryRun) // a dry run creates nothing
+	stateAndEngine := env.StateAndEngine
+	if opts.dryRun {
+		stateAndEngine = env.StateReadOnlyAndEngine // a dry run creates nothing
+	}
+	dir, eng, err := stateAndEngine()
 	if err != nil {
 		return err
 	}

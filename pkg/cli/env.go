@@ -130,16 +130,18 @@ func (e *Env) Engine() (engine.Client, error) {
 // StateAndEngine opens the state directory and connects to the engine, for
 // the commands that need both; the caller closes the engine.
 func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
-	return e.OpenStateAndEngine(false)
+	return e.openStateAndEngine(e.State)
 }
 
-// OpenStateAndEngine is StateAndEngine, with the state directory opened
-// read-only (StateReadOnly) when readOnly is set.
-func (e *Env) OpenStateAndEngine(readOnly bool) (*state.Dir, engine.Client, error) {
-	open := e.State
-	if readOnly {
-		open = e.StateReadOnly
-	}
+// StateReadOnlyAndEngine is StateAndEngine for a command that changes
+// nothing: the state directory is opened read-only (StateReadOnly).
+func (e *Env) StateReadOnlyAndEngine() (*state.Dir, engine.Client, error) {
+	return e.openStateAndEngine(e.StateReadOnly)
+}
+
+// openStateAndEngine opens the state directory with open, then connects to
+// the engine.
+func (e *Env) openStateAndEngine(open func() (*state.Dir, error)) (*state.Dir, engine.Client, error) {
 	d, err := open()
 	if err != nil {
 		return nil, nil, err
