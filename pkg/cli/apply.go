@@ -120,11 +120,11 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	} else if !opts.last {
 		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
-	open := env.StateAndEngine
+	stateAndEngine := env.StateAndEngine
 	if opts.dryRun {
-		open = env.ReadOnlyStateAndEngine // a dry run creates nothing
+		stateAndEngine = env.StateReadOnlyAndEngine // a dry run creates nothing
 	}
-	dir, eng, err := open()
+	dir, eng, err := stateAndEngine()
 	if err != nil {
 		return err
 	}

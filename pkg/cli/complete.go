@@ -276,35 +276,29 @@ func without(completions, given []string) []string {
 	return out
 }
 
-// completionHelp gives cobra's completion command and its subcommands their
-// Examples and EXIT STATUS.
+// completionHelp gives cobra's completion command and its subcommands, which
+// cobra makes, their Examples and EXIT STATUS.
 func completionHelp(root *cobra.Command) {
 	completion, _, err := root.Find([]string{"completion"})
 	if err != nil || completion == root {
 		return
 	}
-	setHelp := func(c *cobra.Command, example, exit string) {
-		c.Example = example
-		c.Annotations = map[string]string{exitStatusKey: exit}
-	}
-	setHelp(completion, `  meshctl completion bash > /etc/bash_completion.d/meshctl
-  meshctl completion zsh > "${fpath[1]}/_meshctl"`,
-		`  0    printed; 2 bad usage or an unknown shell`)
-	if c, _, err := completion.Find([]string{"bash"}); err == nil && c != completion {
-		setHelp(c, `  source <(meshctl completion bash)
-  meshctl completion bash > /etc/bash_completion.d/meshctl`,
-			`  0    printed; 2 bad usage`)
-	}
-	if c, _, err := completion.Find([]string{"zsh"}); err == nil && c != completion {
-		setHelp(c, `  meshctl completion zsh > "${fpath[1]}/_meshctl"`,
-			`  0    printed; 2 bad usage`)
-	}
-	if c, _, err := completion.Find([]string{"fish"}); err == nil && c != completion {
-		setHelp(c, `  meshctl completion fish > ~/.config/fish/completions/meshctl.fish`,
-			`  0    printed; 2 bad usage`)
-	}
-	if c, _, err := completion.Find([]string{"powershell"}); err == nil && c != completion {
-		setHelp(c, `  meshctl completion powershell | Out-String | Invoke-Expression`,
-			`  0    printed; 2 bad usage`)
+	for _, h := range []struct{ shell, example, exit string }{
+		{"", `  meshctl completion bash > /etc/bash_completion.d/meshctl
+  meshctl completion zsh > "${fpath[1]}/_meshctl"`, `  0    printed; 2 bad usage or an unknown shell`},
+		{"bash", `  source <(meshctl completion bash)
+  meshctl completion bash > /etc/bash_completion.d/meshctl`, `  0    printed; 2 bad usage`},
+		{"zsh", `  meshctl completion zsh > "${fpath[1]}/_meshctl"`, `  0    printed; 2 bad usage`},
+		{"fish", `  meshctl completion fish > ~/.config/fish/completions/meshctl.fish`, `  0    printed; 2 bad usage`},
+		{"powershell", `  meshctl completion powershell | Out-String | Invoke-Expression`, `  0    printed; 2 bad usage`},
+	} {
+		c := completion
+		if h.shell != "" {
+			if c, _, err = completion.Find([]string{h.shell}); err != nil || c == completion {
+				continue
+			}
+		}
+		c.Example = h.example
+		c.Annotations = map[string]string{exitStatusKey: h.exit}
 	}
 }

@@ -133,18 +133,18 @@ func (e *Env) Engine() (engine.Client, error) {
 // StateAndEngine opens the state directory and connects to the engine, for
 // the commands that need both; the caller closes the engine.
 func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
-	return e.withEngine(e.State)
+	return e.openStateAndEngine(e.State)
 }
 
-// ReadOnlyStateAndEngine is StateAndEngine with the state directory opened
-// read-only (StateReadOnly): it creates nothing.
-func (e *Env) ReadOnlyStateAndEngine() (*state.Dir, engine.Client, error) {
-	return e.withEngine(e.StateReadOnly)
+// StateReadOnlyAndEngine is StateAndEngine for a command that changes
+// nothing: the state directory is opened read-only (StateReadOnly).
+func (e *Env) StateReadOnlyAndEngine() (*state.Dir, engine.Client, error) {
+	return e.openStateAndEngine(e.StateReadOnly)
 }
 
-// withEngine opens the state directory with open, then connects to the
-// engine.
-func (e *Env) withEngine(open func() (*state.Dir, error)) (*state.Dir, engine.Client, error) {
+// openStateAndEngine opens the state directory with open, then connects to
+// the engine.
+func (e *Env) openStateAndEngine(open func() (*state.Dir, error)) (*state.Dir, engine.Client, error) {
 	d, err := open()
 	if err != nil {
 		return nil, nil, err

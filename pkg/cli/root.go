@@ -82,7 +82,8 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 
 	// Every command, one constructor each, in its own file with its help,
-	// Examples and EXIT STATUS: a new command is that file and a line here.
+	// Examples and EXIT STATUS: a new command is that file and a line here
+	// (a subcommand's line is in its group's constructor, as in build.go).
 	root.AddCommand(
 		newApplyCmd(env),
 		newBuildCmd(env),

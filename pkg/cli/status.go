@@ -64,7 +64,7 @@ func (e *ProblemsError) Fault() fault.Kind { return fault.Failed }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.
-	dir, eng, err := env.ReadOnlyStateAndEngine()
+	dir, eng, err := env.StateReadOnlyAndEngine()
 	if err != nil {
 		return err
 	}
