@@ -527,10 +527,15 @@ func (t *etcdTx) retained(m string) ([]record, error) {
 // issue issues ids after the last one the cluster issued: the transaction
 // compares "last", so of two hosts that read the same last id one loses its
 // compare and issues again after the other. The order is the cluster's; a
-// host's clock gives only the time an id carries (see nextSeq), and after a
-// snapshot restore or an import, last is what the restored or imported
+// host's clock gives only the time an id carries, and each id carries the
+// revision the transaction read at, so no two transactions issue the same
+// id, whatever the clocks, even across a snapshot restore (clusterSeq).
+// After a restore or an import, last is what the restored or imported
 // ledger issued, so ids go on increasing from there.
 func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
+	if n > maxIDsPerTxn {
+		return nil, fmt.Errorf("%d ids in one transaction: at most %d", n, maxIDsPerTxn)
+	}
 	b, _, err := t.get(t.s.key("last"))
 	if err != nil {
 		return nil, err
@@ -540,8 +545,8 @@ func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 		return nil, &corruptError{Key: t.s.key("last"), Err: fmt.Errorf("malformed id %q", b)}
 	}
 	var out []string
-	for range n {
-		s, err := nextSeq(last, now, defaultEntropy)
+	for i := range n {
+		s, err := clusterSeq(last, now, t.rev, i, defaultEntropy)
 		if err != nil {
 			return nil, err
 		}
