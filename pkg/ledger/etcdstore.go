@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -156,7 +157,7 @@ func (s *etcdStore) client() (*clientv3.Client, error) {
 		Logger:               zap.NewNop(),
 	})
 	if err != nil {
-		return nil, s.unreachable(err)
+		return nil, s.failed(err)
 	}
 	s.cli = cli
 	return cli, nil
@@ -177,6 +178,15 @@ func (s *etcdStore) unreachable(err error) error {
 	return &UnreachableError{Endpoints: s.cfg.Endpoints, Err: err}
 }
 
+// failed is err of one call not retried: a *RefusedError when the cluster
+// refused, else an *UnreachableError.
+func (s *etcdStore) failed(err error) error {
+	if r := s.refusal(err); r != nil {
+		return r
+	}
+	return s.unreachable(err)
+}
+
 func (s *etcdStore) key(parts ...string) string {
 	return s.cfg.Prefix + "/ledger/" + strings.Join(parts, "/")
 }
@@ -186,8 +196,9 @@ func (s *etcdStore) key(parts ...string) string {
 const attempt = 3 * time.Second
 
 // retry runs op until it succeeds, returns an error of the ledger (not of
-// the cluster), or the budget is spent: a lost compare, an unavailable
-// member, a leader change and a lost answer alike run op again.
+// the cluster) or one the cluster will give again (refusal), or the budget
+// is spent: a lost compare, an unavailable member, a leader change and a
+// lost answer alike run op again.
 func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -212,6 +223,9 @@ func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (don
 		case err != nil && errors.As(err, &le):
 			return err
 		case err != nil:
+			if r := s.refusal(err); r != nil {
+				return r
+			}
 			last = err
 		}
 		if ctx.Err() != nil {
@@ -524,6 +538,13 @@ func (t *etcdTx) retained(m string) ([]record, error) {
 	return out, nil
 }
 
+// etcdIDsPerTxn is how many ids one request transaction issues: each is a
+// write of b/ID, besides the plan, last, the answer and the answers' prune,
+// within etcd's default --max-txn-ops of 128.
+const etcdIDsPerTxn = 120
+
+func (s *etcdStore) idsPerChange() int { return etcdIDsPerTxn }
+
 // issue issues ids after the last one the cluster issued: the transaction
 // compares "last", so of two hosts that read the same last id one loses its
 // compare and issues again after the other. The order is the cluster's; a
@@ -730,4 +751,57 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 		}
 		return true, nil
 	})
+}
+
+// RefusedError reports an etcd ledger that answered and refused the
+// operation for a reason that running it again cannot change: a wrong user
+// or password, a role without the permission, a transaction too large for
+// the cluster, a full database, a TLS handshake the member rejects (exit 1,
+// at once, not after --lock-timeout). Nothing was changed.
+type RefusedError struct {
+	Endpoints []string
+	// Why says what was refused and what to do, never a credential.
+	Why string
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("etcd ledger at %s: %s; nothing was changed", strings.Join(e.Endpoints, ","), e.Why)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// ExitCode maps a refused operation to exit status 1.
+func (e *RefusedError) ExitCode() int { return 1 }
+
+// refusal returns the *RefusedError for err when running the operation again
+// cannot succeed, else nil: then err (a member down, a leader change, a
+// timeout, a lost answer) is worth another attempt.
+func (s *etcdStore) refusal(err error) error {
+	var why string
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		why = "authentication failed: check MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD"
+	case errors.Is(err, rpctypes.ErrAuthNotEnabled):
+		why = "a user was given, but the cluster has authentication off: unset MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD"
+	case errors.Is(err, rpctypes.ErrUserEmpty):
+		why = "authentication failed: MESHCTL_LEDGER_USER is empty"
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		why = fmt.Sprintf("permission denied: the user's role cannot read or write %s/ (give it readwrite on the prefix; see docs/mesh.md)", s.cfg.Prefix)
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		why = "too many operations in txn request: the cluster's --max-txn-ops is below the 128 meshctl needs; raise it"
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		why = "request is too large for the cluster's --max-request-bytes; raise it"
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		why = "database space exceeded: compact and defragment the cluster, then disarm the alarm (etcdctl alarm disarm)"
+	case errors.Is(err, rpctypes.ErrCorrupt):
+		why = "the cluster reports itself corrupt: restore it (docs/mesh.md, Backup)"
+	case strings.Contains(err.Error(), "authentication handshake failed"), strings.Contains(err.Error(), "x509:"):
+		why = "the TLS handshake failed: check --ledger-ca, --ledger-cert and --ledger-key"
+	default:
+		return nil
+	}
+	return &RefusedError{Endpoints: s.cfg.Endpoints, Why: why, Err: err}
 }

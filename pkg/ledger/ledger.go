@@ -205,7 +205,9 @@ func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T,
 }
 
 // Request issues one build id per module, in the order given, and a plan id
-// for them all, in one change of the ledger. With plan set, the builds join
+// for them all, in one change of the ledger, or, for more modules than one
+// change of an etcd ledger can take (etcdIDsPerTxn), in as many as needed,
+// each whole, each after the last. With plan set, the builds join
 // that existing plan instead (an unknown plan is an *UnknownError); a plan
 // that had settled is open again until they are recorded.
 func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Plan, error) {
@@ -227,6 +229,47 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 			return Plan{}, err
 		}
 	}
+	per := idsPerChange(l.store())
+	if per == 0 || len(modules) < per {
+		return l.request(ctx, modules, plan)
+	}
+	// More ids than one change of the store may issue: the first change
+	// opens the plan, each next one adds its builds to it, as --plan does.
+	var out Plan
+	for rest := modules; len(rest) > 0; {
+		n := per
+		if plan == "" {
+			n-- // the plan's own id
+		}
+		batch := rest[:min(n, len(rest))]
+		p, err := l.request(ctx, batch, plan)
+		if err != nil {
+			if out.ID == "" {
+				return Plan{}, err
+			}
+			return Plan{}, fmt.Errorf("plan %s got %d of its %d builds before this failed (they stay pending: record them --failed, or request the rest with --plan %s): %w",
+				out.ID, len(out.Builds), len(modules), out.ID, err)
+		}
+		if out.ID == "" {
+			out = p
+		} else {
+			out.Builds = append(out.Builds, p.Builds...)
+		}
+		plan, rest = p.ID, rest[len(batch):]
+	}
+	return out, nil
+}
+
+// idsPerChange is how many ids one change of st may issue, 0 for no bound.
+func idsPerChange(st storage) int {
+	if b, ok := st.(interface{ idsPerChange() int }); ok {
+		return b.idsPerChange()
+	}
+	return 0
+}
+
+// request issues ids for modules, in one change of the ledger.
+func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	return once(ctx, l, func(tx txn) (Plan, error) {
 		now := l.now().UTC()
 		n := len(modules)

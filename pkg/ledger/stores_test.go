@@ -3,7 +3,9 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -239,5 +241,59 @@ func TestEtcdRetention(t *testing.T) {
 	}
 	if cur, err := l.Current("app"); err != nil || cur.ID != ids[11] {
 		t.Errorf("current %+v, %v; want %s", cur, err, ids[11])
+	}
+}
+
+// TestRequestManyModules requests builds of 130 modules at once, more than
+// one etcd transaction may write (--max-txn-ops, 128 by default): both
+// stores accept it with the same outputs, one plan with every build, ids in
+// the order of the modules.
+func TestRequestManyModules(t *testing.T) {
+	var modules []string
+	for i := range 130 {
+		modules = append(modules, fmt.Sprintf("m%03d", i))
+	}
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		p := request(t, l, modules...)
+		if len(p.Builds) != len(modules) {
+			t.Fatalf("%d builds, want %d", len(p.Builds), len(modules))
+		}
+		for i, b := range p.Builds {
+			if b.Module != modules[i] || b.Plan != p.ID || i > 0 && b.ID <= p.Builds[i-1].ID {
+				t.Fatalf("build %d: %+v; want module %s of plan %s, after %s", i, b, modules[i], p.ID, p.Builds[max(i-1, 0)].ID)
+			}
+		}
+		got, err := l.Plan(ctx, p.ID)
+		if err != nil || len(got.Builds) != len(modules) || got.Settled {
+			t.Fatalf("plan %s: %d builds, settled %v, %v; want %d pending", p.ID, len(got.Builds), got.Settled, err, len(modules))
+		}
+		all, err := l.List(ctx, "")
+		if err != nil || len(all) != len(modules) {
+			t.Fatalf("list: %d builds, %v; want %d", len(all), err, len(modules))
+		}
+	})
+}
+
+// TestEtcdRefusalsFailAtOnce: an error the cluster will give again (here a
+// transaction of more operations than --max-txn-ops) is reported at once,
+// saying what it is, not retried for the whole budget as a cluster that
+// did not answer.
+func TestEtcdRefusalsFailAtOnce(t *testing.T) {
+	l := testEtcd(t)
+	s := l.st.(*etcdStore)
+	start := time.Now()
+	err := s.update(ctx, func(tx txn) error {
+		t := tx.(*etcdTx)
+		for i := range 200 {
+			t.put(t.s.key("x", strconv.Itoa(i)), i)
+		}
+		return nil
+	})
+	var r *RefusedError
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), "too many operations in txn request") || strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("a transaction of 200 writes: %v; want refused, too many operations", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refused after %s: it was retried", d)
 	}
 }

@@ -55,16 +55,16 @@ func (l *Ledger) PublishWindow(ctx context.Context, w MeshWindow) (stop func(), 
 	defer cancel()
 	lease, err := cli.Grant(ctx, int64(WindowTTL/time.Second))
 	if err != nil {
-		return nil, s.unreachable(err)
+		return nil, s.failed(err)
 	}
 	if _, err := cli.Put(ctx, s.windowKey(w), string(b), clientv3.WithLease(lease.ID)); err != nil {
-		return nil, s.unreachable(err)
+		return nil, s.failed(err)
 	}
 	kctx, kcancel := context.WithCancel(context.Background())
 	ch, err := cli.KeepAlive(kctx, lease.ID)
 	if err != nil {
 		kcancel()
-		return nil, s.unreachable(err)
+		return nil, s.failed(err)
 	}
 	go func() {
 		for range ch { // drain the renewals
