@@ -65,6 +65,10 @@
 // current one) to its compact record, which still judges a record again.
 //
 // Export and Import move a ledger between stores as JSON lines (export.go).
+// Into etcd, an import writes a marker first (importing) and removes it,
+// with last, in its last transaction: every operation reads the marker and
+// refuses the ledger while it is there, so a half-written import is never
+// used, and the same import run again finishes it.
 //
 // # Storage in files
 //

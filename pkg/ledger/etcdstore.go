@@ -2,10 +2,13 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"path"
@@ -101,6 +104,8 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 //	                compact record, as the file ledger prunes its chunks
 //	plan/ID         a plan: the builds it asked for
 //	answer/KEY      what an operation answered, by idempotency key (kept a day)
+//	importing       only while an import is written (load): every operation
+//	                refuses the ledger until it is gone
 //
 // Each change is one transaction that compares the mod revision of every
 // key it read, and is run again from fresh reads when a compare is lost
@@ -259,6 +264,9 @@ func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
 	}
 	return s.retry(ctx, func(ctx context.Context) (bool, error) {
 		tx := &etcdTx{s: s, kv: kv, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := tx.checkImporting(); err != nil {
+			return false, err
+		}
 		if err := fn(tx); err != nil {
 			return false, err
 		}
@@ -273,12 +281,16 @@ func (s *etcdStore) view(ctx context.Context, fn func(v view) error) error {
 	}
 	return s.retry(ctx, func(ctx context.Context) (bool, error) {
 		tx := &etcdTx{s: s, kv: cli, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := tx.checkImporting(); err != nil {
+			return false, err
+		}
 		return true, fn(tx)
 	})
 }
 
-// current is one linearizable read: never a serializable or historical one,
-// so that a build recorded before it began is seen.
+// current is one linearizable read (a read-only transaction): never a
+// serializable or historical one, so that a build recorded before it began
+// is seen.
 func (s *etcdStore) current(ctx context.Context, module string) (*record, error) {
 	cli, err := s.client()
 	if err != nil {
@@ -286,15 +298,21 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 	}
 	var cur *record
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Get(ctx, s.key("head", module))
+		// One read-only transaction: the head, unless an import is under way.
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("importing")), "=", 0)).
+			Then(clientv3.OpGet(s.key("head", module))).Commit()
 		if err != nil {
 			return false, err
 		}
+		if !resp.Succeeded {
+			return false, &ImportingError{Where: s.describe()}
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
 		cur = nil
-		if len(resp.Kvs) == 1 {
+		if len(kvs) == 1 {
 			cur = &record{}
-			if err := json.Unmarshal(resp.Kvs[0].Value, cur); err != nil {
-				return false, &corruptError{Key: string(resp.Kvs[0].Key), Err: err}
+			if err := json.Unmarshal(kvs[0].Value, cur); err != nil {
+				return false, &corruptError{Key: string(kvs[0].Key), Err: err}
 			}
 		}
 		return true, nil
@@ -681,29 +699,137 @@ func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
 // 128 operations per transaction by default).
 const importBatch = 100
 
-// load writes d into an empty prefix: the builds, plans and heads in
-// batches, then "last" in a transaction that requires it still absent, so
-// that the imported ledger issues ids only once it is whole.
+// importMarker is the value of PREFIX/ledger/importing while an import is
+// under way: which export it writes, so that the same import run again
+// resumes it and no other import mixes with it.
+type importMarker struct {
+	Digest string `json:"digest"`
+	Builds int    `json:"builds"`
+}
+
+// ImportingError reports an etcd ledger that an import is writing, or that
+// an interrupted import left half written (exit 1): it issues no id and
+// answers nothing until the import is whole. Running the same import again
+// finishes it.
+type ImportingError struct{ Where string }
+
+func (e *ImportingError) Error() string {
+	return fmt.Sprintf("ledger %s is being imported, or an import into it was interrupted: it answers once the import is whole; run the same meshctl build import again to finish it", e.Where)
+}
+
+// ExitCode maps a ledger under import to exit status 1.
+func (e *ImportingError) ExitCode() int { return 1 }
+
+// checkImporting refuses a ledger under import: every transaction reads
+// the marker (so compares it, and loses its compare if an import begins
+// before it commits).
+func (t *etcdTx) checkImporting() error {
+	_, ok, err := t.get(t.s.key("importing"))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return &ImportingError{Where: t.s.describe()}
+	}
+	return nil
+}
+
+// load writes d into an empty prefix, so that the ledger is never seen
+// half imported: a first transaction, which requires the prefix empty,
+// writes the marker "importing"; every other operation refuses a ledger
+// with the marker (ImportingError). Then the builds, plans and heads go in
+// batches, each requiring the marker still ours, and a last transaction
+// deletes the marker and writes "last": from then on the ledger is whole
+// and issues ids after the imported ones. Killed anywhere, the same import
+// run again finds its marker and writes everything again (each write puts
+// a value, so once or twice is the same); another import is refused.
 func (s *etcdStore) load(ctx context.Context, d *dump) error {
 	cli, err := s.client()
 	if err != nil {
 		return err
 	}
-	var empty bool
+	var kv clientv3.KV = cli
+	if s.wrapKV != nil {
+		kv = s.wrapKV(kv)
+	}
+	ops := s.importOps(d)
+	sum := sha256.New()
+	for _, op := range ops {
+		fmt.Fprintf(sum, "%q %q\n", op.KeyBytes(), op.ValueBytes())
+	}
+	fmt.Fprintf(sum, "last %q\n", d.last)
+	mb, _ := json.Marshal(importMarker{Digest: hex.EncodeToString(sum.Sum(nil)), Builds: len(d.builds)})
+	marker := string(mb)
+	mkey := s.key("importing")
+
+	// The marker: a new import into an empty prefix, or ours resumed.
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Get(ctx, s.cfg.Prefix+"/ledger/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(s.cfg.Prefix+"/ledger/"), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(mkey, marker)).
+			Else(clientv3.OpGet(mkey)).Commit()
 		if err != nil {
 			return false, err
 		}
-		empty = resp.Count == 0
-		return true, nil
+		if resp.Succeeded {
+			return true, nil
+		}
+		got := resp.Responses[0].GetResponseRange().Kvs
+		if len(got) == 1 && string(got[0].Value) == marker {
+			return true, nil // ours, interrupted (or our own answer lost): resume
+		}
+		if len(got) == 1 {
+			return false, &NotEmptyError{Where: s.describe() + " (another import into it was interrupted: run that one again to finish it)"}
+		}
+		return false, &NotEmptyError{Where: s.describe()}
 	})
 	if err != nil {
 		return err
 	}
-	if !empty {
-		return &NotEmptyError{Where: s.describe()}
+	ours := clientv3.Compare(clientv3.Value(mkey), "=", marker)
+	lostMarker := &NotEmptyError{Where: s.describe() + " (its import marker changed during the import)"}
+	for len(ops) > 0 {
+		batch := ops[:min(importBatch, len(ops))]
+		ops = ops[len(batch):]
+		err := s.retry(ctx, func(ctx context.Context) (bool, error) {
+			resp, err := kv.Txn(ctx).If(ours).Then(batch...).Commit()
+			if err != nil {
+				return false, err
+			}
+			if !resp.Succeeded {
+				return false, lostMarker
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
+	// Publish: the marker goes and last comes in one transaction.
+	publish := []clientv3.Op{clientv3.OpDelete(mkey)}
+	if d.last != "" {
+		publish = append(publish, clientv3.OpPut(s.key("last"), d.last))
+	}
+	return s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := kv.Txn(ctx).If(ours).Then(publish...).Else(clientv3.OpGet(mkey), clientv3.OpGet(s.key("last"))).Commit()
+		if err != nil {
+			return false, err
+		}
+		if resp.Succeeded {
+			return true, nil
+		}
+		// Published already, if our answer was lost in flight.
+		m, l := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(m) == 0 && (d.last == "" && len(l) == 0 || len(l) == 1 && string(l[0].Value) == d.last) {
+			return true, nil
+		}
+		return false, lostMarker
+	})
+}
+
+// importOps are the writes of d's builds, heads, kept lists and plans, in
+// a fixed order.
+func (s *etcdStore) importOps(d *dump) []clientv3.Op {
 	heads := map[string]*record{}
 	kept := map[string][]string{}
 	var ops []clientv3.Op
@@ -720,37 +846,16 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 			kept[b.module] = append(kept[b.module], b.id)
 		}
 	}
-	for m, r := range heads {
-		put(s.key("head", m), r)
+	for _, m := range slices.Sorted(maps.Keys(heads)) {
+		put(s.key("head", m), heads[m])
 	}
-	for m, ids := range kept {
-		put(s.key("kept", m), ids)
+	for _, m := range slices.Sorted(maps.Keys(kept)) {
+		put(s.key("kept", m), kept[m])
 	}
 	for _, p := range d.plans {
 		put(s.key("plan", p.ID), p)
 	}
-	for len(ops) > 0 {
-		batch := ops[:min(importBatch, len(ops))]
-		ops = ops[len(batch):]
-		err := s.retry(ctx, func(ctx context.Context) (bool, error) {
-			_, err := cli.Txn(ctx).Then(batch...).Commit()
-			return err == nil, err
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("last")), "=", 0)).
-			Then(clientv3.OpPut(s.key("last"), d.last)).Commit()
-		if err != nil {
-			return false, err
-		}
-		if !resp.Succeeded {
-			return false, &NotEmptyError{Where: s.describe() + " (ids were issued there during the import)"}
-		}
-		return true, nil
-	})
+	return ops
 }
 
 // RefusedError reports an etcd ledger that answered and refused the
