@@ -58,7 +58,8 @@ func etcdCmds() map[string]func(ts *testscript.TestScript, neg bool, args []stri
 }
 
 // cmdWaitMesh: waitmesh [!] HOST MODULE [TIMEOUT] waits until the mesh shows
-// (with !: no longer shows) a window of HOST on MODULE, 10s by default.
+// (with !: no longer shows) a live window of HOST on MODULE (one whose lease
+// has not lapsed), 10s by default.
 func cmdWaitMesh(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
 		ts.Fatalf("usage: waitmesh [!] HOST MODULE [TIMEOUT]")
@@ -76,7 +77,7 @@ func cmdWaitMesh(ts *testscript.TestScript, neg bool, args []string) {
 	for {
 		ws, err := l.MeshWindows(context.Background())
 		ts.Check(err)
-		seen := slices.ContainsFunc(ws, func(w ledger.MeshWindow) bool { return w.Host == args[0] && w.Module == args[1] })
+		seen := slices.ContainsFunc(ws, func(w ledger.MeshWindow) bool { return w.Host == args[0] && w.Module == args[1] && !w.Lapsed })
 		if seen != neg {
 			return
 		}

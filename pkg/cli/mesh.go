@@ -26,6 +26,7 @@ func publishWindow(ctx context.Context, env *Env, module, step string) func() {
 		env.Warnf("window not published to the mesh: %v\n", err)
 		return func() {}
 	}
+	l.Warnf = env.Warnf
 	stop, err := l.PublishWindow(ctx, ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step,
 		PID: os.Getpid(), OpenedAt: env.Now().UTC()})
 	if err != nil {
@@ -86,7 +87,11 @@ func runMeshView(ctx context.Context, env *Env) error {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tMODULE/STEP\tPID\tOPENED")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime))
+		lapsed := ""
+		if w.Lapsed {
+			lapsed = "\tLAPSED: killed or cut off from etcd, its step may still run; check on the host"
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime), lapsed)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "MODULE\tBUILD\tIMAGE")

@@ -85,6 +85,9 @@ type Ledger struct {
 	LockTimeout time.Duration
 	// Entropy feeds the random low bits of ids (default crypto/rand).
 	Entropy io.Reader
+	// Warnf reports what the ledger does on its own in the background (a
+	// window published again after its lease lapsed); default: nothing.
+	Warnf func(format string, args ...any)
 
 	st storage // nil: the files of Dir
 }
@@ -97,6 +100,12 @@ func (l *Ledger) now() time.Time {
 		return l.Now()
 	}
 	return time.Now()
+}
+
+func (l *Ledger) warnf(format string, args ...any) {
+	if l.Warnf != nil {
+		l.Warnf(format, args...)
+	}
 }
 
 func (l *Ledger) retain() int {
