@@ -56,11 +56,14 @@
 // transactions issue the same id whatever the clocks. Restored from a
 // snapshot or imported, the ledger's last id is data like the rest, so ids
 // go on after it; a restore with --bump-revision past the lost history's
-// revisions never issues an id that was lost with it. The etcd client does not retry a write whose answer it
-// lost; meshctl does, and each request and record carries an idempotency
-// key whose answer is written in the same transaction: run again, it finds
-// that answer and changes nothing. Current reads are linearizable (one Get,
-// never serializable or at a past revision). Retention is the same: each
+// revisions never issues an id that was lost with it. The etcd client
+// does not retry a write whose answer it lost; meshctl does, and each
+// request and record carries an idempotency key whose answer is written in
+// the same transaction: run again, it finds that answer and changes
+// nothing. Answers live a day under a lease, which the cluster counts, so
+// no host's clock forgets another's answer early. Current reads are
+// linearizable (one read-only transaction, never serializable or at a past
+// revision). Retention is the same: each
 // record past Retain builds of its module prunes the oldest (never the
 // current one) to its compact record, which still judges a record again.
 //

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -103,7 +104,8 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 //	                Retain, the oldest (but the current one) is pruned to its
 //	                compact record, as the file ledger prunes its chunks
 //	plan/ID         a plan: the builds it asked for
-//	answer/KEY      what an operation answered, by idempotency key (kept a day)
+//	answer/KEY      what an operation answered, by idempotency key, under a
+//	                lease of a day (answerLease)
 //	importing       only while an import is written (load): every operation
 //	                refuses the ledger until it is gone
 //
@@ -120,6 +122,9 @@ type etcdStore struct {
 	// retain is the Ledger's Retain (how many builds of a module are kept
 	// in full).
 	retain func() int
+	// lease is what answers are written under (answerLease).
+	leaseMu sync.Mutex
+	lease   clientv3.LeaseID
 }
 
 func newEtcdStore(cfg EtcdConfig) (*etcdStore, error) {
@@ -429,8 +434,26 @@ func (e *corruptError) Error() string {
 func (e *corruptError) ExitCode() int { return 2 }
 
 // answerTTL is how long an answer is kept for a retry to find: a retry comes
-// within seconds; a day leaves room for hosts whose clocks disagree.
+// within seconds. Answers live under a lease of answerTTL, which the
+// cluster counts (its leader's ticks), so that no host's clock, however
+// far ahead, forgets another's answer early.
 const answerTTL = 24 * time.Hour
+
+// answerLease returns the lease this store's answers are written under,
+// granted at the first write (one per process).
+func (s *etcdStore) answerLease(ctx context.Context, kv clientv3.Lease) (clientv3.LeaseID, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if s.lease != clientv3.NoLease {
+		return s.lease, nil
+	}
+	resp, err := kv.Grant(ctx, int64(answerTTL/time.Second))
+	if err != nil {
+		return clientv3.NoLease, err
+	}
+	s.lease = resp.ID
+	return s.lease, nil
+}
 
 func (t *etcdTx) commit() (bool, error) {
 	if len(t.writes) == 0 {
@@ -442,12 +465,22 @@ func (t *etcdTx) commit() (bool, error) {
 	}
 	var ops []clientv3.Op
 	for _, k := range t.order {
-		ops = append(ops, clientv3.OpPut(k, string(t.writes[k])))
+		var opts []clientv3.OpOption
+		if strings.HasPrefix(k, t.s.key("answer")+"/") {
+			lease, err := t.s.answerLease(t.ctx, t.s.cli)
+			if err != nil {
+				return false, err
+			}
+			opts = append(opts, clientv3.WithLease(lease))
+		}
+		ops = append(ops, clientv3.OpPut(k, string(t.writes[k]), opts...))
 	}
-	// Forget answers older than a day, in the same transaction.
-	old := fmt.Sprintf("%012d", time.Now().Add(-answerTTL).Unix())
-	ops = append(ops, clientv3.OpDelete(t.s.key("answer")+"/", clientv3.WithRange(t.s.key("answer", old))))
 	resp, err := t.kv.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.s.leaseMu.Lock()
+		t.s.lease = clientv3.NoLease // lapsed (a process older than a day): grant another
+		t.s.leaseMu.Unlock()
+	}
 	if err != nil {
 		return false, err
 	}

@@ -179,8 +179,9 @@ func (l *Ledger) newKey() (string, error) {
 	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
 		return "", fmt.Errorf("read randomness for an idempotency key: %w", err)
 	}
-	// The time lets a store forget old answers; it orders nothing.
-	return fmt.Sprintf("%012d-%x", time.Now().Unix(), b), nil
+	// No time in it: etcd forgets answers by a lease the cluster counts,
+	// never by a host's clock.
+	return fmt.Sprintf("%x", b), nil
 }
 
 // once runs fn in one update under an idempotency key: if an earlier run

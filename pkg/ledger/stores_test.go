@@ -297,3 +297,64 @@ func TestEtcdRefusalsFailAtOnce(t *testing.T) {
 		t.Errorf("refused after %s: it was retried", d)
 	}
 }
+
+// hookKV runs between, once, after a transaction commits and before its
+// answer is returned: another host's operation in that window.
+type hookKV struct {
+	clientv3.KV
+	between *func()
+}
+
+func (k hookKV) Txn(ctx context.Context) clientv3.Txn { return hookTxn{k.KV.Txn(ctx), k.between} }
+
+type hookTxn struct {
+	clientv3.Txn
+	between *func()
+}
+
+func (t hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return hookTxn{t.Txn.If(cs...), t.between} }
+func (t hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { return hookTxn{t.Txn.Then(ops...), t.between} }
+
+func (t hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if f := *t.between; err == nil && resp.Succeeded && f != nil {
+		*t.between = nil
+		f()
+		return nil, errors.New("etcdserver: request timed out (answer lost after commit)")
+	}
+	return resp, err
+}
+
+// TestEtcdAnswersKeptByTheCluster: an answer lives under a lease of a day
+// that the cluster counts, not under a name a host's clock dates, so that
+// another host whose clock is ahead (here: committing between the lost
+// answer and its retry) can never forget it early; the retry finds it and
+// the request is made once.
+func TestEtcdAnswersKeptByTheCluster(t *testing.T) {
+	b := testEtcd(t)
+	s := b.st.(*etcdStore)
+	a := etcdClient(t, s.cfg)
+	a.Now = skewedClock(25 * time.Hour)
+	between := func() { request(t, a, "api") }
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return hookKV{kv, &between} }
+	if _, err := b.Request(ctx, []string{"web"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		t.Fatal("no answer was lost: the test proves nothing")
+	}
+	if all, err := b.List(ctx, "web"); err != nil || len(all) != 1 {
+		t.Errorf("web after one request whose answer was lost: %d builds, %v; want 1", len(all), err)
+	}
+	cli, _ := s.client()
+	resp, err := cli.Get(ctx, s.key("answer")+"/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 2 {
+		t.Fatalf("answers: %v, %v; want 2", resp, err)
+	}
+	for _, kv := range resp.Kvs {
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil || ttl.GrantedTTL != int64(answerTTL/time.Second) || ttl.TTL <= 0 {
+			t.Errorf("answer %s: lease %+v, %v; want one of %s, alive", kv.Key, ttl, err, answerTTL)
+		}
+	}
+}
