@@ -43,16 +43,25 @@ const DefaultEtcdPrefix = "/meshctl"
 
 // ParseURL parses a --ledger value: "file" (or "") for the state
 // directory's files, or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]. It returns
-// nil for the files.
+// nil for the files. A URL with credentials (USER:PASSWORD@ or PASSWORD@)
+// is refused, and its error never shows it.
 func ParseURL(u string) (*EtcdConfig, error) {
 	if u == "" || u == "file" {
 		return nil, nil
 	}
 	rest, ok := strings.CutPrefix(u, "etcd://")
 	if !ok {
+		if strings.Contains(u, "@") {
+			return nil, errors.New("ledger URL: want file or etcd://HOST:PORT[,HOST:PORT…][/PREFIX] (the URL is not shown: it may hold a credential)")
+		}
 		return nil, fmt.Errorf("ledger %q: want file or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]", u)
 	}
 	hosts, prefix, _ := strings.Cut(rest, "/")
+	if strings.Contains(hosts, "@") {
+		// Never echoed: what comes before @ is a user and password, or a
+		// password taken for a host.
+		return nil, errors.New("ledger URL: credentials (USER:PASSWORD@) are refused in a URL, which shows in ps, logs and config files; the URL is not shown; set MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD instead")
+	}
 	cfg := &EtcdConfig{Prefix: DefaultEtcdPrefix}
 	if prefix != "" {
 		cfg.Prefix = path.Clean("/" + prefix)
