@@ -454,6 +454,20 @@ func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, 
 	return *buildOf(module, cur), true, nil
 }
 
+// RecheckTimeout bounds CurrentBuildAgain: one attempt of an etcd call.
+const RecheckTimeout = attempt
+
+// CurrentBuildAgain is CurrentBuild for a re-read under a lock (apply's
+// state lock, after it resolved the module before taking it): bounded to
+// RecheckTimeout, not the ledger's Timeout, so that an etcd that stopped
+// answering meanwhile holds up the lock, and every window of the host
+// waiting for it, seconds rather than --lock-timeout.
+func (l *Ledger) CurrentBuildAgain(ctx context.Context, module string) (Build, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, RecheckTimeout)
+	defer cancel()
+	return l.CurrentBuild(ctx, module)
+}
+
 // Currents returns the current build of every module that has one, by
 // module name, from lock-free snapshots of their ledger files: for status.
 func Currents(d *state.Dir) ([]Build, error) {

@@ -254,3 +254,28 @@ func TestEtcdTxnAcrossRestoreNeverCommits(t *testing.T) {
 		t.Errorf("the request run again issued the same id %s", next)
 	}
 }
+
+// TestEtcdCurrentAgainIsBounded: a re-read of a module's current build
+// under a lock (apply's second resolution) gives up after one attempt when
+// the cluster stopped answering, not after the ledger's whole Timeout.
+func TestEtcdCurrentAgainIsBounded(t *testing.T) {
+	testEtcd(t)
+	dir := t.TempDir()
+	client, peer := freePort(t), freePort(t)
+	stop := ownMember(t, filepath.Join(dir, "data"), client, peer)
+	cfg := EtcdConfig{Endpoints: []string{"127.0.0.1:" + client}, Timeout: time.Minute}
+	l := etcdClient(t, cfg)
+	rec(t, l, request(t, l, "app").Builds[0].ID, digestImage("reg/app", 1))
+	if _, ok, err := l.CurrentBuild(ctx, "app"); err != nil || !ok {
+		t.Fatalf("current: %v, %v", ok, err)
+	}
+	stop()
+	start := time.Now()
+	_, _, err := l.CurrentBuildAgain(ctx, "app")
+	if exitCodeOf(err) != 1 {
+		t.Errorf("re-read with the cluster down: %v; want exit 1, unreachable", err)
+	}
+	if d := time.Since(start); d > RecheckTimeout+2*time.Second {
+		t.Errorf("re-read gave up after %s; want about %s, not the ledger's minute", d, RecheckTimeout)
+	}
+}
