@@ -47,9 +47,11 @@ func (s *etcdStore) openedKey(w MeshWindow) string {
 	return fmt.Sprintf("%s/windows-opened/%s/%s/%d", s.cfg.Prefix, w.Host, w.Module, w.PID)
 }
 
-// publication is one published window: its renewals, and the lease they
-// renew, replaced when it lapses.
-type publication struct {
+// Publication is one published window: its renewals, and the lease they
+// renew, replaced when it lapses. Stop it when the window closed and its
+// hold is gone; Leave it when the window ends with its hold kept (a close
+// that failed closed), so that it lapses and shows as lapsed.
+type Publication struct {
 	s      *etcdStore
 	cli    *clientv3.Client
 	w      MeshWindow
@@ -69,14 +71,16 @@ type publication struct {
 // stopped that long) is replaced: the window is published again on a new
 // lease, with a warning through l.Warnf.
 func (l *Ledger) PublishWindow(ctx context.Context, w MeshWindow) (stop func(), err error) {
-	p, err := l.publishWindow(ctx, w)
+	p, err := l.Publish(ctx, w)
 	if err != nil {
 		return nil, err
 	}
-	return p.stop, nil
+	return p.Stop, nil
 }
 
-func (l *Ledger) publishWindow(ctx context.Context, w MeshWindow) (*publication, error) {
+// Publish publishes w as PublishWindow does, and returns the publication,
+// to Stop or Leave.
+func (l *Ledger) Publish(ctx context.Context, w MeshWindow) (*Publication, error) {
 	s, ok := l.st.(*etcdStore)
 	if !ok {
 		return nil, ErrNotEtcd
@@ -89,7 +93,7 @@ func (l *Ledger) publishWindow(ctx context.Context, w MeshWindow) (*publication,
 	if err != nil {
 		return nil, err
 	}
-	p := &publication{s: s, cli: cli, w: w, value: string(b), warn: l.warnf, done: make(chan struct{})}
+	p := &Publication{s: s, cli: cli, w: w, value: string(b), warn: l.warnf, done: make(chan struct{})}
 	kctx, cancel := context.WithCancel(context.Background())
 	ch, err := p.publish(ctx, kctx)
 	if err != nil {
@@ -103,7 +107,7 @@ func (l *Ledger) publishWindow(ctx context.Context, w MeshWindow) (*publication,
 
 // publish grants a lease, writes the window under it (and its entry
 // without a lease) in one transaction, and starts renewing it.
-func (p *publication) publish(ctx, kctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
+func (p *Publication) publish(ctx, kctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
 	lease, err := p.cli.Grant(ctx, int64(WindowTTL/time.Second))
@@ -128,7 +132,7 @@ func (p *publication) publish(ctx, kctx context.Context) (<-chan *clientv3.Lease
 // keep drains the renewals; when their channel closes while the window
 // lives (the lease lapsed or could not be renewed in time), it publishes
 // the window again on a new lease, trying every second or so until it can.
-func (p *publication) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAliveResponse) {
+func (p *Publication) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(p.done)
 	for {
 		for range ch {
@@ -153,9 +157,9 @@ func (p *publication) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAl
 	}
 }
 
-// stop ends the renewals and removes the window from the mesh: both its
+// Stop ends the renewals and removes the window from the mesh: both its
 // entries, and its lease.
-func (p *publication) stop() {
+func (p *Publication) Stop() {
 	p.cancel()
 	<-p.done
 	ctx, cancel := context.WithTimeout(context.Background(), attempt)
@@ -167,8 +171,10 @@ func (p *publication) stop() {
 	_, _ = p.cli.Revoke(ctx, lease) // else it lapses by itself
 }
 
-// kill ends the renewals and leaves the entries, as a SIGKILL does.
-func (p *publication) kill() {
+// Leave ends the renewals and leaves the entries, as a SIGKILL does: the
+// window lapses within WindowTTL and then shows as lapsed, until its host
+// forgets it (ForgetWindow).
+func (p *Publication) Leave() {
 	p.cancel()
 	<-p.done
 }

@@ -126,11 +126,11 @@ func TestEtcdWindowKilledShowsLapsed(t *testing.T) {
 	l := testEtcd(t)
 	s := l.st.(*etcdStore)
 	w := MeshWindow{Host: "h1", Module: "store", Step: "gc", PID: 4243, OpenedAt: time.Now().UTC()}
-	p, err := l.publishWindow(ctx, w)
+	p, err := l.Publish(ctx, w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.kill()
+	p.Leave()
 	cli, _ := s.client()
 	if _, err := cli.Revoke(ctx, windowLease(t, s, w)); err != nil { // lapsed, without waiting WindowTTL
 		t.Fatal(err)
