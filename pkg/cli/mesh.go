@@ -102,8 +102,9 @@ func runMeshView(ctx context.Context, env *Env) error {
 }
 
 // currentBuilds reads the modules' current builds for status from the
-// configured ledger. An etcd ledger that does not answer leaves them out,
-// with one warning: status reports the host, which works without etcd.
+// configured ledger. An etcd ledger that does not answer, refuses (a wrong
+// password) or is being imported leaves them out, with one warning: status
+// reports the host, which works without etcd.
 func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (ledger.Build, bool, error) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
@@ -122,7 +123,9 @@ func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (
 		}
 		b, ok, err := l.CurrentBuild(ctx, m)
 		var u *ledger.UnreachableError
-		if errors.As(err, &u) {
+		var r *ledger.RefusedError
+		var im *ledger.ImportingError
+		if errors.As(err, &u) || errors.As(err, &r) || errors.As(err, &im) {
 			failed = true
 			env.Warnf("current builds not shown: %v\n", err)
 			return ledger.Build{}, false, nil
