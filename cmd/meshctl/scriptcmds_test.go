@@ -73,7 +73,7 @@ var scriptCmdList = []scriptCmd{
 	{"waitfile", false, "PATH [DUR]", "wait until PATH exists (default 30s)", cmdWaitFile},
 	{"waithold", true, "MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it", cmdWaitHold},
 	{"waithttp", true, "URL [DUR]", "wait until GET URL (loopback only) answers 200 (default 30s); with !, check once that nothing answers", cmdWaitHTTP},
-	{"waitmesh", true, "HOST MODULE [DUR]", "etcd scripts: wait until the mesh shows a window of HOST on MODULE (default 10s); with !, until it no longer does", cmdWaitMesh},
+	{"waitmesh", true, "HOST MODULE [DUR]", "etcd scripts: wait until the mesh shows a live window (lease not lapsed) of HOST on MODULE (default 10s); with !, until it no longer does", cmdWaitMesh},
 	{"winreap", false, "", "at the script's end, SIGKILL this script's meshctl processes that still run, before earlier cleanups", cmdReapWindows},
 }
 
@@ -768,7 +768,7 @@ func cmdWaitMesh(ts *testscript.TestScript, neg bool, args []string) {
 	for {
 		ws, err := l.MeshWindows(context.Background())
 		ts.Check(err)
-		seen := slices.ContainsFunc(ws, func(w ledger.MeshWindow) bool { return w.Host == args[0] && w.Module == args[1] })
+		seen := slices.ContainsFunc(ws, func(w ledger.MeshWindow) bool { return w.Host == args[0] && w.Module == args[1] && !w.Lapsed })
 		if seen != neg {
 			return
 		}

@@ -177,6 +177,7 @@ func sourceName(path string) string {
 // contacted only when the file needs an artifact.
 func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Resolver {
 	var l *ledger.Ledger
+	resolved := map[string]bool{}
 	return func(module string) (string, string, bool, error) {
 		if l == nil {
 			cfg, err := env.etcdLedger()
@@ -187,10 +188,18 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Res
 				return "", "", false, err
 			}
 		}
-		b, ok, err := l.CurrentBuild(ctx, module)
+		// apply resolves each module before its state lock, then again under
+		// it: the re-read is bounded, so an etcd gone meanwhile does not hold
+		// the lock (and the host's windows) for --lock-timeout.
+		read := l.CurrentBuild
+		if resolved[module] {
+			read = l.CurrentBuildAgain
+		}
+		b, ok, err := read(ctx, module)
 		if err != nil || !ok {
 			return "", "", ok, err
 		}
+		resolved[module] = true
 		return b.Image, b.ID, true, nil
 	}
 }

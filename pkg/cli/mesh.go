@@ -26,6 +26,7 @@ func publishWindow(ctx context.Context, env *Env, module, step string) func() {
 		env.Warnf("window not published to the mesh: %v\n", err)
 		return func() {}
 	}
+	l.Warnf = env.Warnf
 	stop, err := l.PublishWindow(ctx, ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step,
 		PID: os.Getpid(), OpenedAt: env.Now().UTC()})
 	if err != nil {
@@ -86,7 +87,11 @@ func runMeshView(ctx context.Context, env *Env) error {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tMODULE/STEP\tPID\tOPENED")
 	for _, w := range ws {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime))
+		lapsed := ""
+		if w.Lapsed {
+			lapsed = "\tLAPSED: killed or cut off from etcd, its step may still run; check on the host"
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime), lapsed)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "MODULE\tBUILD\tIMAGE")
@@ -97,9 +102,9 @@ func runMeshView(ctx context.Context, env *Env) error {
 }
 
 // currentBuilds reads the modules' current builds for status from the
-// configured ledger, opened at the first module. An etcd ledger that does
-// not answer leaves them out, with one warning: status reports the host,
-// which works without etcd.
+// configured ledger. An etcd ledger that does not answer, refuses (a wrong
+// password) or is being imported leaves them out, with one warning: status
+// reports the host, which works without etcd.
 func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (ledger.Build, bool, error) {
 	// --ledger was checked before any command ran; were it not, the files.
 	cfg, _ := env.etcdLedger()
@@ -117,7 +122,9 @@ func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (
 		}
 		b, ok, err := l.CurrentBuild(ctx, m)
 		var u *ledger.UnreachableError
-		if errors.As(err, &u) {
+		var r *ledger.RefusedError
+		var im *ledger.ImportingError
+		if errors.As(err, &u) || errors.As(err, &r) || errors.As(err, &im) {
 			failed = true
 			env.Warnf("current builds not shown: %v\n", err)
 			return ledger.Build{}, false, nil

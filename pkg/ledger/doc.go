@@ -50,18 +50,28 @@
 // every key it read; one that loses its compare (another host wrote first)
 // reads again and is judged again. Ids come from the cluster: a request
 // compares the last id issued, so ids follow the cluster's order of
-// requests; a host's clock gives an id only the time it carries (nextSeq
-// counts up from the last id when the clock is behind). Restored from a
+// requests; a host's clock gives an id only the time it carries, and the
+// id's next 40 bits are the cluster revision the transaction read at (then
+// its place in the transaction, then 32 random bits: clusterSeq), so no two
+// transactions issue the same id whatever the clocks. Restored from a
 // snapshot or imported, the ledger's last id is data like the rest, so ids
-// go on after it. The etcd client does not retry a write whose answer it
-// lost; meshctl does, and each request and record carries an idempotency
-// key whose answer is written in the same transaction: run again, it finds
-// that answer and changes nothing. Current reads are linearizable (one Get,
-// never serializable or at a past revision). Retention is the same: each
+// go on after it; a restore with --bump-revision past the lost history's
+// revisions never issues an id that was lost with it. The etcd client
+// does not retry a write whose answer it lost; meshctl does, and each
+// request and record carries an idempotency key whose answer is written in
+// the same transaction: run again, it finds that answer and changes
+// nothing. Answers live a day under a lease, which the cluster counts, so
+// no host's clock forgets another's answer early. Current reads are
+// linearizable (one read-only transaction, never serializable or at a past
+// revision). Retention is the same: each
 // record past Retain builds of its module prunes the oldest (never the
 // current one) to its compact record, which still judges a record again.
 //
 // Export and Import move a ledger between stores as JSON lines (export.go).
+// Into etcd, an import writes a marker first (importing) and removes it,
+// with last, in its last transaction: every operation reads the marker and
+// refuses the ledger while it is there, so a half-written import is never
+// used, and the same import run again finishes it.
 //
 // # Storage in files
 //

@@ -2,20 +2,25 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"path"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/fault"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -40,16 +45,25 @@ const DefaultEtcdPrefix = "/meshctl"
 
 // ParseURL parses a --ledger value: "file" (or "") for the state
 // directory's files, or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]. It returns
-// nil for the files.
+// nil for the files. A URL with credentials (USER:PASSWORD@ or PASSWORD@)
+// is refused, and its error never shows it.
 func ParseURL(u string) (*EtcdConfig, error) {
 	if u == "" || u == "file" {
 		return nil, nil
 	}
 	rest, ok := strings.CutPrefix(u, "etcd://")
 	if !ok {
+		if strings.Contains(u, "@") {
+			return nil, errors.New("ledger URL: want file or etcd://HOST:PORT[,HOST:PORT…][/PREFIX] (the URL is not shown: it may hold a credential)")
+		}
 		return nil, fmt.Errorf("ledger %q: want file or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]", u)
 	}
 	hosts, prefix, _ := strings.Cut(rest, "/")
+	if strings.Contains(hosts, "@") {
+		// Never echoed: what comes before @ is a user and password, or a
+		// password taken for a host.
+		return nil, errors.New("ledger URL: credentials (USER:PASSWORD@) are refused in a URL, which shows in ps, logs and config files; the URL is not shown; set MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD instead")
+	}
 	cfg := &EtcdConfig{Prefix: DefaultEtcdPrefix}
 	if prefix != "" {
 		cfg.Prefix = path.Clean("/" + prefix)
@@ -101,7 +115,10 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 //	                Retain, the oldest (but the current one) is pruned to its
 //	                compact record, as the file ledger prunes its chunks
 //	plan/ID         a plan: the builds it asked for
-//	answer/KEY      what an operation answered, by idempotency key (kept a day)
+//	answer/KEY      what an operation answered, by idempotency key, under a
+//	                lease of a day (answerLease)
+//	importing       only while an import is written (load): every operation
+//	                refuses the ledger until it is gone
 //
 // Each change is one transaction that compares the mod revision of every
 // key it read, and is run again from fresh reads when a compare is lost
@@ -116,6 +133,9 @@ type etcdStore struct {
 	// retain is the Ledger's Retain (how many builds of a module are kept
 	// in full).
 	retain func() int
+	// lease is what answers are written under (answerLease).
+	leaseMu sync.Mutex
+	lease   clientv3.LeaseID
 }
 
 func newEtcdStore(cfg EtcdConfig) (*etcdStore, error) {
@@ -158,7 +178,7 @@ func (s *etcdStore) client() (*clientv3.Client, error) {
 		Logger:               zap.NewNop(),
 	})
 	if err != nil {
-		return nil, s.unreachable(err)
+		return nil, s.failed(err)
 	}
 	s.cli = cli
 	return cli, nil
@@ -179,6 +199,15 @@ func (s *etcdStore) unreachable(err error) error {
 	return &UnreachableError{Endpoints: s.cfg.Endpoints, Err: err}
 }
 
+// failed is err of one call not retried: a *RefusedError when the cluster
+// refused, else an *UnreachableError.
+func (s *etcdStore) failed(err error) error {
+	if r := s.refusal(err); r != nil {
+		return r
+	}
+	return s.unreachable(err)
+}
+
 func (s *etcdStore) key(parts ...string) string {
 	return s.cfg.Prefix + "/ledger/" + strings.Join(parts, "/")
 }
@@ -188,8 +217,9 @@ func (s *etcdStore) key(parts ...string) string {
 const attempt = 3 * time.Second
 
 // retry runs op until it succeeds, returns an error of the ledger (not of
-// the cluster), or the budget is spent: a lost compare, an unavailable
-// member, a leader change and a lost answer alike run op again.
+// the cluster) or one the cluster will give again (refusal), or the budget
+// is spent: a lost compare, an unavailable member, a leader change and a
+// lost answer alike run op again.
 func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -214,6 +244,9 @@ func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (don
 		case err != nil && errors.As(err, &le):
 			return err
 		case err != nil:
+			if r := s.refusal(err); r != nil {
+				return r
+			}
 			last = err
 		}
 		if ctx.Err() != nil {
@@ -247,6 +280,9 @@ func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
 	}
 	return s.retry(ctx, func(ctx context.Context) (bool, error) {
 		tx := &etcdTx{s: s, kv: kv, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := tx.checkImporting(); err != nil {
+			return false, err
+		}
 		if err := fn(tx); err != nil {
 			return false, err
 		}
@@ -261,12 +297,16 @@ func (s *etcdStore) view(ctx context.Context, fn func(v view) error) error {
 	}
 	return s.retry(ctx, func(ctx context.Context) (bool, error) {
 		tx := &etcdTx{s: s, kv: cli, ctx: ctx, seen: map[string]int64{}, vals: map[string][]byte{}, writes: map[string][]byte{}}
+		if err := tx.checkImporting(); err != nil {
+			return false, err
+		}
 		return true, fn(tx)
 	})
 }
 
-// current is one linearizable read: never a serializable or historical one,
-// so that a build recorded before it began is seen.
+// current is one linearizable read (a read-only transaction): never a
+// serializable or historical one, so that a build recorded before it began
+// is seen.
 func (s *etcdStore) current(ctx context.Context, module string) (*record, error) {
 	cli, err := s.client()
 	if err != nil {
@@ -274,15 +314,21 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 	}
 	var cur *record
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Get(ctx, s.key("head", module))
+		// One read-only transaction: the head, unless an import is under way.
+		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("importing")), "=", 0)).
+			Then(clientv3.OpGet(s.key("head", module))).Commit()
 		if err != nil {
 			return false, err
 		}
+		if !resp.Succeeded {
+			return false, &ImportingError{Where: s.describe()}
+		}
+		kvs := resp.Responses[0].GetResponseRange().Kvs
 		cur = nil
-		if len(resp.Kvs) == 1 {
+		if len(kvs) == 1 {
 			cur = &record{}
-			if err := json.Unmarshal(resp.Kvs[0].Value, cur); err != nil {
-				return false, &corruptError{Key: string(resp.Kvs[0].Key), Err: err}
+			if err := json.Unmarshal(kvs[0].Value, cur); err != nil {
+				return false, &corruptError{Key: string(kvs[0].Key), Err: err}
 			}
 		}
 		return true, nil
@@ -399,8 +445,26 @@ func (e *corruptError) Error() string {
 func (e *corruptError) Fault() fault.Kind { return fault.BadInput }
 
 // answerTTL is how long an answer is kept for a retry to find: a retry comes
-// within seconds; a day leaves room for hosts whose clocks disagree.
+// within seconds. Answers live under a lease of answerTTL, which the
+// cluster counts (its leader's ticks), so that no host's clock, however
+// far ahead, forgets another's answer early.
 const answerTTL = 24 * time.Hour
+
+// answerLease returns the lease this store's answers are written under,
+// granted at the first write (one per process).
+func (s *etcdStore) answerLease(ctx context.Context, kv clientv3.Lease) (clientv3.LeaseID, error) {
+	s.leaseMu.Lock()
+	defer s.leaseMu.Unlock()
+	if s.lease != clientv3.NoLease {
+		return s.lease, nil
+	}
+	resp, err := kv.Grant(ctx, int64(answerTTL/time.Second))
+	if err != nil {
+		return clientv3.NoLease, err
+	}
+	s.lease = resp.ID
+	return s.lease, nil
+}
 
 func (t *etcdTx) commit() (bool, error) {
 	if len(t.writes) == 0 {
@@ -412,12 +476,31 @@ func (t *etcdTx) commit() (bool, error) {
 	}
 	var ops []clientv3.Op
 	for _, k := range t.order {
-		ops = append(ops, clientv3.OpPut(k, string(t.writes[k])))
+		var opts []clientv3.OpOption
+		if strings.HasPrefix(k, t.s.key("answer")+"/") {
+			lease, err := t.s.answerLease(t.ctx, t.s.cli)
+			if err != nil {
+				return false, err
+			}
+			opts = append(opts, clientv3.WithLease(lease))
+		}
+		ops = append(ops, clientv3.OpPut(k, string(t.writes[k]), opts...))
 	}
-	// Forget answers older than a day, in the same transaction.
-	old := fmt.Sprintf("%012d", time.Now().Add(-answerTTL).Unix())
-	ops = append(ops, clientv3.OpDelete(t.s.key("answer")+"/", clientv3.WithRange(t.s.key("answer", old))))
+	// A read at the revision the transaction read at, which fails once it
+	// is compacted: a transaction that read before a snapshot restore (with
+	// --mark-compacted) and commits after it would otherwise pass its
+	// compares against the restored keys and issue the ids a transaction
+	// that read at the same revision issued and the restore lost (found by
+	// docs/model/ledger-etcd.pml, BROKEN_NO_COMPACT_CHECK).
+	if t.rev > 0 {
+		ops = append(ops, clientv3.OpGet(t.s.key("last"), clientv3.WithRev(t.rev), clientv3.WithCountOnly()))
+	}
 	resp, err := t.kv.Txn(t.ctx).If(cmps...).Then(ops...).Commit()
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		t.s.leaseMu.Lock()
+		t.s.lease = clientv3.NoLease // lapsed (a process older than a day): grant another
+		t.s.leaseMu.Unlock()
+	}
 	if err != nil {
 		return false, err
 	}
@@ -526,13 +609,25 @@ func (t *etcdTx) retained(m string) ([]record, error) {
 	return out, nil
 }
 
+// etcdIDsPerTxn is how many ids one request transaction issues: each is a
+// write of b/ID, besides the plan, last, the answer and the read at the
+// transaction's revision, within etcd's default --max-txn-ops of 128.
+const etcdIDsPerTxn = 118
+
+func (s *etcdStore) idsPerChange() int { return etcdIDsPerTxn }
+
 // issue issues ids after the last one the cluster issued: the transaction
 // compares "last", so of two hosts that read the same last id one loses its
 // compare and issues again after the other. The order is the cluster's; a
-// host's clock gives only the time an id carries (see nextSeq), and after a
-// snapshot restore or an import, last is what the restored or imported
+// host's clock gives only the time an id carries, and each id carries the
+// revision the transaction read at, so no two transactions issue the same
+// id, whatever the clocks, even across a snapshot restore (clusterSeq).
+// After a restore or an import, last is what the restored or imported
 // ledger issued, so ids go on increasing from there.
 func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
+	if n > maxIDsPerTxn {
+		return nil, fmt.Errorf("%d ids in one transaction: at most %d", n, maxIDsPerTxn)
+	}
 	b, _, err := t.get(t.s.key("last"))
 	if err != nil {
 		return nil, err
@@ -542,8 +637,8 @@ func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 		return nil, &corruptError{Key: t.s.key("last"), Err: fmt.Errorf("malformed id %q", b)}
 	}
 	var out []string
-	for range n {
-		s, err := nextSeq(last, now, defaultEntropy)
+	for i := range n {
+		s, err := clusterSeq(last, now, t.rev, i, defaultEntropy)
 		if err != nil {
 			return nil, err
 		}
@@ -657,29 +752,137 @@ func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
 // 128 operations per transaction by default).
 const importBatch = 100
 
-// load writes d into an empty prefix: the builds, plans and heads in
-// batches, then "last" in a transaction that requires it still absent, so
-// that the imported ledger issues ids only once it is whole.
+// importMarker is the value of PREFIX/ledger/importing while an import is
+// under way: which export it writes, so that the same import run again
+// resumes it and no other import mixes with it.
+type importMarker struct {
+	Digest string `json:"digest"`
+	Builds int    `json:"builds"`
+}
+
+// ImportingError reports an etcd ledger that an import is writing, or that
+// an interrupted import left half written (exit 1): it issues no id and
+// answers nothing until the import is whole. Running the same import again
+// finishes it.
+type ImportingError struct{ Where string }
+
+func (e *ImportingError) Error() string {
+	return fmt.Sprintf("ledger %s is being imported, or an import into it was interrupted: it answers once the import is whole; run the same meshctl build import again to finish it", e.Where)
+}
+
+// Fault says a ledger under import is a failure (run the import again).
+func (e *ImportingError) Fault() fault.Kind { return fault.Failed }
+
+// checkImporting refuses a ledger under import: every transaction reads
+// the marker (so compares it, and loses its compare if an import begins
+// before it commits).
+func (t *etcdTx) checkImporting() error {
+	_, ok, err := t.get(t.s.key("importing"))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return &ImportingError{Where: t.s.describe()}
+	}
+	return nil
+}
+
+// load writes d into an empty prefix, so that the ledger is never seen
+// half imported: a first transaction, which requires the prefix empty,
+// writes the marker "importing"; every other operation refuses a ledger
+// with the marker (ImportingError). Then the builds, plans and heads go in
+// batches, each requiring the marker still ours, and a last transaction
+// deletes the marker and writes "last": from then on the ledger is whole
+// and issues ids after the imported ones. Killed anywhere, the same import
+// run again finds its marker and writes everything again (each write puts
+// a value, so once or twice is the same); another import is refused.
 func (s *etcdStore) load(ctx context.Context, d *dump) error {
 	cli, err := s.client()
 	if err != nil {
 		return err
 	}
-	var empty bool
+	var kv clientv3.KV = cli
+	if s.wrapKV != nil {
+		kv = s.wrapKV(kv)
+	}
+	ops := s.importOps(d)
+	sum := sha256.New()
+	for _, op := range ops {
+		fmt.Fprintf(sum, "%q %q\n", op.KeyBytes(), op.ValueBytes())
+	}
+	fmt.Fprintf(sum, "last %q\n", d.last)
+	mb, _ := json.Marshal(importMarker{Digest: hex.EncodeToString(sum.Sum(nil)), Builds: len(d.builds)})
+	marker := string(mb)
+	mkey := s.key("importing")
+
+	// The marker: a new import into an empty prefix, or ours resumed.
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Get(ctx, s.cfg.Prefix+"/ledger/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		resp, err := kv.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(s.cfg.Prefix+"/ledger/"), "=", 0).WithPrefix()).
+			Then(clientv3.OpPut(mkey, marker)).
+			Else(clientv3.OpGet(mkey)).Commit()
 		if err != nil {
 			return false, err
 		}
-		empty = resp.Count == 0
-		return true, nil
+		if resp.Succeeded {
+			return true, nil
+		}
+		got := resp.Responses[0].GetResponseRange().Kvs
+		if len(got) == 1 && string(got[0].Value) == marker {
+			return true, nil // ours, interrupted (or our own answer lost): resume
+		}
+		if len(got) == 1 {
+			return false, &NotEmptyError{Where: s.describe() + " (another import into it was interrupted: run that one again to finish it)"}
+		}
+		return false, &NotEmptyError{Where: s.describe()}
 	})
 	if err != nil {
 		return err
 	}
-	if !empty {
-		return &NotEmptyError{Where: s.describe()}
+	ours := clientv3.Compare(clientv3.Value(mkey), "=", marker)
+	lostMarker := &NotEmptyError{Where: s.describe() + " (its import marker changed during the import)"}
+	for len(ops) > 0 {
+		batch := ops[:min(importBatch, len(ops))]
+		ops = ops[len(batch):]
+		err := s.retry(ctx, func(ctx context.Context) (bool, error) {
+			resp, err := kv.Txn(ctx).If(ours).Then(batch...).Commit()
+			if err != nil {
+				return false, err
+			}
+			if !resp.Succeeded {
+				return false, lostMarker
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
 	}
+	// Publish: the marker goes and last comes in one transaction.
+	publish := []clientv3.Op{clientv3.OpDelete(mkey)}
+	if d.last != "" {
+		publish = append(publish, clientv3.OpPut(s.key("last"), d.last))
+	}
+	return s.retry(ctx, func(ctx context.Context) (bool, error) {
+		resp, err := kv.Txn(ctx).If(ours).Then(publish...).Else(clientv3.OpGet(mkey), clientv3.OpGet(s.key("last"))).Commit()
+		if err != nil {
+			return false, err
+		}
+		if resp.Succeeded {
+			return true, nil
+		}
+		// Published already, if our answer was lost in flight.
+		m, l := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(m) == 0 && (d.last == "" && len(l) == 0 || len(l) == 1 && string(l[0].Value) == d.last) {
+			return true, nil
+		}
+		return false, lostMarker
+	})
+}
+
+// importOps are the writes of d's builds, heads, kept lists and plans, in
+// a fixed order.
+func (s *etcdStore) importOps(d *dump) []clientv3.Op {
 	heads := map[string]*record{}
 	kept := map[string][]string{}
 	var ops []clientv3.Op
@@ -696,35 +899,67 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 			kept[b.module] = append(kept[b.module], b.id)
 		}
 	}
-	for m, r := range heads {
-		put(s.key("head", m), r)
+	for _, m := range slices.Sorted(maps.Keys(heads)) {
+		put(s.key("head", m), heads[m])
 	}
-	for m, ids := range kept {
-		put(s.key("kept", m), ids)
+	for _, m := range slices.Sorted(maps.Keys(kept)) {
+		put(s.key("kept", m), kept[m])
 	}
 	for _, p := range d.plans {
 		put(s.key("plan", p.ID), p)
 	}
-	for len(ops) > 0 {
-		batch := ops[:min(importBatch, len(ops))]
-		ops = ops[len(batch):]
-		err := s.retry(ctx, func(ctx context.Context) (bool, error) {
-			_, err := cli.Txn(ctx).Then(batch...).Commit()
-			return err == nil, err
-		})
-		if err != nil {
-			return err
-		}
+	return ops
+}
+
+// RefusedError reports an etcd ledger that answered and refused the
+// operation for a reason that running it again cannot change: a wrong user
+// or password, a role without the permission, a transaction too large for
+// the cluster, a full database, a TLS handshake the member rejects (exit 1,
+// at once, not after --lock-timeout). Nothing was changed.
+type RefusedError struct {
+	Endpoints []string
+	// Why says what was refused and what to do, never a credential.
+	Why string
+	Err error
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("etcd ledger at %s: %s; nothing was changed", strings.Join(e.Endpoints, ","), e.Why)
+}
+
+func (e *RefusedError) Unwrap() error { return e.Err }
+
+// Fault says a refused operation is a failure.
+func (e *RefusedError) Fault() fault.Kind { return fault.Failed }
+
+// refusal returns the *RefusedError for err when running the operation again
+// cannot succeed, else nil: then err (a member down, a leader change, a
+// timeout, a lost answer) is worth another attempt.
+func (s *etcdStore) refusal(err error) error {
+	var why string
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, rpctypes.ErrAuthFailed):
+		why = "authentication failed: check MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD"
+	case errors.Is(err, rpctypes.ErrAuthNotEnabled):
+		why = "a user was given, but the cluster has authentication off: unset MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD"
+	case errors.Is(err, rpctypes.ErrUserEmpty):
+		why = "authentication failed: MESHCTL_LEDGER_USER is empty"
+	case errors.Is(err, rpctypes.ErrPermissionDenied):
+		why = fmt.Sprintf("permission denied: the user's role cannot read or write %s/ (give it readwrite on the prefix; see docs/mesh.md)", s.cfg.Prefix)
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		why = "too many operations in txn request: the cluster's --max-txn-ops is below the 128 meshctl needs; raise it"
+	case errors.Is(err, rpctypes.ErrRequestTooLarge):
+		why = "request is too large for the cluster's --max-request-bytes; raise it"
+	case errors.Is(err, rpctypes.ErrNoSpace):
+		why = "database space exceeded: compact and defragment the cluster, then disarm the alarm (etcdctl alarm disarm)"
+	case errors.Is(err, rpctypes.ErrCorrupt):
+		why = "the cluster reports itself corrupt: restore it (docs/mesh.md, Backup)"
+	case strings.Contains(err.Error(), "authentication handshake failed"), strings.Contains(err.Error(), "x509:"):
+		why = "the TLS handshake failed: check --ledger-ca, --ledger-cert and --ledger-key"
+	default:
+		return nil
 	}
-	return s.retry(ctx, func(ctx context.Context) (bool, error) {
-		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("last")), "=", 0)).
-			Then(clientv3.OpPut(s.key("last"), d.last)).Commit()
-		if err != nil {
-			return false, err
-		}
-		if !resp.Succeeded {
-			return false, &NotEmptyError{Where: s.describe() + " (ids were issued there during the import)"}
-		}
-		return true, nil
-	})
+	return &RefusedError{Endpoints: s.cfg.Endpoints, Why: why, Err: err}
 }

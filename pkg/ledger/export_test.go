@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // fillLedger gives l a history: plans of several modules, builds recorded
@@ -105,5 +108,83 @@ func TestExportImport(t *testing.T) {
 	}
 	if again := export(t, files); again != out2 {
 		t.Errorf("etcd → files → export differs:\nbefore:\n%.2000s\nafter:\n%.2000s", out2, again)
+	}
+}
+
+// cutKV commits transactions until left reaches zero, then cancels: the
+// import is cut off there, as by a SIGKILL between two transactions.
+type cutKV struct {
+	clientv3.KV
+	left   *atomic.Int32
+	cancel func()
+}
+
+func (k cutKV) Txn(ctx context.Context) clientv3.Txn { return cutTxn{k.KV.Txn(ctx), k} }
+
+type cutTxn struct {
+	clientv3.Txn
+	k cutKV
+}
+
+func (t cutTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return cutTxn{t.Txn.If(cs...), t.k} }
+func (t cutTxn) Then(ops ...clientv3.Op) clientv3.Txn { return cutTxn{t.Txn.Then(ops...), t.k} }
+func (t cutTxn) Else(ops ...clientv3.Op) clientv3.Txn { return cutTxn{t.Txn.Else(ops...), t.k} }
+
+func (t cutTxn) Commit() (*clientv3.TxnResponse, error) {
+	if t.k.left.Add(-1) < 0 {
+		t.k.cancel()
+		return nil, context.Canceled
+	}
+	return t.Txn.Commit()
+}
+
+// TestEtcdImportInterruptedResumes cuts an import into etcd off after its
+// marker and two batches of its writes: seen from another host, the ledger
+// issues no id, reads no current build and lists nothing (exit 1, "being
+// imported"), and another import is refused; the same import run again
+// finishes it, and the ledger is then the exported one and goes on from
+// its last id.
+func TestEtcdImportInterruptedResumes(t *testing.T) {
+	src, _ := newTestLedger(t)
+	fillLedger(t, src, 150)
+	out := export(t, src)
+
+	dst := testEtcd(t)
+	s := dst.st.(*etcdStore)
+	ictx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var left atomic.Int32
+	left.Store(3)
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return cutKV{kv, &left, cancel} }
+	if _, err := dst.Import(ictx, strings.NewReader(out)); err == nil {
+		t.Fatal("the import was not cut off: the test proves nothing")
+	}
+	s.wrapKV = nil
+
+	other := etcdClient(t, s.cfg)
+	if _, err := other.Request(ctx, []string{"app"}, ""); exitCodeOf(err) != 1 || !strings.Contains(err.Error(), "being imported") {
+		t.Errorf("request into a half-imported ledger: %v; want exit 1, being imported", err)
+	}
+	if _, err := other.Current("app"); exitCodeOf(err) != 1 || !strings.Contains(err.Error(), "being imported") {
+		t.Errorf("current of a half-imported ledger: %v; want exit 1, being imported", err)
+	}
+	if bs, err := other.List(ctx, ""); err == nil {
+		t.Errorf("list of a half-imported ledger: %d builds; want a refusal", len(bs))
+	}
+	small, _ := newTestLedger(t)
+	fillLedger(t, small, 2)
+	if _, err := other.Import(ctx, strings.NewReader(export(t, small))); exitCodeOf(err) != 2 {
+		t.Errorf("another import into the half-imported ledger: %v; want exit 2", err)
+	}
+
+	if _, err := other.Import(ctx, strings.NewReader(out)); err != nil {
+		t.Fatalf("the same import again: %v", err)
+	}
+	if again := export(t, other); again != out {
+		t.Fatalf("export after the resumed import differs")
+	}
+	imported := strings.Split(strings.Split(out, `"last":"`)[1], `"`)[0]
+	if next := request(t, other, "app").Builds[0].ID; next[2:] <= imported {
+		t.Errorf("id %s issued after the import is not after the imported last id %s", next, imported)
 	}
 }

@@ -113,3 +113,58 @@ func ParseID(id string) (time.Time, error) {
 }
 
 var defaultEntropy io.Reader = rand.Reader
+
+// The 80 bits after an etcd ledger's millisecond (clusterSeq).
+const (
+	revBits  = 40 // the cluster revision the issuing transaction read at
+	idxBits  = 8  // the id's place among those one transaction issues
+	randBits = 32 // random
+)
+
+// maxIDsPerTxn is how many ids one etcd transaction may issue: each is at
+// least one write, and etcd takes 128 operations per transaction by default.
+const maxIDsPerTxn = 1 << idxBits
+
+// clusterSeq issues the id of an etcd ledger after last: the millisecond
+// max(now, last), then the cluster revision rev that the issuing
+// transaction read at, then i, the id's place in that transaction, then
+// random bits. If that is not above last (an imported file ledger's id in
+// the same millisecond), the millisecond after last's is taken instead.
+//
+// The revision is what makes ids unique forever, whatever the hosts'
+// clocks: the transaction compares "last", so it read at a revision at or
+// after the one that wrote last, which is above the revision the previous
+// issuer read at. Two transactions that issue ids never read at the same
+// revision, in one history or across a snapshot restore that bumps the
+// revision past every one the lost history reached (etcdutl snapshot
+// restore --bump-revision); without that bump, two ids coincide only if
+// their 32 random bits do too.
+func clusterSeq(last seq, now time.Time, rev int64, i int, entropy io.Reader) (seq, error) {
+	if rev <= 0 || rev >= 1<<revBits {
+		return seq{}, fmt.Errorf("cluster revision %d is outside what an id can carry (1 to 2^%d)", rev, revBits)
+	}
+	if i < 0 || i >= maxIDsPerTxn {
+		return seq{}, fmt.Errorf("id %d of one transaction: at most %d ids per transaction", i, maxIDsPerTxn)
+	}
+	var r [4]byte
+	if _, err := io.ReadFull(entropy, r[:]); err != nil {
+		return seq{}, fmt.Errorf("read randomness for an id: %w", err)
+	}
+	low := uint64(i)<<randBits | uint64(binary.BigEndian.Uint32(r[:]))
+	at := func(ms int64) seq {
+		// 80 bits: rev (40) | i (8) | random (32); the top 16 go into hi.
+		return seq{hi: uint64(ms)<<16 | uint64(rev)>>24, lo: uint64(rev)<<40 | low}
+	}
+	ms := max(now.UnixMilli(), last.ms())
+	if ms < 0 || ms >= 1<<48-1 {
+		return seq{}, fmt.Errorf("clock reads %s, outside what an id can carry", now)
+	}
+	s := at(ms)
+	if !last.less(s) {
+		s = at(last.ms() + 1)
+	}
+	return s, nil
+}
+
+// rev is the cluster revision an etcd ledger's id carries (clusterSeq).
+func (s seq) rev() int64 { return int64((s.hi&0xffff)<<24 | s.lo>>40) }

@@ -138,3 +138,42 @@ func FuzzParseImage(f *testing.F) {
 		}
 	})
 }
+
+// TestClusterSeqOrderAndRevision issues etcd ids with clocks that disagree:
+// each id is above the last whatever the clock, carries the revision it was
+// issued at, and two transactions that read at different revisions never
+// issue the same id, even from the same last id and the same clock.
+func TestClusterSeqOrderAndRevision(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 3, 30, 0, 0, time.UTC)
+	zeros := bytes.NewReader(make([]byte, 1<<10))
+	var last seq
+	for i, c := range []struct {
+		now time.Time
+		rev int64
+	}{{t0, 5}, {t0.Add(2 * time.Minute), 9}, {t0, 12}, {t0, 13}, {t0.Add(-time.Hour), 20}} {
+		s, err := clusterSeq(last, c.now, c.rev, 0, zeros)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !last.less(s) || s.rev() != c.rev {
+			t.Fatalf("id %d: %v after %v, revision %d; want above the last, revision %d", i, s, last, s.rev(), c.rev)
+		}
+		last = s
+	}
+	// An imported file ledger's id in this millisecond, with larger low bits.
+	imported := seq{hi: uint64(t0.UnixMilli()) << 16, lo: 1<<64 - 1}
+	s, err := clusterSeq(imported, t0, 3, 0, zeros)
+	if err != nil || !imported.less(s) || s.ms() != t0.UnixMilli()+1 {
+		t.Errorf("after an imported id: %v, %v; want the next millisecond", s, err)
+	}
+	// Restored from a snapshot: the same last id, the same clock, but the
+	// revision bumped: another id.
+	a, _ := clusterSeq(last, t0, 30, 0, zeros)
+	b, _ := clusterSeq(last, t0, 30+1000000, 0, zeros)
+	if a == b {
+		t.Errorf("two revisions issued the same id %v", a)
+	}
+	if _, err := clusterSeq(last, t0, 1<<revBits, 0, zeros); err == nil {
+		t.Error("a revision past 2^40 was accepted")
+	}
+}

@@ -4,7 +4,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"net"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"github.com/distribution/reference"
 )
@@ -31,6 +35,13 @@ func ParseImage(ref string) (Image, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
 		return Image{}, &ImageError{Ref: ref, Err: err}
+	}
+	if d := reference.Domain(named); strings.Contains(d, ":") {
+		if _, port, err := net.SplitHostPort(d); err == nil {
+			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+				return Image{}, &ImageError{Ref: ref, Err: fmt.Errorf("registry port %s is not a port (1 to 65535)", port)}
+			}
+		}
 	}
 	named = reference.TagNameOnly(named)
 	_, pinned := named.(reference.Digested)

@@ -85,6 +85,9 @@ type Ledger struct {
 	LockTimeout time.Duration
 	// Entropy feeds the random low bits of ids (default crypto/rand).
 	Entropy io.Reader
+	// Warnf reports what the ledger does on its own in the background (a
+	// window published again after its lease lapsed); default: nothing.
+	Warnf func(format string, args ...any)
 
 	st storage // nil: the files of Dir
 }
@@ -97,6 +100,12 @@ func (l *Ledger) now() time.Time {
 		return l.Now()
 	}
 	return time.Now()
+}
+
+func (l *Ledger) warnf(format string, args ...any) {
+	if l.Warnf != nil {
+		l.Warnf(format, args...)
+	}
 }
 
 func (l *Ledger) retain() int {
@@ -170,8 +179,9 @@ func (l *Ledger) newKey() (string, error) {
 	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
 		return "", fmt.Errorf("read randomness for an idempotency key: %w", err)
 	}
-	// The time lets a store forget old answers; it orders nothing.
-	return fmt.Sprintf("%012d-%x", time.Now().Unix(), b), nil
+	// No time in it: etcd forgets answers by a lease the cluster counts,
+	// never by a host's clock.
+	return fmt.Sprintf("%x", b), nil
 }
 
 // once runs fn in one update under an idempotency key: if an earlier run
@@ -205,7 +215,9 @@ func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T,
 }
 
 // Request issues one build id per module, in the order given, and a plan id
-// for them all, in one change of the ledger. With plan set, the builds join
+// for them all, in one change of the ledger, or, for more modules than one
+// change of an etcd ledger can take (etcdIDsPerTxn), in as many as needed,
+// each whole, each after the last. With plan set, the builds join
 // that existing plan instead (an unknown plan is an *UnknownError); a plan
 // that had settled is open again until they are recorded.
 func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Plan, error) {
@@ -227,6 +239,47 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 			return Plan{}, err
 		}
 	}
+	per := idsPerChange(l.store())
+	if per == 0 || len(modules) < per {
+		return l.request(ctx, modules, plan)
+	}
+	// More ids than one change of the store may issue: the first change
+	// opens the plan, each next one adds its builds to it, as --plan does.
+	var out Plan
+	for rest := modules; len(rest) > 0; {
+		n := per
+		if plan == "" {
+			n-- // the plan's own id
+		}
+		batch := rest[:min(n, len(rest))]
+		p, err := l.request(ctx, batch, plan)
+		if err != nil {
+			if out.ID == "" {
+				return Plan{}, err
+			}
+			return Plan{}, fmt.Errorf("plan %s got %d of its %d builds before this failed (they stay pending: record them --failed, or request the rest with --plan %s): %w",
+				out.ID, len(out.Builds), len(modules), out.ID, err)
+		}
+		if out.ID == "" {
+			out = p
+		} else {
+			out.Builds = append(out.Builds, p.Builds...)
+		}
+		plan, rest = p.ID, rest[len(batch):]
+	}
+	return out, nil
+}
+
+// idsPerChange is how many ids one change of st may issue, 0 for no bound.
+func idsPerChange(st storage) int {
+	if b, ok := st.(interface{ idsPerChange() int }); ok {
+		return b.idsPerChange()
+	}
+	return 0
+}
+
+// request issues ids for modules, in one change of the ledger.
+func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	return once(ctx, l, func(tx txn) (Plan, error) {
 		now := l.now().UTC()
 		n := len(modules)
@@ -399,6 +452,20 @@ func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, 
 		return Build{}, false, err
 	}
 	return *buildOf(module, cur), true, nil
+}
+
+// RecheckTimeout bounds CurrentBuildAgain: one attempt of an etcd call.
+const RecheckTimeout = attempt
+
+// CurrentBuildAgain is CurrentBuild for a re-read under a lock (apply's
+// state lock, after it resolved the module before taking it): bounded to
+// RecheckTimeout, not the ledger's Timeout, so that an etcd that stopped
+// answering meanwhile holds up the lock, and every window of the host
+// waiting for it, seconds rather than --lock-timeout.
+func (l *Ledger) CurrentBuildAgain(ctx context.Context, module string) (Build, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, RecheckTimeout)
+	defer cancel()
+	return l.CurrentBuild(ctx, module)
 }
 
 // Currents returns the current build of every module that has one, by

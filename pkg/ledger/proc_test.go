@@ -37,6 +37,9 @@ func TestMain(m *testing.M) {
 }
 
 func runChild(mode, dir string) error {
+	if mode == "etcd-builder" {
+		return etcdBuilder()
+	}
 	d, err := state.Open(dir)
 	if err != nil {
 		return err

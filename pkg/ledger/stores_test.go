@@ -3,7 +3,9 @@ package ledger
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -239,5 +241,120 @@ func TestEtcdRetention(t *testing.T) {
 	}
 	if cur, err := l.Current("app"); err != nil || cur.ID != ids[11] {
 		t.Errorf("current %+v, %v; want %s", cur, err, ids[11])
+	}
+}
+
+// TestRequestManyModules requests builds of 130 modules at once, more than
+// one etcd transaction may write (--max-txn-ops, 128 by default): both
+// stores accept it with the same outputs, one plan with every build, ids in
+// the order of the modules.
+func TestRequestManyModules(t *testing.T) {
+	var modules []string
+	for i := range 130 {
+		modules = append(modules, fmt.Sprintf("m%03d", i))
+	}
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		p := request(t, l, modules...)
+		if len(p.Builds) != len(modules) {
+			t.Fatalf("%d builds, want %d", len(p.Builds), len(modules))
+		}
+		for i, b := range p.Builds {
+			if b.Module != modules[i] || b.Plan != p.ID || i > 0 && b.ID <= p.Builds[i-1].ID {
+				t.Fatalf("build %d: %+v; want module %s of plan %s, after %s", i, b, modules[i], p.ID, p.Builds[max(i-1, 0)].ID)
+			}
+		}
+		got, err := l.Plan(ctx, p.ID)
+		if err != nil || len(got.Builds) != len(modules) || got.Settled {
+			t.Fatalf("plan %s: %d builds, settled %v, %v; want %d pending", p.ID, len(got.Builds), got.Settled, err, len(modules))
+		}
+		all, err := l.List(ctx, "")
+		if err != nil || len(all) != len(modules) {
+			t.Fatalf("list: %d builds, %v; want %d", len(all), err, len(modules))
+		}
+	})
+}
+
+// TestEtcdRefusalsFailAtOnce: an error the cluster will give again (here a
+// transaction of more operations than --max-txn-ops) is reported at once,
+// saying what it is, not retried for the whole budget as a cluster that
+// did not answer.
+func TestEtcdRefusalsFailAtOnce(t *testing.T) {
+	l := testEtcd(t)
+	s := l.st.(*etcdStore)
+	start := time.Now()
+	err := s.update(ctx, func(tx txn) error {
+		t := tx.(*etcdTx)
+		for i := range 200 {
+			t.put(t.s.key("x", strconv.Itoa(i)), i)
+		}
+		return nil
+	})
+	var r *RefusedError
+	if !errors.As(err, &r) || !strings.Contains(err.Error(), "too many operations in txn request") || strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("a transaction of 200 writes: %v; want refused, too many operations", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("refused after %s: it was retried", d)
+	}
+}
+
+// hookKV runs between, once, after a transaction commits and before its
+// answer is returned: another host's operation in that window.
+type hookKV struct {
+	clientv3.KV
+	between *func()
+}
+
+func (k hookKV) Txn(ctx context.Context) clientv3.Txn { return hookTxn{k.KV.Txn(ctx), k.between} }
+
+type hookTxn struct {
+	clientv3.Txn
+	between *func()
+}
+
+func (t hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return hookTxn{t.Txn.If(cs...), t.between} }
+func (t hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { return hookTxn{t.Txn.Then(ops...), t.between} }
+
+func (t hookTxn) Commit() (*clientv3.TxnResponse, error) {
+	resp, err := t.Txn.Commit()
+	if f := *t.between; err == nil && resp.Succeeded && f != nil {
+		*t.between = nil
+		f()
+		return nil, errors.New("etcdserver: request timed out (answer lost after commit)")
+	}
+	return resp, err
+}
+
+// TestEtcdAnswersKeptByTheCluster: an answer lives under a lease of a day
+// that the cluster counts, not under a name a host's clock dates, so that
+// another host whose clock is ahead (here: committing between the lost
+// answer and its retry) can never forget it early; the retry finds it and
+// the request is made once.
+func TestEtcdAnswersKeptByTheCluster(t *testing.T) {
+	b := testEtcd(t)
+	s := b.st.(*etcdStore)
+	a := etcdClient(t, s.cfg)
+	a.Now = skewedClock(25 * time.Hour)
+	between := func() { request(t, a, "api") }
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return hookKV{kv, &between} }
+	if _, err := b.Request(ctx, []string{"web"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		t.Fatal("no answer was lost: the test proves nothing")
+	}
+	if all, err := b.List(ctx, "web"); err != nil || len(all) != 1 {
+		t.Errorf("web after one request whose answer was lost: %d builds, %v; want 1", len(all), err)
+	}
+	cli, _ := s.client()
+	resp, err := cli.Get(ctx, s.key("answer")+"/", clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 2 {
+		t.Fatalf("answers: %v, %v; want 2", resp, err)
+	}
+	for _, kv := range resp.Kvs {
+		ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(kv.Lease))
+		if err != nil || ttl.GrantedTTL != int64(answerTTL/time.Second) || ttl.TTL <= 0 {
+			t.Errorf("answer %s: lease %+v, %v; want one of %s, alive", kv.Key, ttl, err, answerTTL)
+		}
 	}
 }

@@ -89,6 +89,13 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 			return err
 		},
 		func() error { _, err := admin.UserGrantRole(ctx, "ci", "ledger"); return err },
+		func() error { _, err := admin.UserAdd(ctx, "host", "h0stpw"); return err },
+		func() error { _, err := admin.RoleAdd(ctx, "reader"); return err },
+		func() error {
+			_, err := admin.RoleGrantPermission(ctx, "reader", "/meshctl/", clientv3.GetPrefixRangeEnd("/meshctl/"), clientv3.PermissionType(clientv3.PermRead))
+			return err
+		},
+		func() error { _, err := admin.UserGrantRole(ctx, "host", "reader"); return err },
 		func() error { _, err := admin.AuthEnable(ctx); return err },
 	} {
 		if err := step(); err != nil {
@@ -105,21 +112,49 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 		t.Fatalf("current over TLS with a user: %+v, %v", b, err)
 	}
 
-	for name, c := range map[string]EtcdConfig{
-		"no client certificate": func() EtcdConfig { c := ok; c.Cert, c.Key = "", ""; c.Timeout = 3 * time.Second; return c }(),
-		"a wrong password":      func() EtcdConfig { c := ok; c.Password = "wrong"; c.Timeout = 3 * time.Second; return c }(),
+	// Refused at once, saying why (never the password), not retried for
+	// the whole budget as a cluster that did not answer.
+	for name, c := range map[string]struct {
+		cfg  EtcdConfig
+		op   func(l *Ledger) error
+		want string
+	}{
+		"no client certificate": {func() EtcdConfig { c := ok; c.Cert, c.Key = "", ""; return c }(), readApp, ""},
+		"a wrong password": {func() EtcdConfig { c := ok; c.Password = "wrong"; return c }(), readApp,
+			"authentication failed: check MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD"},
+		"a read-only role, a request": {func() EtcdConfig { c := ok; c.Username, c.Password = "host", "h0stpw"; return c }(),
+			func(l *Ledger) error { _, err := l.Request(context.Background(), []string{"app"}, ""); return err },
+			"permission denied"},
 	} {
-		l, err := OpenEtcd(c)
+		c.cfg.Timeout = 15 * time.Second
+		start := time.Now()
+		l, err := OpenEtcd(c.cfg)
 		if err == nil {
-			_, _, err = l.CurrentBuild(context.Background(), "app")
+			err = c.op(l)
 			l.Close()
 		}
-		if err == nil {
-			t.Errorf("%s: current succeeded", name)
-		} else if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") {
+		switch {
+		case err == nil:
+			t.Errorf("%s: succeeded", name)
+		case strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "wrong") || strings.Contains(err.Error(), "h0stpw"):
 			t.Errorf("%s: the error shows the password: %v", name, err)
+		case c.want != "" && (!strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "did not answer")):
+			t.Errorf("%s: %v; want %q, at once", name, err, c.want)
+		case c.want != "" && time.Since(start) > 5*time.Second:
+			t.Errorf("%s: refused after %s: it was retried", name, time.Since(start))
 		}
 	}
+	// The read-only role still reads.
+	host := ok
+	host.Username, host.Password = "host", "h0stpw"
+	if b, err := etcdClient(t, host).Current("app"); err != nil || b.ID != id {
+		t.Errorf("current with a read-only role: %+v, %v", b, err)
+	}
+}
+
+func readApp(l *Ledger) error {
+	_, _, err := l.CurrentBuild(context.Background(), "app")
+	return err
 }
 
 func freePort(t *testing.T) string {
