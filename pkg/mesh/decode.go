@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -80,23 +79,28 @@ func (e *DecodeError) one() string {
 // ExitCode maps a bad mesh file to exit status 2.
 func (e *DecodeError) ExitCode() int { return 2 }
 
-// Load reads the mesh file at path; "-" reads stdin.
+// Load reads the mesh file at path; "-" reads stdin. A path must name a
+// regular file (see readRegular); stdin may be a pipe. Either is read up to
+// MaxFileSize and a byte more, never all of an endless input.
 func Load(path string, stdin io.Reader) (*File, error) {
 	name := path
-	var r io.Reader
+	var data []byte
+	var err error
 	if path == "-" {
-		name, r = "<stdin>", stdin
-	} else {
-		f, err := os.Open(path)
+		name = "<stdin>"
+		data, err = io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
 		if err != nil {
-			return nil, &DecodeError{File: path, Msg: fmt.Sprintf("cannot open: %v", errors.Unwrap(err))}
+			err = fmt.Errorf("cannot read: %w", err)
 		}
-		defer f.Close()
-		r = f
+	} else {
+		data, err = readRegular(path, MaxFileSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
-		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("cannot read: %v", err)}
+		msg := err.Error()
+		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
+			msg += `; to read a pipe, give "-f -" and redirect it`
+		}
+		return nil, &DecodeError{File: name, Msg: msg}
 	}
 	f, err := Decode(name, data)
 	if err != nil {
@@ -116,23 +120,33 @@ func Load(path string, stdin io.Reader) (*File, error) {
 
 // Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown
 // field, a wrong type, a duplicate key, a bad name, an unknown container in
-// while-stopped or a file over 4 MiB is a *DecodeError.
+// while-stopped or a file over 4 MiB is a *DecodeError. Its work is linear
+// in the size of the file.
 func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
 	}
-	// The node tree gives errors their lines. A file that decodes and
-	// validates needs none, so it is parsed only for one that does not:
-	// parsing the YAML twice is most of a no-op apply's decode.
 	t := &tree{data: data}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
-	if err := dec.Decode(&f); err != nil {
-		if err := t.check(name); err != nil {
-			return nil, err
+	doc := document{file: &f, tree: t}
+	if err := dec.Decode(&doc); err != nil || len(doc.errs) > 0 {
+		var te *yaml.TypeError
+		switch {
+		case err == nil:
+			err = &yaml.TypeError{}
+		case !errors.As(err, &te):
+			// A syntax error, or no document: the decoder never had a
+			// tree, and the check parses the file again to tell which.
+			if err := t.check(name); err != nil {
+				return nil, err
+			}
+			return nil, yamlError(name, t.node(), err)
 		}
-		return nil, yamlError(name, t.node(), err)
+		errors.As(err, &te)
+		te.Errors = append(doc.errs, te.Errors...)
+		return nil, yamlError(name, t.node(), te)
 	}
 	if f.Modules == nil {
 		// null, or a document without modules: the tree tells which.
@@ -150,46 +164,16 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	v := validator{file: name, root: t.node}
+	v := validator{file: name, tree: t}
 	v.file_(&f)
-	// In the file's order, as an editor shows them; stable, so that errors
-	// on one line keep the validator's (name) order.
-	slices.SortStableFunc(v.errs, func(a, b *DecodeError) int { return a.Line - b.Line })
-	if err := errorList(v.errs); err != nil {
+	if err := v.result(); err != nil {
 		return nil, err
 	}
 	return &f, nil
 }
 
-// tree is a file's YAML node tree, parsed on first use.
-type tree struct {
-	data   []byte
-	parsed bool
-	root   yaml.Node
-	err    error
-}
-
-func (t *tree) node() *yaml.Node {
-	if !t.parsed {
-		t.parsed = true
-		t.err = yaml.Unmarshal(t.data, &t.root)
-	}
-	return &t.root
-}
-
-// check returns the file's syntax error, or that it is empty.
-func (t *tree) check(name string) error {
-	root := t.node()
-	if t.err != nil {
-		return yamlError(name, root, t.err)
-	}
-	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null" {
-		return &DecodeError{File: name, Msg: `is empty; a mesh file has a "modules:" map`}
-	}
-	return nil
-}
-
 var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var columnRE = regexp.MustCompile(`^column (\d+): (.*)$`)
 var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
 var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
 var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
@@ -212,18 +196,34 @@ var parserProblems = map[string]bool{
 }
 
 // yamlError turns yaml's errors (a TypeError holds every type error, unknown
-// field and duplicate key of the file) into one DecodeError listing them,
-// each with the file, line and field path.
+// field and duplicate key of the file) into one DecodeError listing them in
+// the file's order, each with the file, line and field path. Only the first
+// MaxErrors are placed in the tree: the others are counted.
 func yamlError(name string, root *yaml.Node, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
 		return yamlError1(name, root, err.Error())
 	}
+	msgs := slices.Clone(te.Errors)
+	slices.SortStableFunc(msgs, func(a, b string) int { return lineNumber(a) - lineNumber(b) })
 	var errs []*DecodeError
-	for _, msg := range te.Errors {
+	for _, msg := range msgs[:min(len(msgs), MaxErrors)] {
 		errs = append(errs, yamlError1(name, root, msg))
 	}
-	return errorList(errs)
+	e := errorList(errs).(*DecodeError)
+	e.Omitted = len(msgs) - len(errs)
+	return e
+}
+
+// lineNumber is the line a yaml error names, 0 if none.
+func lineNumber(msg string) int {
+	rest, ok := strings.CutPrefix(msg, "line ")
+	if !ok {
+		return 0
+	}
+	digits, _, _ := strings.Cut(rest, ":")
+	n, _ := strconv.Atoi(digits)
+	return n
 }
 
 // yamlError1 turns one of yaml's messages into a DecodeError, in the file's
@@ -233,43 +233,51 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	if parserProblems[e.Msg] {
 		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
 	}
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = m[2]
-		if parserProblems[e.Msg] {
-			e.Line++
-			return e // the node tree is not there to name the field
-		}
-		// The message names the key or the kind of value when there is
-		// one: prefer it to other keys on the same line (a JSON file may be
-		// a single line).
-		var key, tag string
-		unknown := false
-		if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
-			key, unknown = u[1], true
-			e.Msg = fmt.Sprintf("unknown field %q", u[1])
-		} else if u := duplicateKeyRE.FindStringSubmatch(e.Msg); u != nil {
-			key, _ = strconv.Unquote(u[1])
-		} else if u := typeErrorRE.FindStringSubmatch(e.Msg); u != nil {
-			tag = u[1]
-			if strings.HasSuffix(e.Msg, " into a duration") {
-				// The one duration field: on a line of flow lists
-				// ({timeout: [30m], exec: [x]}) the tag alone is ambiguous.
-				key, tag = "timeout", ""
-			}
-		}
-		e.Field = pathAt(root, e.Line, key, tag)
-		if e.Field == "" && (key != "" || tag != "") {
-			e.Field = pathAt(root, e.Line, "", "")
-		}
-		switch {
-		case unknown:
-			e.Msg += fieldHint(key, knownFields(e.Field))
-		case typeErrorRE.MatchString(e.Msg):
-			e.Msg = typeMessage(e.Field, e.Msg)
-		}
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return e
+	}
+	e.Line, _ = strconv.Atoi(m[1])
+	e.Msg = m[2]
+	if parserProblems[e.Msg] {
+		e.Line++
+		return e // the node tree is not there to name the field
+	}
+	if c := columnRE.FindStringSubmatch(e.Msg); c != nil {
+		// meshctl's own errors name the node's column: the field is the
+		// one written there, whatever else is on the line.
+		col, _ := strconv.Atoi(c[1])
+		e.Msg = c[2]
+		e.Field = pathAtColumn(root, e.Line, col)
+	} else {
+		e.Field = fieldOf(root, e.Line, e.Msg)
+	}
+	if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
+		e.Msg = fmt.Sprintf("unknown field %q", u[1]) + fieldHint(u[1], knownFields(e.Field))
+	} else if typeErrorRE.MatchString(e.Msg) {
+		e.Msg = typeMessage(e.Field, e.Msg)
 	}
 	return e
+}
+
+// fieldOf returns the path of the field a yaml error at line is about. The
+// message names the key or the kind of value when there is one: it is
+// preferred to other keys on the same line (a JSON file may be a single
+// line).
+func fieldOf(root *yaml.Node, line int, msg string) string {
+	var key, tag string
+	if u := unknownFieldRE.FindStringSubmatch(msg); u != nil {
+		key = u[1]
+	} else if u := duplicateKeyRE.FindStringSubmatch(msg); u != nil {
+		key, _ = strconv.Unquote(u[1])
+	} else if u := typeErrorRE.FindStringSubmatch(msg); u != nil {
+		tag = u[1]
+	}
+	field := pathAt(root, line, key, tag)
+	if field == "" && (key != "" || tag != "") {
+		field = pathAt(root, line, "", "")
+	}
+	return field
 }
 
 // fieldHint is what follows `unknown field "key"`: the field meant, or the
@@ -442,36 +450,40 @@ func pathAt(n *yaml.Node, line int, key, tag string) string {
 	return best
 }
 
-// lineOf returns the line of the key at path (or of the value, for a
-// sequence index written "[i]"), 0 if it is not in the file.
-func lineOf(n *yaml.Node, path ...string) int {
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, p := range path {
-		found := false
-		if n.Kind == yaml.MappingNode {
+// pathAtColumn returns the dotted path of the node written at line and
+// column: the key of a mapping value, the index of a sequence item. A key
+// there is named by itself.
+func pathAtColumn(n *yaml.Node, line, col int) string {
+	at := func(n *yaml.Node) bool { return n.Line == line && n.Column == col }
+	var best string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
 			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == p {
-					line = n.Content[i].Line
-					n = n.Content[i+1]
-					found = true
-					break
+				k, v := n.Content[i], n.Content[i+1]
+				p := join(path, k.Value)
+				if at(k) || at(v) {
+					best = p
 				}
+				walk(v, p)
 			}
-		} else if n.Kind == yaml.SequenceNode {
-			if i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")); err == nil && i < len(n.Content) {
-				n = n.Content[i]
-				line = n.Line
-				found = true
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if at(c) {
+					best = p
+				}
+				walk(c, p)
 			}
-		}
-		if !found {
-			return line
 		}
 	}
-	return line
+	walk(n, "")
+	return best
 }
 
 // index is the path element of a sequence's i-th item.

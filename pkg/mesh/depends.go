@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -43,11 +42,7 @@ func (v *validator) dependencies(f *File) {
 				dm, dc, _ := strings.Cut(full, ".")
 				if other, named := f.Modules[dm]; named && other != nil {
 					if _, ok := other.Containers[dc]; !ok {
-						msg := fmt.Sprintf("unknown container %q (module %s has: %s)", dep, dm, strings.Join(other.ContainerNames(), ", "))
-						if s := Suggest(dc, other.ContainerNames()); s != "" {
-							msg += fmt.Sprintf("; did you mean %q?", s)
-						}
-						v.fail(p, "%s", msg)
+						v.fail(p, "unknown container %q (module %s has: %s)%s", dep, dm, containerList{other}, didYouMean{dc, other})
 						continue
 					}
 					edges[self] = append(edges[self], full)

@@ -3,11 +3,15 @@ package mesh
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // EnvFileError is an env-file that cannot be read at apply time (exit 2).
@@ -26,6 +30,9 @@ func (e *EnvFileError) ExitCode() int { return 2 }
 // Unwrap returns the cause.
 func (e *EnvFileError) Unwrap() error { return e.Err }
 
+// MaxEnvFileSize is the largest env-file meshctl reads.
+const MaxEnvFileSize = 1 << 20
+
 // LoadEnv returns the container's environment: its env-files read now, in
 // order, with env over them. name names the container in errors. Values
 // are never put in an error.
@@ -35,13 +42,9 @@ func (c *Container) LoadEnv(name string) (map[string]string, error) {
 	}
 	env := map[string]string{}
 	for _, p := range c.EnvFile {
-		data, err := os.ReadFile(p)
+		data, err := readRegular(p, MaxEnvFileSize)
 		if err != nil {
-			var cause error = err
-			if pe, ok := err.(*os.PathError); ok {
-				cause = pe.Err
-			}
-			return nil, &EnvFileError{Container: name, Path: p, Err: cause}
+			return nil, &EnvFileError{Container: name, Path: p, Err: err}
 		}
 		vars, err := parseEnvFile(data)
 		if err != nil {
@@ -51,6 +54,76 @@ func (c *Container) LoadEnv(name string) (map[string]string, error) {
 	}
 	maps.Copy(env, c.Env)
 	return env, nil
+}
+
+// readRegular reads the regular file at path, of at most limit bytes. It
+// never blocks: open(2) of a FIFO without a writer would wait forever, so
+// the file is opened non-blocking and anything but a regular file (a
+// FIFO, a device such as /dev/zero, a directory) is refused before a byte
+// is read. Its errors name no content.
+func readRegular(path string, limit int64) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open: %w", unwrapPath(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, unwrapPath(err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, &notRegularError{fileKind(fi.Mode())}
+	}
+	tooLarge := fmt.Errorf("is larger than %s", sizeText(limit))
+	if fi.Size() > limit {
+		return nil, tooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read: %w", unwrapPath(err))
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge // it grew while read
+	}
+	return data, nil
+}
+
+// notRegularError is a file that is not a regular one.
+type notRegularError struct{ kind string }
+
+func (e *notRegularError) Error() string { return "is not a regular file (" + e.kind + ")" }
+
+// unwrapPath drops the operation and path of a *fs.PathError: the caller's
+// error names the file already.
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// fileKind names the type of a file that is not a regular one.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "mode " + m.String()
+}
+
+// sizeText writes a size limit as "1 MiB".
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // parseEnvFile reads KEY=VALUE lines; blank lines and lines starting with
@@ -73,6 +146,9 @@ func parseEnvFile(data []byte) (map[string]string, error) {
 		}
 		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {
 			v = v[1 : len(v)-1]
+		}
+		if c, bad := controlIn(v); bad {
+			return nil, fmt.Errorf("line %d: the value of %s holds a control character (%s)", line, k, c)
 		}
 		out[k] = v
 	}

@@ -15,8 +15,13 @@ type EnvVars map[string]string
 // UnmarshalYAML reads env as a map, or as Compose's list of KEY=value.
 // Compose's bare KEY (the value taken from the caller's environment) is
 // refused: an apply from CI and a window's close from cron would differ.
+// Its errors name the line, the item and the key, never the value: env
+// holds secrets.
 func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.SequenceNode {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return e.fromList(n)
+	case yaml.MappingNode, yaml.AliasNode:
 		var m map[string]string
 		if err := n.Decode(&m); err != nil {
 			return err
@@ -24,28 +29,43 @@ func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
 		*e = m
 		return nil
 	}
+	// Not yaml's "cannot unmarshal !!str `PW=S3C...`": no prefix of it.
+	return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into EnvVars", n.ShortTag())}}
+}
+
+// fromList reads env in Compose's list form.
+func (e *EnvVars) fromList(n *yaml.Node) error {
 	m := map[string]string{}
+	seen := map[string]int{}
 	var errs []string
-	for _, item := range n.Content {
+	for i, item := range n.Content {
 		if item.Kind != yaml.ScalarNode {
-			errs = append(errs, fmt.Sprintf("line %d: env item: want KEY=value, like \"A=1\"", item.Line))
+			errs = append(errs, nodeError(item, "env item %d: want KEY=value, like \"A=1\"", i))
 			continue
 		}
 		k, v, ok := strings.Cut(item.Value, "=")
-		switch _, dup := m[k]; {
-		case !ok:
-			errs = append(errs, fmt.Sprintf("line %d: env item %q: want KEY=value (a KEY without a value, taken from the environment, is not supported: write %s=…)", item.Line, item.Value, item.Value))
-		case dup:
-			errs = append(errs, fmt.Sprintf("line %d: env item %q: %s is set twice", item.Line, item.Value, k))
-		default:
-			m[k] = v
+		if !ok {
+			errs = append(errs, nodeError(item, "env item %d: want KEY=value, not a KEY alone (a value taken from the environment is not supported: write KEY=…)", i))
+			continue
 		}
+		if first, dup := seen[k]; dup {
+			errs = append(errs, nodeError(item, "env item %d: %q is set twice (first on line %d)", i, k, first))
+			continue
+		}
+		seen[k] = item.Line
+		m[k] = v
 	}
 	if len(errs) > 0 {
 		return &yaml.TypeError{Errors: errs}
 	}
 	*e = m
 	return nil
+}
+
+// nodeError is an error about node n in yaml's form, with its column: the
+// error names the field written there, however many are on the line.
+func nodeError(n *yaml.Node, format string, args ...any) string {
+	return fmt.Sprintf("line %d: column %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)
 }
 
 // Duration is a time.Duration written as "30m" in the file.
@@ -75,10 +95,10 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // an error from UnmarshalText would reach the caller without either.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: cannot unmarshal %s into a duration", n.Line, n.ShortTag())}}
+		return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into a duration", n.ShortTag())}}
 	}
 	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %v", n.Line, err)}}
+		return &yaml.TypeError{Errors: []string{nodeError(n, "%v", err)}}
 	}
 	return nil
 }
