@@ -204,11 +204,18 @@ func yamlError(name string, root *yaml.Node, err error) error {
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
 		return yamlError1(name, root, err.Error())
 	}
-	msgs := slices.Clone(te.Errors)
-	slices.SortStableFunc(msgs, func(a, b string) int { return lineNumber(a) - lineNumber(b) })
+	type numbered struct {
+		line int
+		msg  string
+	}
+	msgs := make([]numbered, len(te.Errors))
+	for i, msg := range te.Errors {
+		msgs[i] = numbered{lineNumber(msg), msg}
+	}
+	slices.SortStableFunc(msgs, func(a, b numbered) int { return a.line - b.line })
 	var errs []*DecodeError
-	for _, msg := range msgs[:min(len(msgs), MaxErrors)] {
-		errs = append(errs, yamlError1(name, root, msg))
+	for _, m := range msgs[:min(len(msgs), MaxErrors)] {
+		errs = append(errs, yamlError1(name, root, m.msg))
 	}
 	e := errorList(errs).(*DecodeError)
 	e.Omitted = len(msgs) - len(errs)

@@ -150,13 +150,21 @@ func (d *document) UnmarshalYAML(decode func(any) error) error {
 	}
 	d.tree.adopt(root.n)
 	r := reshaper{}
-	r.walk(root.n)
+	if !r.walk(root.n) {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("holds more than %d values (keys, list items and scalars): "+
+			"apply its modules from several files", MaxNodes)}}
+	}
 	// The tree must read as the file again once decoded: error lines and
 	// fields are found in it.
 	defer r.undo()
 	d.errs = r.errs
 	return decode(d.file)
 }
+
+// MaxNodes is the most values (keys, list items, scalars) a mesh file may
+// hold: a file of 5,000 containers with every field holds about 200,000.
+// Past it, the file is refused before it is decoded.
+const MaxNodes = 1 << 18
 
 // chunkKeys is the most keys yaml.v3 is given in one mapping. A larger
 // mapping is written as a merge of mappings of chunkKeys keys each (the
@@ -182,10 +190,15 @@ var takenTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "
 	"!!null": true, "!!seq": true, "!!map": true, "!!merge": true, "!": true}
 
 // walk visits every node once; an alias is not followed (its anchor is
-// visited where it is written).
-func (r *reshaper) walk(root *yaml.Node) {
+// visited where it is written). It returns false, its work undone, for a
+// tree of more than MaxNodes nodes.
+func (r *reshaper) walk(root *yaml.Node) bool {
 	stack := []*yaml.Node{root}
-	for len(stack) > 0 {
+	for nodes := 1; len(stack) > 0; nodes++ {
+		if nodes > MaxNodes {
+			r.undo()
+			return false
+		}
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
 		if n.Style&yaml.TaggedStyle != 0 && !takenTags[n.ShortTag()] {
@@ -198,6 +211,7 @@ func (r *reshaper) walk(root *yaml.Node) {
 			stack = append(stack, n.Content...)
 		}
 	}
+	return true
 }
 
 // fail records an error at n's line and column, in yaml's form.

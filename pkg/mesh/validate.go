@@ -271,11 +271,18 @@ func checkPort(s string) error {
 	return nil
 }
 
-// containerList writes a module's container names, when an error shown
-// asks for them.
+// containerList writes a module's container names (the first 20 of a
+// large module), when an error shown asks for them.
 type containerList struct{ m *Module }
 
-func (l containerList) String() string { return strings.Join(l.m.ContainerNames(), ", ") }
+func (l containerList) String() string {
+	const most = 20
+	names := l.m.ContainerNames()
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return strings.Join(names, ", ")
+}
 
 // didYouMean writes "; did you mean …?" when one of the module's
 // containers is close to name, when an error shown asks for it.
