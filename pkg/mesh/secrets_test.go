@@ -15,7 +15,7 @@ const canary = "S3CRET-CANARY"
 func TestDecodeErrorsNeverQuoteEnvValues(t *testing.T) {
 	for _, tt := range []struct{ name, env, want string }{
 		{"a string for the map", `env: PW=S3CRET-CANARY`, `env: want a map like {KEY: value} or a list like ["KEY=value"], not a string`},
-		{"a quoted string for the map", `env: "PW=S3CRET-CANARY-AND-MORE"`, `env: want a map`},
+		{"a quoted string for the map", `env: "S3CRET-CANARY-AND-MORE"`, `env: want a map`},
 		{"a list item set twice", `env: [PW=S3CRET-CANARY-A, PW=S3CRET-CANARY-B]`, `env[1]: env item 1: "PW" is set twice (first on line 6)`},
 		{"a list item without =", `env: [S3CRET-CANARY]`, `env[0]: env item 0: want KEY=value`},
 		{"a NUL in a map value", `env: {PW: "S3CRET-CANARY\0"}`, `env.PW: the value holds a control character (NUL)`},
