@@ -92,7 +92,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	source := "--last"
 	if opts.file != "" {
 		var err error
-		if file, err = mesh.Load(opts.file, env.Stdin); err != nil {
+		if file, err = mesh.LoadContext(ctx, opts.file, env.Stdin); err != nil {
 			return err
 		}
 		source = sourceName(opts.file)

@@ -72,7 +72,7 @@ const keptOutput = 256 << 10
 func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	var file *mesh.File
 	if opts.file != "" {
-		f, err := mesh.Load(opts.file, env.Stdin)
+		f, err := mesh.LoadContext(ctx, opts.file, env.Stdin)
 		if err != nil {
 			return err
 		}

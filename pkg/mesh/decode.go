@@ -2,6 +2,7 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -79,18 +80,24 @@ func (e *DecodeError) one() string {
 // ExitCode maps a bad mesh file to exit status 2.
 func (e *DecodeError) ExitCode() int { return 2 }
 
-// Load reads the mesh file at path; "-" reads stdin. A path must name a
-// regular file (see readRegular); stdin may be a pipe. Either is read up to
-// MaxFileSize and a byte more, never all of an endless input.
+// Load reads the mesh file at path; "-" reads stdin. See LoadContext.
 func Load(path string, stdin io.Reader) (*File, error) {
+	return LoadContext(context.Background(), path, stdin)
+}
+
+// LoadContext reads the mesh file at path; "-" reads stdin. A path must
+// name a regular file (see readRegular); stdin may be a pipe, read until
+// ctx is done: a pipe that never ends, or a terminal nobody types into,
+// must not keep a signalled command waiting. Either is read up to
+// MaxFileSize and a byte more, never all of an endless input.
+func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, error) {
 	name := path
 	var data []byte
 	var err error
 	if path == "-" {
 		name = "<stdin>"
-		data, err = io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
-		if err != nil {
-			err = fmt.Errorf("cannot read: %w", err)
+		if data, err = readStdin(ctx, stdin); ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
 	} else {
 		data, err = readRegular(path, MaxFileSize)
@@ -116,6 +123,30 @@ func Load(path string, stdin io.Reader) (*File, error) {
 		f.absEnvFiles(abs)
 	}
 	return f, nil
+}
+
+// readStdin reads stdin up to MaxFileSize and a byte more, or until ctx is
+// done: the read then goes on in the background, and ends with the
+// process.
+func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
+		if err != nil {
+			err = fmt.Errorf("cannot read: %w", err)
+		}
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown

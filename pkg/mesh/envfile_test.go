@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -150,5 +152,27 @@ func TestLoadReadsOnlyRegularFiles(t *testing.T) {
 		case <-time.After(20 * time.Second): // a hang guard, not a timing
 			t.Fatalf("Load(%s) still reads after 20s", path)
 		}
+	}
+}
+
+// TestLoadContextStopsReadingStdin: a stdin nobody writes to does not keep
+// a signalled command waiting: LoadContext returns the context's error.
+func TestLoadContextStopsReadingStdin(t *testing.T) {
+	r, w := io.Pipe()
+	defer w.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := LoadContext(ctx, "-", r)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("LoadContext = %v, want context.Canceled", err)
+		}
+	case <-time.After(20 * time.Second): // a hang guard, not a timing
+		t.Fatal("LoadContext still reads stdin after 20s")
 	}
 }
