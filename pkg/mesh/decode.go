@@ -387,7 +387,9 @@ func typeMessage(field, msg string) string {
 	if found == "" {
 		found = "a " + m[1]
 	}
-	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") {
+	// What was found is quoted, but never for a map of strings: env and
+	// logging options hold secrets ("splunk-token=…").
+	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") && m[3] != "map[string]string" {
 		found += fmt.Sprintf(" (%s)", m[2])
 	}
 	return "want " + wantedFor(field, strings.NewReplacer("*", "", "mesh.", "").Replace(m[3])) + ", not " + found

@@ -40,6 +40,23 @@ func TestDecodeErrorsNeverQuoteEnvValues(t *testing.T) {
 	}
 }
 
+// TestDecodeErrorsNeverQuoteLoggingOptions: logging options hold secrets
+// too (a splunk token): a string where their map belongs is not quoted.
+func TestDecodeErrorsNeverQuoteLoggingOptions(t *testing.T) {
+	_, err := Decode("mesh.yaml", []byte(src(`
+modules:
+  store:
+    containers:
+      registry:
+        image: x
+        logging: {driver: splunk, options: "S3CRET-CANARY"}
+`)))
+	want := "mesh.yaml:6: modules.store.containers.registry.logging.options: want a map of strings, like {KEY: value}, not a string"
+	if err == nil || strings.Contains(err.Error(), "S3CRET") || !strings.Contains(err.Error(), want) {
+		t.Errorf("Error() = %v\nwant %q, without the value", err, want)
+	}
+}
+
 // TestDecodeTakesTabAndNewlineInEnv: a value may hold a tab, and newlines (a
 // PEM certificate in a block scalar); only the other control characters
 // are refused.
