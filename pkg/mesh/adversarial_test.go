@@ -140,6 +140,9 @@ func checkAdversarial(t *testing.T, err error, mayRefuse bool) {
 // decoded; twice as many keys are more than MaxNodes values, refused
 // before they are decoded.
 func TestDecodeBoundsNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("decodes files of 2 and 4 MiB")
+	}
 	labels := adversarials()[0]
 	f, err := Decode("mesh.yaml", labels.file(2<<20))
 	if err != nil {
