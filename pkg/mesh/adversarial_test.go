@@ -272,6 +272,18 @@ func cpuTime() time.Duration {
 // is the CPU time of one decode (GC included), which a busy machine does
 // not inflate as it does ns/op.
 func BenchmarkDecodeAdversarial(b *testing.B) {
+	// The issue's file: 100,000 label keys in 2 MB took 55s.
+	issue := adversarials()[0].file(2 << 20)
+	b.Run("issue-label-keys-2MB", func(b *testing.B) {
+		b.SetBytes(int64(len(issue)))
+		start := cpuTime()
+		for b.Loop() {
+			if _, err := Decode("mesh.yaml", issue); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cpuTime()-start)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
+	})
 	for _, a := range adversarials() {
 		data := a.file(MaxFileSize)
 		b.Run(strings.ReplaceAll(a.name, " ", "-"), func(b *testing.B) {

@@ -18,10 +18,13 @@ type EnvVars map[string]string
 // Its errors name the line, the item and the key, never the value: env
 // holds secrets.
 func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
 	switch n.Kind {
 	case yaml.SequenceNode:
 		return e.fromList(n)
-	case yaml.MappingNode, yaml.AliasNode:
+	case yaml.MappingNode:
 		var m map[string]string
 		if err := n.Decode(&m); err != nil {
 			return err
