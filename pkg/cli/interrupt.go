@@ -43,7 +43,7 @@ func loadMesh(ctx context.Context, path string, stdin io.Reader) (*mesh.File, er
 		name = "stdin"
 	}
 	return interruptible(ctx, "reading the mesh file "+name, func() (*mesh.File, error) {
-		return mesh.Load(path, stdin)
+		return mesh.LoadContext(ctx, path, stdin)
 	})
 }
 

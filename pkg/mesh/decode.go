@@ -2,14 +2,11 @@ package mesh
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
-	"reflect"
-	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -82,23 +79,34 @@ func (e *DecodeError) one() string {
 // Fault says a bad mesh file is bad input.
 func (e *DecodeError) Fault() fault.Kind { return fault.BadInput }
 
-// Load reads the mesh file at path; "-" reads stdin.
+// Load reads the mesh file at path; "-" reads stdin. See LoadContext.
 func Load(path string, stdin io.Reader) (*File, error) {
+	return LoadContext(context.Background(), path, stdin)
+}
+
+// LoadContext reads the mesh file at path; "-" reads stdin. A path must
+// name a regular file (see readRegular); stdin may be a pipe, read until
+// ctx is done: a pipe that never ends, or a terminal nobody types into,
+// must not keep a signalled command waiting. Either is read up to
+// MaxFileSize and a byte more, never all of an endless input.
+func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, error) {
 	name := path
-	var r io.Reader
+	var data []byte
+	var err error
 	if path == "-" {
-		name, r = "<stdin>", stdin
-	} else {
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, &DecodeError{File: path, Msg: fmt.Sprintf("cannot open: %v", errors.Unwrap(err))}
+		name = "<stdin>"
+		if data, err = readStdin(ctx, stdin); ctx.Err() != nil {
+			return nil, ctx.Err()
 		}
-		defer f.Close()
-		r = f
+	} else {
+		data, err = readRegular(path, MaxFileSize)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, MaxFileSize+1))
 	if err != nil {
-		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("cannot read: %v", err)}
+		msg := err.Error()
+		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
+			msg += `; to read a pipe, give "-f -" and redirect it`
+		}
+		return nil, &DecodeError{File: name, Msg: msg}
 	}
 	f, err := Decode(name, data)
 	if err != nil {
@@ -116,25 +124,59 @@ func Load(path string, stdin io.Reader) (*File, error) {
 	return f, nil
 }
 
+// readStdin reads stdin up to MaxFileSize and a byte more, or until ctx is
+// done: the read then goes on in the background, and ends with the
+// process.
+func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
+	type result struct {
+		data []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		data, err := io.ReadAll(io.LimitReader(stdin, MaxFileSize+1))
+		if err != nil {
+			err = fmt.Errorf("cannot read: %w", err)
+		}
+		done <- result{data, err}
+	}()
+	select {
+	case r := <-done:
+		return r.data, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown
 // field, a wrong type, a duplicate key, a bad name, an unknown container in
-// while-stopped or a file over 4 MiB is a *DecodeError.
+// while-stopped or a file over 4 MiB is a *DecodeError. Its work is linear
+// in the size of the file.
 func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
 	}
-	// The node tree gives errors their lines. A file that decodes and
-	// validates needs none, so it is parsed only for one that does not:
-	// parsing the YAML twice is most of a no-op apply's decode.
 	t := &tree{data: data}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var f File
-	if err := dec.Decode(&f); err != nil {
-		if err := t.check(name); err != nil {
-			return nil, err
+	doc := document{file: &f, tree: t}
+	if err := dec.Decode(&doc); err != nil || len(doc.errs) > 0 {
+		var te *yaml.TypeError
+		switch {
+		case err == nil:
+			err = &yaml.TypeError{}
+		case !errors.As(err, &te):
+			// A syntax error, or no document: the decoder never had a
+			// tree, and the check parses the file again to tell which.
+			if err := t.check(name); err != nil {
+				return nil, err
+			}
+			return nil, yamlError(name, t.node(), err)
 		}
-		return nil, yamlError(name, t.node(), err)
+		errors.As(err, &te)
+		te.Errors = append(doc.errs, te.Errors...)
+		return nil, yamlError(name, t.node(), te)
 	}
 	if f.Modules == nil {
 		// null, or a document without modules: the tree tells which.
@@ -152,348 +194,10 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	v := validator{file: name, root: t.node}
+	v := validator{file: name, tree: t}
 	v.file_(&f)
-	// In the file's order, as an editor shows them; stable, so that errors
-	// on one line keep the validator's (name) order.
-	slices.SortStableFunc(v.errs, func(a, b *DecodeError) int { return a.Line - b.Line })
-	if err := errorList(v.errs); err != nil {
+	if err := v.result(); err != nil {
 		return nil, err
 	}
 	return &f, nil
-}
-
-// tree is a file's YAML node tree, parsed on first use.
-type tree struct {
-	data   []byte
-	parsed bool
-	root   yaml.Node
-	err    error
-}
-
-func (t *tree) node() *yaml.Node {
-	if !t.parsed {
-		t.parsed = true
-		t.err = yaml.Unmarshal(t.data, &t.root)
-	}
-	return &t.root
-}
-
-// check returns the file's syntax error, or that it is empty.
-func (t *tree) check(name string) error {
-	root := t.node()
-	if t.err != nil {
-		return yamlError(name, root, t.err)
-	}
-	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null" {
-		return &DecodeError{File: name, Msg: `is empty; a mesh file has a "modules:" map`}
-	}
-	return nil
-}
-
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
-var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
-var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
-
-// parserProblems are the syntax errors of yaml.v3's parser (not its
-// scanner). yaml.v3 writes their line 0-based, and leaves it out on the
-// first line.
-var parserProblems = map[string]bool{
-	"did not find expected <stream-start>":   true,
-	"did not find expected <document start>": true,
-	"found undefined tag handle":             true,
-	"did not find expected node content":     true,
-	"did not find expected '-' indicator":    true,
-	"did not find expected key":              true,
-	"did not find expected ',' or ']'":       true,
-	"did not find expected ',' or '}'":       true,
-	"found duplicate %YAML directive":        true,
-	"found incompatible YAML document":       true,
-	"found duplicate %TAG directive":         true,
-}
-
-// yamlError turns yaml's errors (a TypeError holds every type error, unknown
-// field and duplicate key of the file) into one DecodeError listing them,
-// each with the file, line and field path.
-func yamlError(name string, root *yaml.Node, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return yamlError1(name, root, err.Error())
-	}
-	var errs []*DecodeError
-	for _, msg := range te.Errors {
-		errs = append(errs, yamlError1(name, root, msg))
-	}
-	return errorList(errs)
-}
-
-// yamlError1 turns one of yaml's messages into a DecodeError, in the file's
-// words.
-func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
-	e := &DecodeError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
-	if parserProblems[e.Msg] {
-		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
-	}
-	if m := lineRE.FindStringSubmatch(msg); m != nil {
-		e.Line, _ = strconv.Atoi(m[1])
-		e.Msg = m[2]
-		if parserProblems[e.Msg] {
-			e.Line++
-			return e // the node tree is not there to name the field
-		}
-		// The message names the key or the kind of value when there is
-		// one: prefer it to other keys on the same line (a JSON file may be
-		// a single line).
-		var key, tag string
-		unknown := false
-		if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
-			key, unknown = u[1], true
-			e.Msg = fmt.Sprintf("unknown field %q", u[1])
-		} else if u := duplicateKeyRE.FindStringSubmatch(e.Msg); u != nil {
-			key, _ = strconv.Unquote(u[1])
-		} else if u := typeErrorRE.FindStringSubmatch(e.Msg); u != nil {
-			tag = u[1]
-			if strings.HasSuffix(e.Msg, " into a duration") {
-				// The one duration field: on a line of flow lists
-				// ({timeout: [30m], exec: [x]}) the tag alone is ambiguous.
-				key, tag = "timeout", ""
-			}
-		}
-		e.Field = pathAt(root, e.Line, key, tag)
-		if e.Field == "" && (key != "" || tag != "") {
-			e.Field = pathAt(root, e.Line, "", "")
-		}
-		switch {
-		case unknown:
-			e.Msg += fieldHint(key, knownFields(e.Field))
-		case typeErrorRE.MatchString(e.Msg):
-			e.Msg = typeMessage(e.Field, e.Msg)
-		}
-	}
-	return e
-}
-
-// fieldHint is what follows `unknown field "key"`: the field meant, or the
-// fields there are.
-func fieldHint(key string, known []string) string {
-	if len(known) == 0 {
-		return ""
-	}
-	if s := Suggest(key, known); s != "" {
-		return fmt.Sprintf("; did you mean %q?", s)
-	}
-	return " (fields here: " + strings.Join(known, ", ") + ")"
-}
-
-// knownFields returns the fields of the map that holds the key at path.
-func knownFields(path string) []string {
-	parts := strings.Split(path, ".")
-	var t reflect.Type
-	switch {
-	case len(parts) == 1:
-		t = reflect.TypeFor[File]()
-	case len(parts) == 3 && parts[0] == "modules":
-		t = reflect.TypeFor[Module]()
-	case len(parts) == 5 && parts[2] == "containers":
-		t = reflect.TypeFor[Container]()
-	case len(parts) == 5 && parts[2] == "steps":
-		t = reflect.TypeFor[Step]()
-	case len(parts) == 6 && parts[2] == "steps" && parts[4] == "run":
-		t = reflect.TypeFor[RunStep]()
-	default:
-		return nil
-	}
-	return yamlFields(t)
-}
-
-// yamlFields returns the YAML names of t's fields, those of inlined
-// structs included.
-func yamlFields(t reflect.Type) []string {
-	var out []string
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		switch {
-		case opts == "inline" || strings.Contains(opts, "inline,") || strings.HasSuffix(opts, ",inline"):
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			out = append(out, yamlFields(ft)...)
-		case name != "" && name != "-":
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-var typeErrorPartsRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-
-// typeMessage says a type error in the file's words: what the field takes,
-// with an example, and what it found, never yaml's tags (!!str) or Go's
-// types ([]string).
-func typeMessage(field, msg string) string {
-	m := typeErrorPartsRE.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	found := map[string]string{"str": "a string", "seq": "a list", "map": "a map", "int": "a number",
-		"float": "a number", "bool": "true or false", "null": "nothing", "timestamp": "a date"}[m[1]]
-	if found == "" {
-		found = "a " + m[1]
-	}
-	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") {
-		found += fmt.Sprintf(" (%s)", m[2])
-	}
-	return "want " + wantedFor(field, strings.NewReplacer("*", "", "mesh.", "").Replace(m[3])) + ", not " + found
-}
-
-// wantedFor describes what a field of Go type goType takes, with an example
-// fitting the field.
-func wantedFor(field, goType string) string {
-	last := field
-	if i := strings.LastIndex(field, "."); i >= 0 {
-		last = field[i+1:]
-	}
-	switch goType {
-	case "[]string":
-		example := map[string]string{
-			"command": `[sh, -c, "…"]`, "entrypoint": "[/bin/registry]", "exec": "[/usr/local/bin/gc.sh, --all]",
-			"volumes": `["data:/var/lib/data", "/srv/conf:/etc/conf:ro"]`, "ports": `["127.0.0.1:5000:5000"]`,
-			"while-stopped": "[registry]", "volumes-from": "[registry]",
-		}[last]
-		if example == "" {
-			example = "[a, b]"
-		}
-		return "a list of strings, like " + example
-	case "map[string]string":
-		if last == "labels" {
-			return "a map of strings, like {team: infra}"
-		}
-		return "a map of strings, like {KEY: value}"
-	case "string":
-		return "a string"
-	case "map[string]Module":
-		return "a map of modules by name, like {store: {containers: …}}"
-	case "map[string]Container":
-		return "a map of containers by name, like {registry: {image: …}}"
-	case "map[string]Step":
-		return "a map of steps by name, like {garbage-collect: {while-stopped: […], run: …}}"
-	case "File":
-		return `a map with a "modules:" key`
-	case "Module":
-		return "a module: a map with containers: and steps:"
-	case "Container":
-		return "a container: a map like {image: …, command: […]}"
-	case "Step":
-		return "a step: a map with while-stopped:, timeout: and run: or exec:"
-	case "RunStep":
-		return "a map like {image: …, command: […]}"
-	case "a duration":
-		return "a duration, like 30m or 2h"
-	case "EnvVars":
-		return `a map like {KEY: value} or a list like ["KEY=value"]`
-	}
-	return goType
-}
-
-// pathAt returns the dotted path of the deepest mapping key or value that
-// starts on line, or "" if none does. A non-empty key restricts the search to
-// mapping keys of that name; a non-empty tag, to values of that tag.
-func pathAt(n *yaml.Node, line int, key, tag string) string {
-	var best string
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := join(path, k.Value)
-				var match bool
-				switch {
-				case key != "":
-					match = k.Line == line && k.Value == key
-				case tag != "":
-					// A type error names the line of the value, which for
-					// a block list or map is after the key's.
-					match = v.Line == line && v.ShortTag() == tag
-				default:
-					match = k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
-				}
-				if match {
-					best = p
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if c.Line == line && key == "" && (tag == "" && best == "" || tag != "" && c.ShortTag() == tag) {
-					best = p
-				}
-				walk(c, p)
-			}
-		}
-	}
-	walk(n, "")
-	return best
-}
-
-// lineOf returns the line of the key at path (or of the value, for a
-// sequence index written "[i]"), 0 if it is not in the file.
-func lineOf(n *yaml.Node, path ...string) int {
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := 0
-	for _, p := range path {
-		found := false
-		if n.Kind == yaml.MappingNode {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == p {
-					line = n.Content[i].Line
-					n = n.Content[i+1]
-					found = true
-					break
-				}
-			}
-		} else if n.Kind == yaml.SequenceNode {
-			if i, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(p, "["), "]")); err == nil && i < len(n.Content) {
-				n = n.Content[i]
-				line = n.Line
-				found = true
-			}
-		}
-		if !found {
-			return line
-		}
-	}
-	return line
-}
-
-// index is the path element of a sequence's i-th item.
-func index(i int) string { return fmt.Sprintf("[%d]", i) }
-
-// fieldPath writes path as "modules.m.containers.c.volumes[1]".
-func fieldPath(path []string) string {
-	var b strings.Builder
-	for i, p := range path {
-		if i > 0 && !strings.HasPrefix(p, "[") {
-			b.WriteByte('.')
-		}
-		b.WriteString(p)
-	}
-	return b.String()
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }

@@ -237,19 +237,47 @@ version: 2 # <-
 `, field: "modules.store.containers.registry.labels", msg: "want a map of strings, like {team: infra}, not a list"},
 		{name: "env list item without a value", src: base + `
         env: [A=1, HOME] # <-
-`, field: "modules.store.containers.registry.env", msg: `env item "HOME": want KEY=value`},
+`, field: "modules.store.containers.registry.env[1]", msg: `env item 1: want KEY=value, not a KEY alone`},
 		{name: "env list item twice", src: base + `
         env:
           - A=1
           - A=2 # <-
-`, field: "modules.store.containers.registry.env[1]", msg: `env item "A=2": A is set twice`},
+`, field: "modules.store.containers.registry.env[1]", msg: `env item 1: "A" is set twice (first on line 8)`},
 		{name: "env list item a map", src: base + `
         env:
           - {A: 1} # <-
-`, field: "modules.store.containers.registry.env[0].A", msg: "env item: want KEY=value"},
+`, field: "modules.store.containers.registry.env[0]", msg: "env item 0: want KEY=value"},
 		{name: "env a string", src: base + `
         env: A=1 # <-
-`, field: "modules.store.containers.registry.env", msg: "want a map of strings, like {KEY: value}, not a string (A=1)"},
+`, field: "modules.store.containers.registry.env", msg: `want a map like {KEY: value} or a list like ["KEY=value"], not a string`},
+		{name: "env value with a NUL", src: base + `
+        env: {A: 1, PW: "S3CRET\0"} # <-
+`, field: "modules.store.containers.registry.env.PW", msg: "the value holds a control character (NUL)"},
+		{name: "env list value with an escape", src: base + `
+        env:
+          - A=1
+          - "PW=S3CRET\e[0m" # <-
+`, field: "modules.store.containers.registry.env.PW", msg: "the value holds a control character (U+001B)"},
+		{name: "run step env value with a DEL", src: base + `
+    steps:
+      gc:
+        run:
+          image: x
+          env: {PW: "S3CRET\x7f"} # <-
+`, field: "modules.store.steps.gc.run.env.PW", msg: "the value holds a control character (U+007F)"},
+		{name: "binary image", src: base + `
+      web: {image: !!binary bWVzaHRlc3Q=} # <-
+`, field: "modules.store.containers.web.image", msg: "the tag !!binary is not taken"},
+		{name: "local tag", src: base + `
+        network: !net host # <-
+`, field: "modules.store.containers.registry.network", msg: "the tag !net is not taken"},
+		{name: "negative timeout in flow style", src: base + `
+    steps:
+      gc: {while-stopped: [registry], timeout: -5m, run: {command: [gc]}} # <-
+`, field: "modules.store.steps.gc.timeout", msg: `duration "-5m" must be positive`},
+		{name: "list for a grace period in flow style", src: base + `
+      web: {image: x, stop-grace-period: [10s], command: [serve]} # <-
+`, field: "modules.store.containers.web.stop-grace-period", msg: "want a duration, like 30m or 2h, not a list"},
 		{name: "map for a string", src: base + `
         network: {name: host} # <-
 `, field: "modules.store.containers.registry.network", msg: "want a string, not a map"},

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -36,8 +37,13 @@ modules:
       sh: {exec: [/bin/sh], while-stopped: [cache]}
   <<: {web: {containers: {a: {image: b}}}}
 `)))
+	for _, a := range adversarials() {
+		f.Add(a.file(4 << 10))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
+		start := cpuTime()
 		file, err := Decode("fuzz.yaml", data)
+		checkDecodeTime(t, cpuTime()-start, len(data))
 		if err != nil {
 			de, ok := err.(*DecodeError)
 			if !ok {
@@ -90,6 +96,19 @@ modules:
 			}
 		}
 	})
+}
+
+// checkDecodeTime fails a decode of size bytes that took more than
+// 500ms a megabyte of CPU time, and more than 200ms: decoding must stay
+// linear in the file (issue 18: yaml.v3's duplicate-key check took 55s for
+// 2 MB). CPU time, not the clock's: a busy machine does not make it grow.
+// The bound is generous: a mesh file decodes at 2 to 10 MB a second.
+func checkDecodeTime(t *testing.T, cpu time.Duration, size int) {
+	t.Helper()
+	perMB := time.Duration(float64(cpu) / (float64(max(size, 1)) / 1e6))
+	if cpu > 200*time.Millisecond && perMB > 500*time.Millisecond {
+		t.Errorf("decoding %d bytes took %v of CPU time, %v a megabyte: want at most 500ms a megabyte", size, cpu, perMB)
+	}
 }
 
 // lineCount is the number of lines of data as YAML counts them, plus one for

@@ -192,3 +192,38 @@ func diffMap(prefix string, have, want map[string]string) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// diffFields names the container fields in which have differs from want.
+func diffFields(have, want SpecFields) []string {
+	var d []string
+	add := func(name string, differs bool) {
+		if differs {
+			d = append(d, name)
+		}
+	}
+	add("healthcheck", !sameHealth(have.Health, want.Health))
+	add("stop-signal", have.StopSignal != want.StopSignal)
+	add("stop-grace-period", have.StopGracePeriod != want.StopGracePeriod)
+	add("user", have.User != want.User)
+	add("working-dir", have.WorkingDir != want.WorkingDir)
+	add("hostname", have.Hostname != want.Hostname)
+	add("init", have.Init != want.Init)
+	add("read-only", have.ReadOnly != want.ReadOnly)
+	add("tmpfs", !slices.Equal(have.Tmpfs, want.Tmpfs))
+	add("cap-add", !slices.Equal(have.CapAdd, want.CapAdd))
+	add("cap-drop", !slices.Equal(have.CapDrop, want.CapDrop))
+	add("memory", have.Memory != want.Memory)
+	add("cpus", have.NanoCPUs != want.NanoCPUs)
+	add("pids-limit", have.PidsLimit != want.PidsLimit)
+	add("logging", have.LogDriver != want.LogDriver || !maps.Equal(have.LogOptions, want.LogOptions))
+	add("extra-hosts", !slices.Equal(have.ExtraHosts, want.ExtraHosts))
+	return d
+}
+
+func sameHealth(a, b *SpecHealth) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return slices.Equal(a.Test, b.Test) && a.Interval == b.Interval && a.Timeout == b.Timeout &&
+		a.Retries == b.Retries && a.StartPeriod == b.StartPeriod
+}

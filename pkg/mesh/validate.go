@@ -2,12 +2,12 @@ package mesh
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
 
 	"github.com/distribution/reference"
-	"go.yaml.in/yaml/v3"
 )
 
 // LabelPrefix is reserved for meshctl's own container labels.
@@ -22,13 +22,39 @@ var (
 // operator fixes them all in one go.
 type validator struct {
 	file string
-	// root is the file's node tree, for the lines of errors.
-	root func() *yaml.Node
-	errs []*DecodeError
+	// tree is the file's node tree, for the lines of errors.
+	tree *tree
+	errs []failure
+}
+
+// failure is an error of the file, its message not yet written: only the
+// first MaxErrors are (a message may list a module's containers, or look
+// for the name meant among them).
+type failure struct {
+	line          int
+	field, format string
+	args          []any
 }
 
 func (v *validator) fail(path []string, format string, args ...any) {
-	v.errs = append(v.errs, &DecodeError{File: v.file, Line: lineOf(v.root(), path...), Field: fieldPath(path), Msg: fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, failure{line: v.tree.lineOf(path...), field: fieldPath(path), format: format, args: args})
+}
+
+// result returns the errors found, nil if none, in the file's order, as an
+// editor shows them; stable, so that errors on one line keep the
+// validator's (name) order.
+func (v *validator) result() error {
+	if len(v.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(v.errs, func(a, b failure) int { return a.line - b.line })
+	var errs []*DecodeError
+	for _, f := range v.errs[:min(len(v.errs), MaxErrors)] {
+		errs = append(errs, &DecodeError{File: v.file, Line: f.line, Field: f.field, Msg: fmt.Sprintf(f.format, f.args...)})
+	}
+	e := errorList(errs).(*DecodeError)
+	e.Omitted = len(v.errs) - len(errs)
+	return e
 }
 
 func (v *validator) name(path []string, kind, name string) {
@@ -113,7 +139,7 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 	seen := map[string]bool{}
 	for i, cn := range s.WhileStopped {
 		if _, ok := m.Containers[cn]; !ok {
-			v.fail(append(at("while-stopped"), index(i)), "unknown container %q (this module has: %s)", cn, strings.Join(m.ContainerNames(), ", "))
+			v.fail(append(at("while-stopped"), index(i)), "unknown container %q (this module has: %s)", cn, containerList{m})
 		}
 		if seen[cn] {
 			v.fail(append(at("while-stopped"), index(i)), "container %q listed twice", cn)
@@ -157,16 +183,36 @@ func (v *validator) image(p []string, ref string) {
 	}
 }
 
-// env checks the names of environment variables: the engine passes each as
+// env checks environment variables: the engine passes each as
 // "NAME=value", so a name may hold neither '=' nor a NUL, and one with
-// spaces could not be used by the program it is for.
+// spaces could not be used by the program it is for. A value may hold no
+// control character but tab and newline (a NUL cannot be passed at all, and
+// the engine's error would quote the value). Errors name the variable,
+// never its value.
 func (v *validator) env(p []string, env map[string]string) {
 	// In order: with two bad keys, the same one is named every time.
 	for _, k := range sortedKeys(env) {
+		at := append(append([]string{}, p...), k)
 		if k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, badKeyRune) >= 0 {
-			v.fail(append(append([]string{}, p...), k), "%q is not a variable name: it must be non-empty, without '=', spaces or control characters", k)
+			v.fail(at, "%q is not a variable name: it must be non-empty, without '=', spaces or control characters", k)
+		}
+		if c, bad := controlIn(env[k]); bad {
+			v.fail(at, "the value holds a control character (%s): only tab and newline may be in a value", c)
 		}
 	}
+}
+
+// controlIn returns the name of the first control character in value that
+// no environment value may hold: C0 controls but tab and newline, and DEL.
+func controlIn(value string) (string, bool) {
+	i := strings.IndexFunc(value, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' || r == 0x7f })
+	if i < 0 {
+		return "", false
+	}
+	if value[i] == 0 {
+		return "NUL", true
+	}
+	return fmt.Sprintf("U+%04X", value[i]), true
 }
 
 // badKeyRune reports the runes no env or label key may hold: white space
@@ -223,4 +269,31 @@ func checkPort(s string) error {
 		}
 	}
 	return nil
+}
+
+// containerList writes a module's container names (the first 20 of a
+// large module), when an error shown asks for them.
+type containerList struct{ m *Module }
+
+func (l containerList) String() string {
+	const most = 20
+	names := l.m.ContainerNames()
+	if len(names) > most {
+		return strings.Join(names[:most], ", ") + fmt.Sprintf(" and %d more", len(names)-most)
+	}
+	return strings.Join(names, ", ")
+}
+
+// didYouMean writes "; did you mean …?" when one of the module's
+// containers is close to name, when an error shown asks for it.
+type didYouMean struct {
+	name string
+	m    *Module
+}
+
+func (d didYouMean) String() string {
+	if s := Suggest(d.name, d.m.ContainerNames()); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return ""
 }

@@ -1,0 +1,126 @@
+package mesh
+
+import (
+	"time"
+
+	"github.com/docker/go-units"
+)
+
+// Container is one container of a module, as the file asks for it.
+type Container struct {
+	Image    string `yaml:"image,omitempty" json:"image,omitempty"`
+	Artifact string `yaml:"artifact,omitempty" json:"artifact,omitempty"`
+	// Entrypoint overrides the image's; "entrypoint: []" (empty, not nil)
+	// clears it. omitzero, not omitempty: the applied.json a window's close
+	// reads must keep [] apart from no entrypoint at all.
+	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
+	Env        EnvVars           `yaml:"env,omitempty" json:"env,omitempty"`
+	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`
+	Network    string            `yaml:"network,omitempty" json:"network,omitempty"`
+	Ports      []string          `yaml:"ports,omitempty" json:"ports,omitempty"`
+	Restart    string            `yaml:"restart,omitempty" json:"restart,omitempty"`
+	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Pull says when apply pulls the image: missing (default), always, never.
+	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
+	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
+	// see ContainerFields.
+	ContainerFields `yaml:",inline"`
+}
+
+// PullPolicy returns the container's pull policy, "missing" when unset.
+func (c *Container) PullPolicy() string {
+	if c.Pull == "" {
+		return DefaultPull
+	}
+	return c.Pull
+}
+
+// ContainerFields are the fields a container takes beyond its image,
+// command, env, volumes, network, ports, restart and labels, with Compose's
+// meaning and kebab-case spelling. Each is optional; its zero value is the
+// default, which is what a spec recorded before the field existed reads as.
+type ContainerFields struct {
+	// Healthcheck is the probe a new container must pass before it replaces
+	// the old one; nil leaves the image's (if any).
+	Healthcheck *Healthcheck `yaml:"healthcheck,omitempty" json:"healthcheck,omitempty"`
+	// DependsOn names containers ("name" in this module, "module.name" in
+	// another) that are converged, and healthy, before this one.
+	DependsOn []string `yaml:"depends-on,omitempty" json:"depends-on,omitempty"`
+	// StopSignal is what every stop meshctl makes sends first: default
+	// SIGTERM (or the image's STOPSIGNAL).
+	StopSignal string `yaml:"stop-signal,omitempty" json:"stop-signal,omitempty"`
+	// StopGracePeriod is how long a stop waits before SIGKILL: default 10s.
+	StopGracePeriod Duration `yaml:"stop-grace-period,omitempty" json:"stop-grace-period,omitempty"`
+	User            string   `yaml:"user,omitempty" json:"user,omitempty"`
+	WorkingDir      string   `yaml:"working-dir,omitempty" json:"working-dir,omitempty"`
+	Hostname        string   `yaml:"hostname,omitempty" json:"hostname,omitempty"`
+	Init            bool     `yaml:"init,omitempty" json:"init,omitempty"`
+	ReadOnly        bool     `yaml:"read-only,omitempty" json:"read-only,omitempty"`
+	// Tmpfs mounts are "/path" or "/path:options" (size=64m,mode=1777).
+	Tmpfs   []string `yaml:"tmpfs,omitempty" json:"tmpfs,omitempty"`
+	CapAdd  []string `yaml:"cap-add,omitempty" json:"cap-add,omitempty"`
+	CapDrop []string `yaml:"cap-drop,omitempty" json:"cap-drop,omitempty"`
+	// Memory is a limit such as "512m" or "2g" (at least 6m).
+	Memory    string   `yaml:"memory,omitempty" json:"memory,omitempty"`
+	CPUs      float64  `yaml:"cpus,omitempty" json:"cpus,omitempty"`
+	PidsLimit int64    `yaml:"pids-limit,omitempty" json:"pids-limit,omitempty"`
+	Logging   *Logging `yaml:"logging,omitempty" json:"logging,omitempty"`
+	// ExtraHosts are "host:ip" lines added to /etc/hosts.
+	ExtraHosts []string `yaml:"extra-hosts,omitempty" json:"extra-hosts,omitempty"`
+	// EnvFile names files of KEY=VALUE lines, read at apply time (absolute
+	// once loaded: a relative path is from the mesh file's directory).
+	// A variable in env wins over one in a file, a later file over an
+	// earlier one.
+	EnvFile StringOrList `yaml:"env-file,omitempty" json:"env-file,omitempty"`
+}
+
+// Healthcheck is a container's probe, as Compose's healthcheck.
+type Healthcheck struct {
+	// Test is ["CMD", prog, args…], ["CMD-SHELL", "command"] or ["NONE"];
+	// a plain string is a CMD-SHELL command.
+	Test        HealthTest `yaml:"test,omitempty" json:"test,omitempty"`
+	Interval    Duration   `yaml:"interval,omitempty" json:"interval,omitempty"`
+	Timeout     Duration   `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Retries     int        `yaml:"retries,omitempty" json:"retries,omitempty"`
+	StartPeriod Duration   `yaml:"start-period,omitempty" json:"start-period,omitempty"`
+	// Disable turns off the image's healthcheck.
+	Disable bool `yaml:"disable,omitempty" json:"disable,omitempty"`
+}
+
+// Logging is a container's log driver and its options.
+type Logging struct {
+	Driver  string            `yaml:"driver,omitempty" json:"driver,omitempty"`
+	Options map[string]string `yaml:"options,omitempty" json:"options,omitempty"`
+}
+
+// Healthcheck defaults, the engine's.
+const (
+	DefaultHealthInterval = 30 * time.Second
+	DefaultHealthTimeout  = 30 * time.Second
+	DefaultHealthRetries  = 3
+	// DefaultStopGracePeriod is how long a stop waits before it kills.
+	DefaultStopGracePeriod = 10 * time.Second
+	// MinMemory is the engine's smallest memory limit.
+	MinMemory = 6 << 20
+)
+
+// StopGrace returns the container's stop grace period, 10s when unset.
+func (c *Container) StopGrace() time.Duration {
+	if c.StopGracePeriod == 0 {
+		return DefaultStopGracePeriod
+	}
+	return c.StopGracePeriod.Std()
+}
+
+// MemoryBytes returns the memory limit in bytes, 0 when unset.
+func (c *Container) MemoryBytes() int64 {
+	if c.Memory == "" {
+		return 0
+	}
+	n, err := units.RAMInBytes(c.Memory)
+	if err != nil {
+		return 0 // validated at decode
+	}
+	return n
+}

@@ -1,0 +1,77 @@
+package mesh
+
+import (
+	"regexp"
+	"sort"
+	"time"
+)
+
+// File is a decoded and validated mesh file.
+type File struct {
+	Modules map[string]*Module `yaml:"modules" json:"modules"`
+}
+
+// Module is a few containers and the maintenance steps that hold them.
+type Module struct {
+	Containers map[string]*Container `yaml:"containers" json:"containers"`
+	Steps      map[string]*Step      `yaml:"steps,omitempty" json:"steps,omitempty"`
+}
+
+// Step is a maintenance step run by `meshctl window run`.
+type Step struct {
+	WhileStopped []string `yaml:"while-stopped,omitempty" json:"while-stopped,omitempty"`
+	Timeout      Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Run          *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
+	Exec         []string `yaml:"exec,omitempty" json:"exec,omitempty"`
+}
+
+// RunStep is a step run as a one-off container.
+type RunStep struct {
+	Image string `yaml:"image,omitempty" json:"image,omitempty"`
+	// Entrypoint is as a container's: [] clears the image's.
+	Entrypoint []string `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command    []string `yaml:"command,omitempty" json:"command,omitempty"`
+	Env        EnvVars  `yaml:"env,omitempty" json:"env,omitempty"`
+	Volumes    []string `yaml:"volumes,omitempty" json:"volumes,omitempty"`
+	// VolumesFrom defaults to the held containers.
+	VolumesFrom []string `yaml:"volumes-from,omitempty" json:"volumes-from,omitempty"`
+	Network     string   `yaml:"network,omitempty" json:"network,omitempty"`
+}
+
+// Defaults of the file format.
+const (
+	DefaultRestart     = "unless-stopped"
+	DefaultStepTimeout = time.Hour
+	DefaultPull        = "missing"
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// ValidName reports whether s is a valid module, container or step name.
+func ValidName(s string) bool { return nameRE.MatchString(s) }
+
+// EngineName is the engine's name of a container: "module.container".
+func EngineName(module, container string) string { return module + "." + container }
+
+// ModuleNames returns the module names in order.
+func (f *File) ModuleNames() []string { return sortedKeys(f.Modules) }
+
+// ContainerNames returns the module's container names in order.
+func (m *Module) ContainerNames() []string { return sortedKeys(m.Containers) }
+
+// TimeoutOrDefault returns the step's timeout, 1h when unset.
+func (s *Step) TimeoutOrDefault() time.Duration {
+	if s.Timeout == 0 {
+		return DefaultStepTimeout
+	}
+	return s.Timeout.Std()
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

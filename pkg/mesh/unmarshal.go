@@ -1,0 +1,141 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// EnvVars are a container's environment variables. The file gives them as
+// a map ({KEY: value}) or, as Compose does, a list (["KEY=value"]).
+type EnvVars map[string]string
+
+// UnmarshalYAML reads env as a map, or as Compose's list of KEY=value.
+// Compose's bare KEY (the value taken from the caller's environment) is
+// refused: an apply from CI and a window's close from cron would differ.
+// Its errors name the line, the item and the key, never the value: env
+// holds secrets.
+func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return e.fromList(n)
+	case yaml.MappingNode:
+		var m map[string]string
+		if err := n.Decode(&m); err != nil {
+			return err
+		}
+		*e = m
+		return nil
+	}
+	// Not yaml's "cannot unmarshal !!str `PW=S3C...`": no prefix of it.
+	return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into EnvVars", n.ShortTag())}}
+}
+
+// fromList reads env in Compose's list form.
+func (e *EnvVars) fromList(n *yaml.Node) error {
+	m := map[string]string{}
+	seen := map[string]int{}
+	var errs []string
+	for i, item := range n.Content {
+		if item.Kind != yaml.ScalarNode {
+			errs = append(errs, nodeError(item, "env item %d: want KEY=value, like \"A=1\"", i))
+			continue
+		}
+		k, v, ok := strings.Cut(item.Value, "=")
+		if !ok {
+			errs = append(errs, nodeError(item, "env item %d: want KEY=value, not a KEY alone (a value taken from the environment is not supported: write KEY=…)", i))
+			continue
+		}
+		if first, dup := seen[k]; dup {
+			errs = append(errs, nodeError(item, "env item %d: %q is set twice (first on line %d)", i, k, first))
+			continue
+		}
+		seen[k] = item.Line
+		m[k] = v
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	*e = m
+	return nil
+}
+
+// nodeError is an error about node n in yaml's form, with its column: the
+// error names the field written there, however many are on the line.
+func nodeError(n *yaml.Node, format string, args ...any) string {
+	return fmt.Sprintf("line %d: column %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)
+}
+
+// Duration is a time.Duration written as "30m" in the file.
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// MarshalText writes d as "30m0s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads "30m".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q (use e.g. 90s, 30m, 2h)", b)
+	}
+	if v <= 0 {
+		return fmt.Errorf("duration %q must be positive", b)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// UnmarshalYAML reads "30m" from a mesh file. It reports a bad duration as a
+// yaml.TypeError with its line, so that the error names the line and field;
+// an error from UnmarshalText would reach the caller without either.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into a duration", n.ShortTag())}}
+	}
+	if err := d.UnmarshalText([]byte(n.Value)); err != nil {
+		return &yaml.TypeError{Errors: []string{nodeError(n, "%v", err)}}
+	}
+	return nil
+}
+
+// HealthTest is a healthcheck's test: a YAML string is a CMD-SHELL command.
+type HealthTest []string
+
+// UnmarshalYAML reads a string (CMD-SHELL) or a list.
+func (t *HealthTest) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		*t = HealthTest{"CMD-SHELL", n.Value}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return err
+	}
+	*t = l
+	return nil
+}
+
+// StringOrList is a list of strings that the file may write as one string.
+type StringOrList []string
+
+// UnmarshalYAML reads a string or a list of strings.
+func (s *StringOrList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
+		*s = StringOrList{n.Value}
+		return nil
+	}
+	var l []string
+	if err := n.Decode(&l); err != nil {
+		return err
+	}
+	*s = l
+	return nil
+}

@@ -1,0 +1,156 @@
+package mesh
+
+import (
+	"math"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/docker/go-units"
+)
+
+var (
+	signalRE   = regexp.MustCompile(`^(?i:(SIG)?[A-Z][A-Z0-9+-]*|[0-9]{1,2})$`)
+	capRE      = regexp.MustCompile(`^(?i:ALL|(CAP_)?[A-Z][A-Z_]*)$`)
+	hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+	driverRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+	userRE     = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
+)
+
+// knownSignals are the names stop-signal takes (without SIG).
+var knownSignals = map[string]bool{"HUP": true, "INT": true, "QUIT": true, "ILL": true, "TRAP": true, "ABRT": true,
+	"IOT": true, "BUS": true, "FPE": true, "KILL": true, "USR1": true, "SEGV": true, "USR2": true, "PIPE": true,
+	"ALRM": true, "TERM": true, "STKFLT": true, "CHLD": true, "CONT": true, "STOP": true, "TSTP": true,
+	"TTIN": true, "TTOU": true, "URG": true, "XCPU": true, "XFSZ": true, "VTALRM": true, "PROF": true,
+	"WINCH": true, "IO": true, "POLL": true, "PWR": true, "SYS": true}
+
+// fields validates c's container fields; p is its path.
+func (v *validator) fields(p []string, c *Container) {
+	at := func(field string, more ...string) []string {
+		return append(append(append([]string{}, p...), field), more...)
+	}
+	v.healthcheck(at, c.Healthcheck)
+	v.process(at, c)
+	v.limits(at, c)
+	v.logging(at, c.Logging)
+	v.extraHosts(at, c.ExtraHosts)
+	for i, f := range c.EnvFile {
+		if f == "" {
+			v.fail(at("env-file", index(i)), "is empty: name a file of KEY=VALUE lines")
+		}
+	}
+}
+
+// pathFunc makes the path of one of a container's fields.
+type pathFunc func(field string, more ...string) []string
+
+func (v *validator) healthcheck(at pathFunc, h *Healthcheck) {
+	if h == nil {
+		return
+	}
+	switch {
+	case h.Disable && len(h.Test) > 0 && h.Test[0] != "NONE":
+		v.fail(at("healthcheck", "disable"), "give either disable or test, not both")
+	case !h.Disable && len(h.Test) == 0:
+		v.fail(at("healthcheck"), "test is missing: give test (a command) or disable: true")
+	case len(h.Test) > 0 && h.Test[0] != "CMD" && h.Test[0] != "CMD-SHELL" && h.Test[0] != "NONE":
+		v.fail(at("healthcheck", "test"), "%q is not CMD, CMD-SHELL or NONE: write [CMD, prog, args…], [CMD-SHELL, \"command\"] or a string", h.Test[0])
+	case len(h.Test) == 1 && h.Test[0] != "NONE" || len(h.Test) > 1 && h.Test[1] == "":
+		v.fail(at("healthcheck", "test"), "%s needs a command", h.Test[0])
+	case len(h.Test) > 1 && h.Test[0] == "NONE":
+		v.fail(at("healthcheck", "test"), "NONE takes no command")
+	case len(h.Test) > 2 && h.Test[0] == "CMD-SHELL":
+		v.fail(at("healthcheck", "test"), "CMD-SHELL takes one command string")
+	case h.Retries < 0:
+		v.fail(at("healthcheck", "retries"), "%d must not be negative", h.Retries)
+	}
+}
+
+// process checks how the container's process runs: its stop signal, user,
+// working directory, host name, tmpfs mounts and capabilities.
+func (v *validator) process(at pathFunc, c *Container) {
+	if c.StopSignal != "" {
+		name := strings.TrimPrefix(strings.ToUpper(c.StopSignal), "SIG")
+		n, numErr := strconv.Atoi(c.StopSignal)
+		if !signalRE.MatchString(c.StopSignal) || numErr != nil && !knownSignals[name] || numErr == nil && (n < 1 || n > 64) {
+			v.fail(at("stop-signal"), "%q is not a signal (write SIGTERM, SIGQUIT, SIGINT…)", c.StopSignal)
+		}
+	}
+	if c.User != "" && !userRE.MatchString(c.User) {
+		v.fail(at("user"), "%q is not a user: write NAME, UID, NAME:GROUP or UID:GID", c.User)
+	}
+	if c.WorkingDir != "" && !strings.HasPrefix(c.WorkingDir, "/") {
+		v.fail(at("working-dir"), "%q is not an absolute path", c.WorkingDir)
+	}
+	if c.Hostname != "" && (len(c.Hostname) > 253 || !hostnameRE.MatchString(c.Hostname)) {
+		v.fail(at("hostname"), "%q is not a host name: letters, digits, '-' and '.'", c.Hostname)
+	}
+	for i, t := range c.Tmpfs {
+		path, _, _ := strings.Cut(t, ":")
+		if !strings.HasPrefix(path, "/") {
+			v.fail(at("tmpfs", index(i)), "%q: use /path or /path:options (size=64m,mode=1777)", t)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		caps []string
+	}{{"cap-add", c.CapAdd}, {"cap-drop", c.CapDrop}} {
+		for i, cp := range f.caps {
+			if !capRE.MatchString(cp) {
+				v.fail(at(f.name, index(i)), "%q is not a capability (write NET_ADMIN, SYS_PTRACE… or ALL)", cp)
+			}
+		}
+	}
+}
+
+// limits checks the container's memory, cpus and pids-limit.
+func (v *validator) limits(at pathFunc, c *Container) {
+	if c.Memory != "" {
+		n, err := units.RAMInBytes(c.Memory)
+		switch {
+		case err != nil:
+			v.fail(at("memory"), "%q is not a size: write e.g. 512m or 2g", c.Memory)
+		case n < MinMemory:
+			v.fail(at("memory"), "%q is below the engine's minimum of 6m", c.Memory)
+		}
+	}
+	if c.CPUs < 0 || math.IsNaN(c.CPUs) || math.IsInf(c.CPUs, 0) || c.CPUs > 0 && c.CPUs < 0.01 {
+		v.fail(at("cpus"), "%v is not a CPU count: give a positive number such as 0.5 or 2", c.CPUs)
+	}
+	if c.PidsLimit < -1 {
+		v.fail(at("pids-limit"), "%d is not a limit: give a positive number, or -1 for none", c.PidsLimit)
+	}
+}
+
+func (v *validator) logging(at pathFunc, l *Logging) {
+	if l == nil {
+		return
+	}
+	switch {
+	case l.Driver == "" && len(l.Options) > 0:
+		v.fail(at("logging"), "driver is missing: options need a driver")
+	case l.Driver != "" && !driverRE.MatchString(l.Driver):
+		v.fail(at("logging", "driver"), "%q is not a log driver name", l.Driver)
+	}
+	for _, k := range sortedKeys(l.Options) {
+		if k == "" || strings.IndexFunc(k, badKeyRune) >= 0 {
+			v.fail(at("logging", "options", k), "%q is not an option name", k)
+		}
+	}
+}
+
+func (v *validator) extraHosts(at pathFunc, hosts []string) {
+	for i, h := range hosts {
+		name, ip, ok := strings.Cut(h, "=")
+		if !ok {
+			name, ip, ok = strings.Cut(h, ":")
+		}
+		switch {
+		case !ok || !hostnameRE.MatchString(name):
+			v.fail(at("extra-hosts", index(i)), "%q: use HOST:IP", h)
+		case ip != "host-gateway" && net.ParseIP(ip) == nil:
+			v.fail(at("extra-hosts", index(i)), "%q: %q is not an IP address (or host-gateway)", h, ip)
+		}
+	}
+}

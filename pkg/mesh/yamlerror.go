@@ -1,0 +1,358 @@
+package mesh
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
+var columnRE = regexp.MustCompile(`^column (\d+): (.*)$`)
+var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
+var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
+var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
+
+// parserProblems are the syntax errors of yaml.v3's parser (not its
+// scanner). yaml.v3 writes their line 0-based, and leaves it out on the
+// first line.
+var parserProblems = map[string]bool{
+	"did not find expected <stream-start>":   true,
+	"did not find expected <document start>": true,
+	"found undefined tag handle":             true,
+	"did not find expected node content":     true,
+	"did not find expected '-' indicator":    true,
+	"did not find expected key":              true,
+	"did not find expected ',' or ']'":       true,
+	"did not find expected ',' or '}'":       true,
+	"found duplicate %YAML directive":        true,
+	"found incompatible YAML document":       true,
+	"found duplicate %TAG directive":         true,
+}
+
+// yamlError turns yaml's errors (a TypeError holds every type error, unknown
+// field and duplicate key of the file) into one DecodeError listing them in
+// the file's order, each with the file, line and field path. Only the first
+// MaxErrors are placed in the tree: the others are counted.
+func yamlError(name string, root *yaml.Node, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) || len(te.Errors) == 0 {
+		return yamlError1(name, root, err.Error())
+	}
+	type numbered struct {
+		line int
+		msg  string
+	}
+	msgs := make([]numbered, len(te.Errors))
+	for i, msg := range te.Errors {
+		msgs[i] = numbered{lineNumber(msg), msg}
+	}
+	slices.SortStableFunc(msgs, func(a, b numbered) int { return a.line - b.line })
+	var errs []*DecodeError
+	for _, m := range msgs[:min(len(msgs), MaxErrors)] {
+		errs = append(errs, yamlError1(name, root, m.msg))
+	}
+	e := errorList(errs).(*DecodeError)
+	e.Omitted = len(msgs) - len(errs)
+	return e
+}
+
+// lineNumber is the line a yaml error names, 0 if none.
+func lineNumber(msg string) int {
+	rest, ok := strings.CutPrefix(msg, "line ")
+	if !ok {
+		return 0
+	}
+	digits, _, _ := strings.Cut(rest, ":")
+	n, _ := strconv.Atoi(digits)
+	return n
+}
+
+// yamlError1 turns one of yaml's messages into a DecodeError, in the file's
+// words.
+func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
+	e := &DecodeError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
+	if parserProblems[e.Msg] {
+		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
+	}
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return e
+	}
+	e.Line, _ = strconv.Atoi(m[1])
+	e.Msg = m[2]
+	if parserProblems[e.Msg] {
+		e.Line++
+		return e // the node tree is not there to name the field
+	}
+	if c := columnRE.FindStringSubmatch(e.Msg); c != nil {
+		// meshctl's own errors name the node's column: the field is the
+		// one written there, whatever else is on the line.
+		col, _ := strconv.Atoi(c[1])
+		e.Msg = c[2]
+		e.Field = pathAtColumn(root, e.Line, col)
+	} else {
+		e.Field = fieldOf(root, e.Line, e.Msg)
+	}
+	if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
+		e.Msg = fmt.Sprintf("unknown field %q", u[1]) + fieldHint(u[1], knownFields(e.Field))
+	} else if typeErrorRE.MatchString(e.Msg) {
+		e.Msg = typeMessage(e.Field, e.Msg)
+	}
+	return e
+}
+
+// fieldOf returns the path of the field a yaml error at line is about. The
+// message names the key or the kind of value when there is one: it is
+// preferred to other keys on the same line (a JSON file may be a single
+// line).
+func fieldOf(root *yaml.Node, line int, msg string) string {
+	var key, tag string
+	if u := unknownFieldRE.FindStringSubmatch(msg); u != nil {
+		key = u[1]
+	} else if u := duplicateKeyRE.FindStringSubmatch(msg); u != nil {
+		key, _ = strconv.Unquote(u[1])
+	} else if u := typeErrorRE.FindStringSubmatch(msg); u != nil {
+		tag = u[1]
+	}
+	field := pathAt(root, line, key, tag)
+	if field == "" && (key != "" || tag != "") {
+		field = pathAt(root, line, "", "")
+	}
+	return field
+}
+
+// fieldHint is what follows `unknown field "key"`: the field meant, or the
+// fields there are.
+func fieldHint(key string, known []string) string {
+	if len(known) == 0 {
+		return ""
+	}
+	if s := Suggest(key, known); s != "" {
+		return fmt.Sprintf("; did you mean %q?", s)
+	}
+	return " (fields here: " + strings.Join(known, ", ") + ")"
+}
+
+// knownFields returns the fields of the map that holds the key at path.
+func knownFields(path string) []string {
+	parts := strings.Split(path, ".")
+	var t reflect.Type
+	switch {
+	case len(parts) == 1:
+		t = reflect.TypeFor[File]()
+	case len(parts) == 3 && parts[0] == "modules":
+		t = reflect.TypeFor[Module]()
+	case len(parts) == 5 && parts[2] == "containers":
+		t = reflect.TypeFor[Container]()
+	case len(parts) == 5 && parts[2] == "steps":
+		t = reflect.TypeFor[Step]()
+	case len(parts) == 6 && parts[2] == "steps" && parts[4] == "run":
+		t = reflect.TypeFor[RunStep]()
+	default:
+		return nil
+	}
+	return yamlFields(t)
+}
+
+// yamlFields returns the YAML names of t's fields, those of inlined
+// structs included.
+func yamlFields(t reflect.Type) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch {
+		case opts == "inline" || strings.Contains(opts, "inline,") || strings.HasSuffix(opts, ",inline"):
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			out = append(out, yamlFields(ft)...)
+		case name != "" && name != "-":
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+var typeErrorPartsRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+
+// typeMessage says a type error in the file's words: what the field takes,
+// with an example, and what it found, never yaml's tags (!!str) or Go's
+// types ([]string).
+func typeMessage(field, msg string) string {
+	m := typeErrorPartsRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	found := map[string]string{"str": "a string", "seq": "a list", "map": "a map", "int": "a number",
+		"float": "a number", "bool": "true or false", "null": "nothing", "timestamp": "a date"}[m[1]]
+	if found == "" {
+		found = "a " + m[1]
+	}
+	// What was found is quoted, but never for a map of strings: env and
+	// logging options hold secrets ("splunk-token=…").
+	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") && m[3] != "map[string]string" {
+		found += fmt.Sprintf(" (%s)", m[2])
+	}
+	return "want " + wantedFor(field, strings.NewReplacer("*", "", "mesh.", "").Replace(m[3])) + ", not " + found
+}
+
+// wantedFor describes what a field of Go type goType takes, with an example
+// fitting the field.
+func wantedFor(field, goType string) string {
+	last := field
+	if i := strings.LastIndex(field, "."); i >= 0 {
+		last = field[i+1:]
+	}
+	switch goType {
+	case "[]string":
+		example := map[string]string{
+			"command": `[sh, -c, "…"]`, "entrypoint": "[/bin/registry]", "exec": "[/usr/local/bin/gc.sh, --all]",
+			"volumes": `["data:/var/lib/data", "/srv/conf:/etc/conf:ro"]`, "ports": `["127.0.0.1:5000:5000"]`,
+			"while-stopped": "[registry]", "volumes-from": "[registry]",
+		}[last]
+		if example == "" {
+			example = "[a, b]"
+		}
+		return "a list of strings, like " + example
+	case "map[string]string":
+		if last == "labels" {
+			return "a map of strings, like {team: infra}"
+		}
+		return "a map of strings, like {KEY: value}"
+	case "string":
+		return "a string"
+	case "map[string]Module":
+		return "a map of modules by name, like {store: {containers: …}}"
+	case "map[string]Container":
+		return "a map of containers by name, like {registry: {image: …}}"
+	case "map[string]Step":
+		return "a map of steps by name, like {garbage-collect: {while-stopped: […], run: …}}"
+	case "File":
+		return `a map with a "modules:" key`
+	case "Module":
+		return "a module: a map with containers: and steps:"
+	case "Container":
+		return "a container: a map like {image: …, command: […]}"
+	case "Step":
+		return "a step: a map with while-stopped:, timeout: and run: or exec:"
+	case "RunStep":
+		return "a map like {image: …, command: […]}"
+	case "a duration":
+		return "a duration, like 30m or 2h"
+	case "EnvVars":
+		return `a map like {KEY: value} or a list like ["KEY=value"]`
+	}
+	return goType
+}
+
+// pathAt returns the dotted path of the deepest mapping key or value that
+// starts on line, or "" if none does. A non-empty key restricts the search to
+// mapping keys of that name; a non-empty tag, to values of that tag.
+func pathAt(n *yaml.Node, line int, key, tag string) string {
+	var best string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := join(path, k.Value)
+				var match bool
+				switch {
+				case key != "":
+					match = k.Line == line && k.Value == key
+				case tag != "":
+					// A type error names the line of the value, which for
+					// a block list or map is after the key's.
+					match = v.Line == line && v.ShortTag() == tag
+				default:
+					match = k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
+				}
+				if match {
+					best = p
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if c.Line == line && key == "" && (tag == "" && best == "" || tag != "" && c.ShortTag() == tag) {
+					best = p
+				}
+				walk(c, p)
+			}
+		}
+	}
+	walk(n, "")
+	return best
+}
+
+// pathAtColumn returns the dotted path of the node written at line and
+// column: the key of a mapping value, the index of a sequence item. A key
+// there is named by itself.
+func pathAtColumn(n *yaml.Node, line, col int) string {
+	at := func(n *yaml.Node) bool { return n.Line == line && n.Column == col }
+	var best string
+	var walk func(n *yaml.Node, path string)
+	walk = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.DocumentNode:
+			for _, c := range n.Content {
+				walk(c, path)
+			}
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k, v := n.Content[i], n.Content[i+1]
+				p := join(path, k.Value)
+				if at(k) || at(v) {
+					best = p
+				}
+				walk(v, p)
+			}
+		case yaml.SequenceNode:
+			for i, c := range n.Content {
+				p := fmt.Sprintf("%s[%d]", path, i)
+				if at(c) {
+					best = p
+				}
+				walk(c, p)
+			}
+		}
+	}
+	walk(n, "")
+	return best
+}
+
+// index is the path element of a sequence's i-th item.
+func index(i int) string { return fmt.Sprintf("[%d]", i) }
+
+// fieldPath writes path as "modules.m.containers.c.volumes[1]".
+func fieldPath(path []string) string {
+	var b strings.Builder
+	for i, p := range path {
+		if i > 0 && !strings.HasPrefix(p, "[") {
+			b.WriteByte('.')
+		}
+		b.WriteString(p)
+	}
+	return b.String()
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
