@@ -14,6 +14,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
 )
 
@@ -107,6 +108,30 @@ func addCompletions(root *cobra.Command, env *Env) {
 			return planArg(cmd, nil, s)
 		})
 	}
+	// A module to remove: one the last apply names.
+	if c, _, err := root.Find([]string{"apply"}); err == nil && c.Flags().Lookup("remove-module") != nil {
+		_ = c.RegisterFlagCompletionFunc("remove-module", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+			return moduleCompletions(appliedFile(cmd, env), false), cobra.ShellCompDirectiveNoFileComp
+		})
+	}
+	// A window to acknowledge: each step's last window, when it failed.
+	on("window ack", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		d := completionDir(cmd, env)
+		if d == nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		_, hist, err := holds.Read(d.Read)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []string
+		for _, w := range window.LastFailed(hist.Windows) {
+			if w.AckedAt == nil && !slices.Contains(args, w.ID) {
+				out = append(out, fmt.Sprintf("%s\t%s/%s %s, closed %s", w.ID, w.Module, w.Step, w.Result, textTime(w.ClosedAt)))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	})
 	for _, path := range [][]string{{"apply"}, {"window", "run"}} {
 		if c, _, err := root.Find(path); err == nil && c.Flags().Lookup("file") != nil {
 			_ = c.MarkFlagFilename("file", "yaml", "yml", "json")

@@ -48,25 +48,40 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 	return out, nil
 }
 
+// LastFailed returns, of history (oldest first), each step's last window
+// when it failed, in the order the steps first appear.
+func LastFailed(history []holds.Entry) []holds.Entry {
+	var out []holds.Entry
+	for _, i := range lastFailed(history) {
+		out = append(out, history[i])
+	}
+	return out
+}
+
+// lastFailed is LastFailed as indexes into history.
+func lastFailed(history []holds.Entry) []int {
+	last := map[string]int{}
+	var order []string
+	for i, e := range history {
+		k := e.Module + "/" + e.Step
+		if _, ok := last[k]; !ok {
+			order = append(order, k)
+		}
+		last[k] = i
+	}
+	var idx []int
+	for _, k := range order {
+		if i := last[k]; history[i].Failed() {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
 // ackTargets returns the indexes in hist of the windows to acknowledge.
 func ackTargets(hist *holds.History, ids []string) ([]int, error) {
 	if len(ids) == 0 {
-		last := map[string]int{}
-		var order []string
-		for i, e := range hist.Windows {
-			k := e.Module + "/" + e.Step
-			if _, ok := last[k]; !ok {
-				order = append(order, k)
-			}
-			last[k] = i
-		}
-		var idx []int
-		for _, k := range order {
-			if i := last[k]; hist.Windows[i].Failed() {
-				idx = append(idx, i)
-			}
-		}
-		return idx, nil
+		return lastFailed(hist.Windows), nil
 	}
 	var idx []int
 	for _, id := range ids {
