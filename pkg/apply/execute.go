@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/meshctl/meshctl/pkg/applied"
@@ -130,14 +131,18 @@ func (r *execution) failed(i int, err error) {
 		cr.Action, cr.Error = Failed, err.Error()
 		return
 	}
+	msg := engine.Reason(err.Error())
 	var he *lifecycle.HealthError
 	if errors.As(err, &he) {
-		// The reason says how it failed; the log, why.
+		// The reason says how it failed; the log, why; the error only
+		// what it does not say already ("the old container was put back"),
+		// not the reason a second time.
 		cr.Reasons = append(cr.Reasons, he.Reason)
 		cr.Log = he.Log
+		msg = strings.TrimLeft(strings.TrimPrefix(err.Error(), he.Reason), "; ")
 	}
 	cr.Reasons = append(cr.Reasons, it.Action+" failed")
-	cr.Action, cr.Error = Failed, engine.Reason(err.Error())
+	cr.Action, cr.Error = Failed, msg
 }
 
 // orderOf is the depends-on order of the items that change the engine: a

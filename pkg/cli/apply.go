@@ -154,6 +154,13 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 			}
 		} else if !env.Global.Quiet || err != nil {
 			printApplyReport(env, rep)
+			if err == nil && !rep.DryRun {
+				for _, m := range opts.removeModules {
+					// Said also when the module had no container left:
+					// an empty table alone says nothing of it.
+					fmt.Fprintf(env.Stdout, "module %s removed: its containers and its part of the applied state\n", m)
+				}
+			}
 		}
 	}
 	return err
@@ -206,7 +213,10 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Res
 
 func printApplyReport(env *Env, rep *applied.Report) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
+	if len(rep.Containers) > 0 {
+		// No header over no rows: the lines below say what was done.
+		fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
+	}
 	for _, c := range rep.Containers {
 		reason := strings.Join(c.Reasons, ", ")
 		if c.Build != "" {
