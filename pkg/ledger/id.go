@@ -165,6 +165,3 @@ func clusterSeq(last seq, now time.Time, rev int64, i int, entropy io.Reader) (s
 	}
 	return s, nil
 }
-
-// rev is the cluster revision an etcd ledger's id carries (clusterSeq).
-func (s seq) rev() int64 { return int64((s.hi&0xffff)<<24 | s.lo>>40) }

@@ -177,3 +177,6 @@ func TestClusterSeqOrderAndRevision(t *testing.T) {
 		t.Error("a revision past 2^40 was accepted")
 	}
 }
+
+// rev is the cluster revision an etcd ledger's id carries (clusterSeq).
+func (s seq) rev() int64 { return int64((s.hi&0xffff)<<24 | s.lo>>40) }
