@@ -230,21 +230,18 @@ func untrusted(fi os.FileInfo) string {
 // one that is not is bad input (exit 2), left as it is.
 func trusted(p string, fi os.FileInfo) error {
 	why := untrusted(fi)
-	if why == "" {
+	switch perm := fi.Mode().Perm(); {
+	case why == "":
 		return nil
+	case perm&0o022 != 0:
+		mode := "600"
+		if fi.IsDir() {
+			mode = "700"
+		}
+		return &FileError{Path: p, Err: fmt.Errorf("%s (mode %04o); meshctl trusts nothing another user can write: chmod %s it", why, perm, mode)}
+	default:
+		return &FileError{Path: p, Err: fmt.Errorf("%s; meshctl trusts nothing another user wrote: check it, then chown it or move it aside", why)}
 	}
-	mode := "600"
-	if fi.IsDir() {
-		mode = "700"
-	}
-	if fi.Mode().Perm()&0o022 != 0 {
-		why += fmt.Sprintf(" (mode %04o)", fi.Mode().Perm())
-	}
-	fix := "meshctl trusts nothing another user can write: chmod " + mode + " it"
-	if fi.Mode().Perm()&0o022 == 0 {
-		fix = "meshctl trusts nothing another user wrote: check it, then chown it or move it aside"
-	}
-	return &FileError{Path: p, Err: fmt.Errorf("%s; %s", why, fix)}
 }
 
 // Path returns the directory's absolute path.
