@@ -154,7 +154,16 @@ func checkEvents(t testing.TB, prefix string, h, lost []etcdEvent, images map[st
 			case d.Pruned != nil && old.Record != nil && d.Pruned.Result != old.Record.compact().Result:
 				fail(e, "build %s pruned to another result", id)
 			}
-			if d.Record != nil && (old.Record == nil) {
+			if d.Record != nil && old.Record == nil {
+				// Outcomes in request order: the head before this record (its
+				// own head write comes after it, in the same transaction).
+				cur := heads[d.Module]
+				switch o := d.Record.Outcome; {
+				case o == OutcomeFailed && d.Record.Image != "",
+					o == OutcomeCurrent && (d.Record.Image == "" || id < cur),
+					o == OutcomeSuperseded && (d.Record.Image == "" || id >= cur):
+					fail(e, "build %s recorded %s (image %q) with %s current: not the rule's outcome", id, o, d.Record.Image, cur)
+				}
 				st.records++
 				if want, ok := images[id]; images != nil && ok && d.Record.Image != want {
 					fail(e, "build %s recorded with %q, its builder recorded %q", id, d.Record.Image, want)

@@ -10,37 +10,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 )
 
-// ownMember starts a one-member etcd of this test's own (the test cluster's
-// binary, 127.0.0.1, data in dataDir) and returns what stops it, by its pid.
+// ownMember starts a one-member etcd of this test's own (etcdtest.Member).
 func ownMember(t *testing.T, dataDir, client, peer string) (stop func()) {
 	t.Helper()
-	bin := filepath.Join(os.Getenv("MESHCTL_TEST_ETCD_DIR"), "bin", "etcd")
-	cmd := exec.Command(bin, "--name", "m", "--data-dir", dataDir,
-		"--listen-client-urls", "http://127.0.0.1:"+client, "--advertise-client-urls", "http://127.0.0.1:"+client,
-		"--listen-peer-urls", "http://127.0.0.1:"+peer, "--initial-advertise-peer-urls", "http://127.0.0.1:"+peer,
-		"--initial-cluster", "m=http://127.0.0.1:"+peer, "--log-level", "error")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := false
-	stop = func() {
-		if !done {
-			done = true
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	return etcdtest.Member(t, dataDir, client, peer)
 }
 
 // TestEtcdIdsAfterSnapshotRestore restores a snapshot into a new member

@@ -5,8 +5,12 @@ package etcdtest
 import (
 	"crypto/rand"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -31,4 +35,43 @@ func Prefix(name string) string {
 	var b [6]byte
 	rand.Read(b[:])
 	return fmt.Sprintf("/meshctl-test/%s-%x", strings.NewReplacer("/", "-", " ", "_").Replace(name), b)
+}
+
+// FreePort returns a free TCP port on 127.0.0.1.
+func FreePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
+
+// Member starts a one-member etcd of the test's own (the test cluster's
+// binary, MESHCTL_TEST_ETCD_DIR/bin/etcd, on 127.0.0.1, data in dataDir),
+// for a test that kills or restores it without touching the shared
+// cluster, and returns what stops it, by its pid (also at cleanup).
+func Member(t testing.TB, dataDir, client, peer string) (stop func()) {
+	t.Helper()
+	bin := filepath.Join(os.Getenv("MESHCTL_TEST_ETCD_DIR"), "bin", "etcd")
+	cmd := exec.Command(bin, "--name", "m", "--data-dir", dataDir,
+		"--listen-client-urls", "http://127.0.0.1:"+client, "--advertise-client-urls", "http://127.0.0.1:"+client,
+		"--listen-peer-urls", "http://127.0.0.1:"+peer, "--initial-advertise-peer-urls", "http://127.0.0.1:"+peer,
+		"--initial-cluster", "m=http://127.0.0.1:"+peer, "--log-level", "error")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := false
+	stop = func() {
+		if !done {
+			done = true
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	}
+	t.Cleanup(stop)
+	return stop
 }
