@@ -224,8 +224,29 @@ func (a *pass) release(ctx context.Context) error {
 		a.items = Plan(a.in)
 	}
 	fillReport(a.rep, a.items, a.absent)
-	a.rep.Changed = Changes(a.items)
+	markReleased(a.rep)
+	a.rep.Changed = Changes(a.items) || released > 0
 	return nil
+}
+
+// markReleased gives the row of each container that a dead window's hold
+// held, and that the plan then found unchanged, the action released: it runs
+// again because this apply released that hold, not because nothing was done.
+func markReleased(rep *applied.Report) {
+	by := map[string]holds.View{}
+	for _, w := range rep.Released {
+		for _, n := range w.Containers {
+			by[n] = w
+		}
+	}
+	for i := range rep.Containers {
+		c := &rep.Containers[i]
+		if w, ok := by[c.Name]; ok && c.Action == Unchanged {
+			c.Action = Released
+			c.Window = w.ID
+			c.Reasons = []string{fmt.Sprintf("window %s (%s/%s) died without closing; its hold released, running again", w.ID, w.Module, w.Step)}
+		}
+	}
 }
 
 // policies are the restart policies of the containers a release brings

@@ -20,6 +20,10 @@ const (
 	Conflict  = "conflict"
 	// Failed is what an action becomes when carrying it out failed.
 	Failed = "failed"
+	// Released is an unchanged container that this apply's release of a
+	// dead window's hold started again (the plan, made after it, finds it
+	// running as wanted).
+	Released = "released"
 )
 
 // ConflictReason says why name cannot be created: a container meshctl does
