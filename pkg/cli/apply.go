@@ -147,6 +147,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		PullOutput:    env.Progress().PullOutput(),
 	})
 	if rep != nil {
+		forgetReleasedWindows(env, dir, rep.Released)
 		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
 		if env.JSON() {
 			if perr := env.PrintJSON(rep); perr != nil {

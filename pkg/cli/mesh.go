@@ -5,38 +5,96 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // publishWindow publishes this window to the mesh when the ledger is etcd,
 // under a lease that lapses if the process dies, and returns what ends the
-// publication. It is best effort: holds stay local files, so a window runs
-// the same with etcd down, with a warning.
-func publishWindow(ctx context.Context, env *Env, module, step string) func() {
+// publication once the window ended: a window whose hold is gone leaves the
+// mesh; one whose close kept its hold (fail closed) is left to lapse and
+// show as lapsed, for the mesh view is never more optimistic than the
+// host's own holds. It is best effort: holds stay local files, so a window
+// runs the same with etcd down, with a warning.
+func publishWindow(ctx context.Context, env *Env, module, step string) (end func(holdKept bool)) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
-		return func() {}
+		return func(bool) {}
 	}
 	l, err := openLedgerStore(cfg, nil)
 	if err != nil {
 		env.Warnf("window not published to the mesh: %v\n", err)
-		return func() {}
+		return func(bool) {}
 	}
 	l.Warnf = env.Warnf
-	stop, err := l.PublishWindow(ctx, ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step,
-		PID: os.Getpid(), OpenedAt: env.Now().UTC()})
+	w := ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step, PID: os.Getpid(), OpenedAt: env.Now().UTC()}
+	p, err := l.Publish(ctx, w)
 	if err != nil {
 		l.Close()
 		env.Warnf("window not published to the mesh (it runs all the same): %v\n", err)
-		return func() {}
+		return func(bool) {}
 	}
-	return func() {
-		stop()
+	return func(holdKept bool) {
+		if holdKept {
+			p.Leave()
+		} else {
+			p.Stop()
+		}
 		l.Close()
+	}
+}
+
+// holdKept reports whether the holds file still has a hold of this
+// process's window on module after the window ended (a close that could not
+// bring everything back keeps it); a file that cannot be read counts as
+// kept.
+func holdKept(d *state.Dir, module string) bool {
+	doc, _, err := holds.Read(d.Read)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(doc.Holds, func(h holds.Hold) bool { return h.Module == module && h.PID == os.Getpid() })
+}
+
+// forgetReleasedWindows removes from the mesh the windows of this host whose
+// stale holds an apply planned to release, once the holds file no longer has
+// them (their process died; the mesh shows them lapsed until then). Best
+// effort, within metricsWait: only where the ledger is etcd and a hold went,
+// so an apply that needs no artifact still never contacts etcd otherwise,
+// and a dry run, which releases nothing, forgets nothing.
+func forgetReleasedWindows(env *Env, d *state.Dir, released []holds.View) {
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil || len(released) == 0 {
+		return
+	}
+	doc, _, err := holds.Read(d.Read)
+	if err != nil {
+		return
+	}
+	released = slices.DeleteFunc(slices.Clone(released), func(v holds.View) bool {
+		_, held := doc.Find(v.ID)
+		return held
+	})
+	if len(released) == 0 {
+		return
+	}
+	l, err := openLedgerStore(cfg, nil)
+	if err != nil {
+		return
+	}
+	defer l.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), metricsWait)
+	defer cancel()
+	for _, v := range released {
+		w := ledger.MeshWindow{Host: env.hostName(), Module: v.Module, Step: v.Step, PID: v.PID}
+		if err := l.ForgetWindow(ctx, w); err != nil {
+			env.Warnf("window %s stays lapsed on the mesh: %v\n", v.ID, err)
+		}
 	}
 }
 

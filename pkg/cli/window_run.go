@@ -103,7 +103,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		stepOut = kept
 	}
 	// With an etcd ledger the mesh sees this window while its process lives.
-	unpublish := publishWindow(ctx, env, opts.module, opts.step)
+	endPublication := publishWindow(ctx, env, opts.module, opts.step)
 	entry, err := window.Run(ctx, dir, eng, window.Options{
 		Module:     opts.module,
 		Step:       opts.step,
@@ -117,7 +117,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		StepOutput: env.Progress().Output(stepOut),
 		Settle:     opts.settle,
 	})
-	unpublish()
+	endPublication(holdKept(dir, opts.module))
 	if out, cut := kept.Bytes(); err != nil && len(out) > 0 {
 		if cut {
 			fmt.Fprintf(env.Stderr, "(output truncated: last %d KiB shown)\n", keptOutput>>10)
