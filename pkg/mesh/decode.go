@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -176,6 +177,14 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		errors.As(err, &te)
 		te.Errors = append(doc.errs, te.Errors...)
+		if onlyUnknownFields(te) {
+			// Typos in field names: the rest of the file decoded as
+			// written, so its other mistakes (a restart value, an unknown
+			// depends-on, a bad name) are reported now too, not on the
+			// next pass. A value that did not decode leaves a zero behind,
+			// which validation would take for a second mistake.
+			return nil, withValidation(yamlError(name, t.node(), te), validate(name, t, &f))
+		}
 		return nil, yamlError(name, t.node(), te)
 	}
 	if f.Modules == nil {
@@ -194,10 +203,70 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	v := validator{file: name, tree: t}
-	v.file_(&f)
-	if err := v.result(); err != nil {
+	if err := validate(name, t, &f); err != nil {
 		return nil, err
 	}
 	return &f, nil
+}
+
+// validate checks the decoded file f (validator); nil when it holds.
+func validate(name string, t *tree, f *File) error {
+	v := validator{file: name, tree: t}
+	v.file_(f)
+	return v.result()
+}
+
+// onlyUnknownFields reports whether every error of te is an unknown field
+// (the strict decoder's "field X not found in type T").
+func onlyUnknownFields(te *yaml.TypeError) bool {
+	for _, msg := range te.Errors {
+		m := lineRE.FindStringSubmatch(msg)
+		if m == nil || !unknownFieldRE.MatchString(m[2]) {
+			return false
+		}
+	}
+	return len(te.Errors) > 0
+}
+
+// withValidation adds to a file's decode errors (yamlErr) its validation
+// errors (valErr, nil when none), in line order, MaxErrors in all. A
+// validation error on the line or field of a decode error, or inside that
+// field, is left out: it would only repeat it.
+func withValidation(yamlErr, valErr error) error {
+	var ye, ve *DecodeError
+	if !errors.As(yamlErr, &ye) || !errors.As(valErr, &ve) {
+		return yamlErr
+	}
+	all := ye.flat()
+	omitted := ye.Omitted + ve.Omitted
+	for _, v := range ve.flat() {
+		if !slices.ContainsFunc(all, func(y *DecodeError) bool { return y.covers(v) }) {
+			all = append(all, v)
+		}
+	}
+	slices.SortStableFunc(all, func(a, b *DecodeError) int { return a.Line - b.Line })
+	e := errorList(all).(*DecodeError)
+	e.Omitted += omitted
+	return e
+}
+
+// flat is e and its More, each alone.
+func (e *DecodeError) flat() []*DecodeError {
+	out := []*DecodeError{{File: e.File, Line: e.Line, Field: e.Field, Msg: e.Msg}}
+	for _, m := range e.More {
+		out = append(out, &DecodeError{File: m.File, Line: m.Line, Field: m.Field, Msg: m.Msg})
+	}
+	return out
+}
+
+// covers reports whether e, a decode failure, is about o's field or one
+// around it (o is inside what failed to decode), or on o's line.
+func (e *DecodeError) covers(o *DecodeError) bool {
+	if e.Line > 0 && e.Line == o.Line {
+		return true
+	}
+	if e.Field == "" || o.Field == "" {
+		return false
+	}
+	return e.Field == o.Field || strings.HasPrefix(o.Field, e.Field+".")
 }

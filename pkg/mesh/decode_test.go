@@ -966,3 +966,42 @@ modules:
 		t.Errorf("Error() = %v, want %d errors and (and 5 more errors)", err, MaxErrors)
 	}
 }
+
+// TestDecodeReportsTyposWithTheRest: a field typo does not hide the file's
+// other mistakes until the next pass (issue 22 item 4): a bad module name, a
+// restart value and an unknown depends-on come in the same error, in line
+// order.
+func TestDecodeReportsTyposWithTheRest(t *testing.T) {
+	src := `modules:
+  Bad_Mod:
+    containers:
+      a:
+        image: meshtest/busybox:1
+        restrat: always
+  good:
+    containers:
+      b:
+        image: meshtest/busybox:1
+        restart: sometimes
+        depends-on: [nosuch]
+`
+	_, err := Decode("mesh.yaml", []byte(src))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	want := []string{
+		`mesh.yaml:2: modules.Bad_Mod: module name "Bad_Mod" is invalid`,
+		`mesh.yaml:6: modules.Bad_Mod.containers.a.restrat: unknown field "restrat"`,
+		`mesh.yaml:11: modules.good.containers.b.restart: "sometimes" is not one of`,
+		`mesh.yaml:12: modules.good.containers.b.depends-on[0]: unknown container "nosuch"`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d errors, want %d:\n%v", len(lines), len(want), err)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w) {
+			t.Errorf("error %d = %q, want it to start %q", i, lines[i], w)
+		}
+	}
+}
