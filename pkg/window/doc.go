@@ -10,7 +10,9 @@
 //
 // The files: window.go (Run, resolving the step), open.go (recording the
 // hold: the release of dead windows is lifecycle's, shared with apply),
-// claims.go (waiting for an apply's claim), the step runner, close.go
+// claims.go (waiting for an apply's claim), steprunner.go and stepexec.go
+// (the step runner: an exec: step as argv, a run: step as a one-off
+// container), ack.go (acknowledging failed windows), close.go
 // (bringBack and bringOne: what a close starts, and how), list.go and
 // logs.go (window list and window logs).
 package window

@@ -291,22 +291,8 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		return -1, err
 	}
 	name := w.hold.StepContainer
-	// A step container left by a window that died has exited by now (its
-	// hold was stale, or this window would not have opened): remove it. A
-	// container of that name that is not this state directory's step
-	// container belongs to someone else (another state directory on the
-	// same engine, or nobody's): never touch it.
-	old, err := w.eng.Inspect(ctx, name)
-	switch {
-	case engine.IsNotFound(err):
-	case err != nil:
-		return -1, fmt.Errorf("inspect %s: %w", name, err)
-	case old.Labels[lifecycle.LabelManaged] != w.scope || old.Labels[lifecycle.LabelRole] != lifecycle.RoleStep:
-		return -1, fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
-	default:
-		if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {
-			return -1, fmt.Errorf("remove leftover %s: %w", name, err)
-		}
+	if err := w.clearLeftoverStep(ctx, name); err != nil {
+		return -1, err
 	}
 	id, err := w.eng.Create(ctx, name, spec)
 	if err != nil {
@@ -323,16 +309,48 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		return -1, fmt.Errorf("start step container: %w", err)
 	}
 	w.stepStarted = true
-	// The log stream follows the step for as long as it runs, past a timeout
-	// or a signal too, until the step container has been waited for.
+	defer w.followLogs(ctx, id, out)()
+	code, err := w.eng.Wait(ctx, id)
+	if ctx.Err() == nil {
+		return code, err
+	}
+	return w.stopStep(ctx, id)
+}
+
+// clearLeftoverStep removes the step container that a window that died
+// left under name: it has exited by now (its hold was stale, or this window
+// would not have opened). A container of that name that is not this state
+// directory's step container belongs to someone else (another state
+// directory on the same engine, or nobody's): it is never touched.
+func (w *window) clearLeftoverStep(ctx context.Context, name string) error {
+	old, err := w.eng.Inspect(ctx, name)
+	switch {
+	case engine.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("inspect %s: %w", name, err)
+	case old.Labels[lifecycle.LabelManaged] != w.scope || old.Labels[lifecycle.LabelRole] != lifecycle.RoleStep:
+		return fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
+	}
+	if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {
+		return fmt.Errorf("remove leftover %s: %w", name, err)
+	}
+	return nil
+}
+
+// followLogs streams the step container's output to out for as long as it
+// runs, past a timeout or a signal too, and returns what ends the stream
+// once the container has been waited for: it lets the last lines drain, for
+// outputDrain at most.
+func (w *window) followLogs(ctx context.Context, id string, out io.Writer) (end func()) {
 	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopLogs()
 	logsDone := make(chan struct{})
 	go func() {
 		defer close(logsDone)
 		_ = w.eng.Logs(logCtx, id, out)
 	}()
-	defer func() {
+	return func() {
+		defer stopLogs()
 		drain := time.NewTimer(outputDrain)
 		defer drain.Stop()
 		select {
@@ -341,14 +359,14 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 			stopLogs()
 			<-logsDone
 		}
-	}()
-	code, err := w.eng.Wait(ctx, id)
-	if ctx.Err() == nil {
-		return code, err
 	}
-	// Timeout or signal: the sweep must stop before the containers come
-	// back. The engine refuses to kill a container that has just exited by
-	// itself: the wait that follows tells the two apart.
+}
+
+// stopStep kills the step container after a timeout or a signal: the sweep
+// must stop before the containers come back. The engine refuses to kill a
+// container that has just exited by itself: the wait that follows tells the
+// two apart.
+func (w *window) stopStep(ctx context.Context, id string) (int, error) {
 	kctx, cancel := boundedContext(ctx, killTimeout)
 	kerr := w.eng.Kill(kctx, id)
 	cancel()
@@ -356,7 +374,7 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		kerr = nil
 	}
 	wctx, cancel := boundedContext(ctx, killWaitTimeout)
-	code, err = w.eng.Wait(wctx, id)
+	code, err := w.eng.Wait(wctx, id)
 	cancel()
 	switch {
 	case err == nil:
