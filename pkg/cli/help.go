@@ -56,8 +56,11 @@ func newMeshFileTopic() *cobra.Command {
 // says the same at more length.
 const meshFileHelp = `The mesh file is the desired state of one host, in YAML or JSON (apply -f FILE,
 or -f - for stdin). Decoding is strict: an unknown field, a wrong type, a
-duplicate key, a bad name, an unknown container in while-stopped, or a file over
-4 MiB is refused (exit 2) naming the file, line and field; nothing is touched.
+duplicate key, a bad name, an unknown container in while-stopped, a file over
+4 MiB or of more than 262,144 values, or a -f FILE that is not a regular file
+(give a pipe as -f -) is refused (exit 2) naming the file, line and field, every
+error at once (up to 10); nothing is touched. No error quotes a value of env or
+of an env-file: it names the key, file and line.
 Names of modules, containers and steps match ^[a-z0-9][a-z0-9-]{0,62}$.
 
   modules:
@@ -77,7 +80,8 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                (meshctl build current M)
   entrypoint   argv replacing the image's; [] clears it; default: the image's
   command      argv; default: the image's
-  env          map of variables; default: none
+  env          map of variables (or Compose's list of KEY=value); values hold
+               no control character but tab and newline; default: none
   volumes      ["NAME:/path[:ro|rw]", "/host/path:/path[:ro|rw]"]; named volumes
                are never removed by meshctl; default: none
   network      host | none | bridge | a network name; default: the engine's
@@ -87,7 +91,9 @@ modules.M.containers.C (a container) — give image or artifact, not both:
   pull         missing (pull when the engine lacks it) | always (pull on every
                apply, recreate when the tag moved) | never; default missing
   env-file     path or list of paths of KEY=VALUE files, read at apply time,
-               relative to the mesh file; env wins over them; default: none
+               relative to the mesh file; env wins over them; each a regular
+               file of at most 1 MiB, no control character but tab in its
+               values; default: none
 
   More container fields, with Compose's meaning (each optional):
   healthcheck        the probe a new container must pass before it replaces
