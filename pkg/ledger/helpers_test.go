@@ -108,3 +108,15 @@ func digestImage(name string, n int) string {
 	}
 	return name + "@sha256:" + string(b)
 }
+
+// Current returns module's current build from a lock-free snapshot of its
+// ledger file in the state directory d, and false if it has none.
+func Current(d *state.Dir, module string) (Build, bool, error) {
+	return New(d).CurrentBuild(context.Background(), module)
+}
+
+// Currents returns the current build of every module of d's file ledger
+// that has one.
+func Currents(d *state.Dir) ([]Build, error) {
+	return New(d).Currents(context.Background())
+}

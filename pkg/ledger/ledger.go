@@ -434,12 +434,6 @@ func buildOf(m string, cur *record) *Build {
 	return &b
 }
 
-// Current returns module's current build from a lock-free snapshot of its
-// ledger file in the state directory d, and false if it has none.
-func Current(d *state.Dir, module string) (Build, bool, error) {
-	return New(d).CurrentBuild(context.Background(), module)
-}
-
 // CurrentBuild returns module's current build, and false if it has none:
 // one lock-free read of the module's file, or one linearizable read of
 // etcd. It is what apply resolves `artifact: MODULE` with.
@@ -466,13 +460,6 @@ func (l *Ledger) CurrentBuildAgain(ctx context.Context, module string) (Build, b
 	ctx, cancel := context.WithTimeout(ctx, RecheckTimeout)
 	defer cancel()
 	return l.CurrentBuild(ctx, module)
-}
-
-// Currents returns the current build of every module that has one, by
-// module name, from lock-free snapshots of their ledger files. (Status
-// reads each module's with Current, or CurrentBuild for etcd.)
-func Currents(d *state.Dir) ([]Build, error) {
-	return New(d).Currents(context.Background())
 }
 
 // Currents returns the current build of every module that has one, by

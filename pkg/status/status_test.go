@@ -298,5 +298,5 @@ func TestNothingApplied(t *testing.T) {
 
 // fileLedger reads a module's current build from d's file ledger.
 func fileLedger(d *state.Dir) func(module string) (ledger.Build, bool, error) {
-	return func(m string) (ledger.Build, bool, error) { return ledger.Current(d, m) }
+	return func(m string) (ledger.Build, bool, error) { return ledger.New(d).CurrentBuild(context.Background(), m) }
 }
