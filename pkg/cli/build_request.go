@@ -3,14 +3,21 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/spf13/cobra"
 )
 
 type buildRequestOptions struct {
 	modules []string
 	plan    string
+	// isNew says a module unknown to the ledger and this host is meant,
+	// however close its name is to one that is known.
+	isNew bool
 }
 
 func newBuildRequestCmd(env *Env) *cobra.Command {
@@ -34,13 +41,20 @@ unknown plan exits 2), for a pipeline that asks for its builds in steps; the
 plan is settled again only once they too are recorded.
 
 Ids are strictly increasing in request order across processes: it is the
-order of requests, not of records, that decides which build is current.`,
+order of requests, not of records, that decides which build is current.
+
+A module that neither the ledger nor this host's applied state knows, and
+whose name is one letter from one they know ("wbe" beside "web"), is taken for
+a typo: refused (exit 2) with a "did you mean", nothing issued. --new says the
+module is new: its first build.`,
 		Example: `  meshctl build request web
   meshctl build request web store -o json          # one plan, a build id per module
-  meshctl build request api --plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D`,
+  meshctl build request api --plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
+  meshctl build request app --new                  # a new module, one letter from "api"`,
 		Annotations: map[string]string{exitStatusKey: `  0    issued
   1    the etcd ledger (--ledger etcd://…) did not answer
-  2    bad usage, a bad module name, an unknown plan
+  2    bad usage, a bad module name, an unknown plan, a module name that
+       looks like a typo of a known one (without --new)
   3    the ledger lock was not had within --lock-timeout`},
 		Args: usageArgs(cobra.MinimumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,6 +63,7 @@ order of requests, not of records, that decides which build is current.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "add the builds to this existing plan (p-…)")
+	cmd.Flags().BoolVar(&opts.isNew, "new", false, "a module new to the ledger is meant, even one letter from a known one")
 	return writesMetrics(cmd)
 }
 
@@ -67,6 +82,11 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 	l, err := openLedger(env)
 	if err != nil {
 		return err
+	}
+	if !opts.isNew {
+		if err := checkTypos(ctx, env, l, opts.modules); err != nil {
+			return err
+		}
 	}
 	p, err := l.Request(ctx, opts.modules, opts.plan)
 	if err != nil {
@@ -90,6 +110,31 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 	env.Printf("%s\n", p.ID)
 	for _, b := range p.Builds {
 		env.Printf("%s %s\n", b.Module, b.ID)
+	}
+	return nil
+}
+
+// checkTypos refuses a requested module that is likely a typo: unknown to
+// the ledger and to this host's applied state, and one edit from a module
+// that is known (mesh.Near). A module far from every known one is simply
+// new.
+func checkTypos(ctx context.Context, env *Env, l *ledger.Ledger, modules []string) error {
+	known, err := l.Modules(ctx)
+	if err != nil {
+		return err
+	}
+	if d, err := env.StateReadOnly(); err == nil && d.Exists() {
+		if a, ok, err := applied.LoadApplied(d); err == nil && ok && a.File != nil {
+			known = append(known, a.File.ModuleNames()...)
+		}
+	}
+	for _, m := range modules {
+		if slices.Contains(known, m) || ledger.CheckModule(m) != nil {
+			continue // a bad name is the request's to refuse, as such
+		}
+		if near := mesh.Near(m, known); near != "" {
+			return &UsageError{Err: fmt.Errorf("module %q is new to the ledger and one letter from %q: did you mean %q? (for a new module, give --new)", m, near, near)}
+		}
 	}
 	return nil
 }

@@ -462,6 +462,18 @@ func (l *Ledger) CurrentBuildAgain(ctx context.Context, module string) (Build, b
 	return l.CurrentBuild(ctx, module)
 }
 
+// Modules returns the modules the ledger knows: those with a build,
+// recorded or pending.
+func (l *Ledger) Modules(ctx context.Context) ([]string, error) {
+	var ms []string
+	err := l.store().view(ctx, func(v view) error {
+		var err error
+		ms, err = v.modules()
+		return err
+	})
+	return ms, err
+}
+
 // Currents returns the current build of every module that has one, by
 // module name.
 func (l *Ledger) Currents(ctx context.Context) ([]Build, error) {

@@ -23,6 +23,19 @@ func Suggest(word string, candidates []string) string {
 	return best
 }
 
+// Near returns the candidate one edit from word (a letter added, dropped or
+// changed, or two neighbours swapped: "wbe" for "web"), "" when none is: a
+// word so close to a known name is more likely a typo of it than a name of
+// its own.
+func Near(word string, candidates []string) string {
+	for _, c := range candidates {
+		if c != word && editDistance(word, c) == 1 {
+			return c
+		}
+	}
+	return ""
+}
+
 // editDistance is the Levenshtein distance between a and b, with a swap of
 // two neighbouring characters counting as one edit.
 func editDistance(a, b string) int {
