@@ -68,7 +68,7 @@ var scriptCmdList = []scriptCmd{
 	{"lock", false, "NAME", "take the lock NAME of $MESHCTL_STATE_DIR, as another meshctl would, until unlock or the end", cmdLock},
 	{"oldctr", false, "MODULE.CONTAINER SPEC", "create and start a container as an older meshctl would have, with SPEC as its recorded spec", cmdOldCtr},
 	{"pidgone", true, "FILE [DUR]", "wait until the process whose pid FILE holds is gone (default 2s); with !, check it runs now", cmdPidGone},
-	{"sigwindow", false, "SIGNAL MODULE", "send TERM, INT or KILL to the process of the open window on MODULE", cmdSigWindow},
+	{"sigwindow", false, "SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE", cmdSigWindow},
 	{"unlock", false, "NAME", "release the lock NAME that lock took", cmdUnlock},
 	{"waitfile", false, "PATH [DUR]", "wait until PATH exists (default 30s)", cmdWaitFile},
 	{"waithold", true, "MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it", cmdWaitHold},
@@ -321,7 +321,7 @@ func lookPath(ts *testscript.TestScript, prog string) (string, error) {
 // window on a module, as cron's or an operator's kill would: the pid is the
 // one the window recorded in its hold. sigwindow SIGNAL MODULE
 func cmdSigWindow(ts *testscript.TestScript, neg bool, args []string) {
-	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "KILL": syscall.SIGKILL}
+	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL}
 	sig, ok := sigs[args[0]]
 	if !ok {
 		ts.Fatalf("sigwindow: unknown signal %q", args[0])

@@ -43,7 +43,9 @@ type faultError interface{ Fault() fault.Kind }
 
 // Main runs meshctl with the process's arguments and returns its exit status.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: an SSH session that drops must not kill a window with its
+	// containers held; every command cleans up and exits 130 as for SIGTERM.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	// A reader that goes away (meshctl … | head -1, a log shipper that dies)
 	// must not kill meshctl mid-apply or mid-window: with SIGPIPE notified,
@@ -194,7 +196,7 @@ func newExitCodesTopic() *cobra.Command {
   3    busy: the state lock was not had within --lock-timeout, or a window
        on that module is open
   4    conflict: a build recorded twice with different images
-  130  interrupted (SIGINT/SIGTERM), after cleaning up
+  130  interrupted (SIGINT/SIGTERM/SIGHUP), after cleaning up
 
 Errors are printed once, on stderr; stdout carries results only.`,
 	}
