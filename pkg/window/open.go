@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
@@ -133,6 +134,9 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 	for _, name := range w.held {
 		c, ok := services[name]
 		if !ok {
+			if err := w.checkAbsent(ctx, name); err != nil {
+				return h, nil, err
+			}
 			w.opts.Progress("%s does not exist; the close creates it\n", name)
 			continue
 		}
@@ -145,6 +149,39 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 	}
 	return h, stop, nil
 }
+
+// checkAbsent makes sure that a held container the listing does not have
+// is absent from the engine, not merely someone else's: a container started
+// by hand (or by another state directory) under that name would run through
+// the step, which the window cannot stop or start. Such a container, or an
+// engine that cannot say, refuses the window before anything is held (fail
+// closed).
+func (w *window) checkAbsent(ctx context.Context, name string) error {
+	c, err := w.eng.Inspect(ctx, name)
+	switch {
+	case engine.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("inspect %s: %w; nothing held", name, err)
+	}
+	owner := c.Labels[lifecycle.LabelManaged]
+	if owner != "" && owner != w.scope {
+		return &ForeignError{Name: name, Why: "is managed by another meshctl state directory (id " + owner + "); check --state-dir"}
+	}
+	return &ForeignError{Name: name, Why: "exists and meshctl does not manage it (started by hand?); rename or remove it, then run the window again"}
+}
+
+// ForeignError is a window refused because a container it would hold has
+// that name but is not this state directory's (exit 1): the step would run
+// with it up.
+type ForeignError struct{ Name, Why string }
+
+func (e *ForeignError) Error() string {
+	return fmt.Sprintf("nothing held: a container named %s %s", e.Name, e.Why)
+}
+
+// Fault says it is a failure.
+func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied.
