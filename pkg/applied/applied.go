@@ -127,6 +127,30 @@ func (a *Applied) Desired() ([]lifecycle.Desired, error) {
 	}, a.Images)
 }
 
+// DesiredEach is Desired module by module: a module whose containers cannot
+// be resolved (an env-file that cannot be read: a secret being rotated) is
+// left out, and errs says why, by module, while the other modules' are
+// returned. A command's work on one module never depends on another
+// module's files: a window on store closes whatever web's env-file says.
+func (a *Applied) DesiredEach() (desired []lifecycle.Desired, errs map[string]error) {
+	if a.File == nil {
+		return nil, nil
+	}
+	for _, m := range a.File.ModuleNames() {
+		one := &mesh.File{Modules: map[string]*mesh.Module{m: a.File.Modules[m]}}
+		d, err := (&Applied{File: one, Images: a.Images}).Desired()
+		if err != nil {
+			if errs == nil {
+				errs = map[string]error{}
+			}
+			errs[m] = err
+			continue
+		}
+		desired = append(desired, d...)
+	}
+	return desired, errs
+}
+
 // LastReport is the last-apply.json document.
 type LastReport struct {
 	state.Header

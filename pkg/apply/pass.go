@@ -253,7 +253,7 @@ func markReleased(rep *applied.Report) {
 // back, which may be of any module: what the applied state, this apply's
 // modules merged in, wants.
 func (a *pass) policies() map[string]string {
-	all, _ := a.recorded.Desired()
+	all, _ := a.recorded.DesiredEach() // a module left out keeps the policy recorded at open
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
 

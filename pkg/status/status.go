@@ -92,10 +92,9 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if err != nil {
 		return nil, err
 	}
-	desired, err := app.Desired()
-	if err != nil {
-		return nil, err
-	}
+	// A module whose env-file cannot be read is reported, not the end of
+	// the report: the other modules' status does not depend on its files.
+	desired, unreadable := app.DesiredEach()
 	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err
@@ -128,7 +127,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		}
 	}
 
-	modules := containers(rep, desired, byName, heldBy)
+	modules := containers(rep, desired, byName, heldBy, unreadable)
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
@@ -139,6 +138,9 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
 	}
 	rep.Problems = problems(rep)
+	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
+	}
 	rep.Summary = summary(rep)
 	if !appliedOK && rep.LastApply == nil && len(rep.Containers) == 0 && len(rep.Windows) == 0 {
 		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
@@ -150,7 +152,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 // and every managed one the applied state does not name. It returns the
 // modules whose builds the report shows: the desired containers' and the
 // artifacts they run.
-func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View) map[string]bool {
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View, unreadable map[string]error) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
 	for i := range desired {
@@ -168,8 +170,13 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 	}
 	for name, c := range byName {
 		if !seen[name] {
-			st := containerState(name, c.Labels[lifecycle.LabelModule], &c, nil, heldBy)
-			st.Reasons = append(st.Reasons, "not in the applied mesh file")
+			module := c.Labels[lifecycle.LabelModule]
+			st := containerState(name, module, &c, nil, heldBy)
+			if _, ok := unreadable[module]; ok {
+				st.Reasons = append(st.Reasons, "not checked: its module's applied spec cannot be read")
+			} else {
+				st.Reasons = append(st.Reasons, "not in the applied mesh file")
+			}
 			rep.Containers = append(rep.Containers, st)
 		}
 	}

@@ -73,8 +73,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if _, err := lock.Read(applied.AppliedFile, &a); err != nil {
 		return nil, err
 	}
-	all, err := a.Desired()
-	if err != nil {
+	// Another module's unreadable env-file is not this window's concern:
+	// its containers only lose their policy for a dead window's release,
+	// which then keeps the one recorded at that window's open.
+	all, errs := a.DesiredEach()
+	if err := errs[w.module]; err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
@@ -184,10 +187,11 @@ func (e *ForeignError) Error() string {
 func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
-// name; none where nothing was applied.
-func desiredByName(a *applied.Applied) (map[string]*lifecycle.Desired, error) {
-	all, err := a.Desired()
-	if err != nil {
+// name; none where nothing was applied. Only module's own files can fail
+// it (DesiredEach).
+func desiredByName(a *applied.Applied, module string) (map[string]*lifecycle.Desired, error) {
+	all, errs := a.DesiredEach()
+	if err := errs[module]; err != nil {
 		return nil, err
 	}
 	return byName(all), nil

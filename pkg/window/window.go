@@ -247,9 +247,9 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		desired, err := a.Desired()
-		if err != nil {
-			return nil, err
+		desired, errs := a.DesiredEach()
+		if err := errs[opts.Module]; err != nil {
+			return nil, err // only this module's own files count
 		}
 		for i := range desired {
 			if slices.Contains(p.held, desired[i].Name) {
