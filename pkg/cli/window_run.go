@@ -102,9 +102,11 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	if env.Global.Quiet {
 		stepOut = kept
 	}
-	// With an etcd ledger the mesh sees this window while its process lives.
-	endPublication := publishWindow(ctx, env, opts.module, opts.step)
+	// With an etcd ledger the mesh sees this window once it holds the
+	// module, while its process lives.
+	endPublication := func(bool) {}
 	entry, err := window.Run(ctx, dir, eng, window.Options{
+		Opened:     func() { endPublication = publishWindow(ctx, env, opts.module, opts.step) },
 		Module:     opts.module,
 		Step:       opts.step,
 		File:       file,

@@ -44,6 +44,11 @@ type Options struct {
 	// Settle is how long a held container without a healthcheck must keep
 	// running once the close starts it (lifecycle.Executor.WaitHealthy).
 	Settle time.Duration
+	// Opened, when set, is called once the window holds its module (its
+	// lock taken, its hold recorded), before the step runs; a window that
+	// never opened does not call it. window run publishes the window to
+	// the mesh there, never while it waits for another window's lock.
+	Opened func()
 }
 
 // UsageError is a window asked for a module or step that does not exist
@@ -167,6 +172,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 		}
 		// Opened in part: close what was opened, then report the failure.
 		w.openErr = err
+	}
+	if opts.Opened != nil {
+		opts.Opened()
 	}
 	if w.openErr == nil {
 		w.runStep(ctx)
