@@ -109,8 +109,12 @@ func trimUnix(s string) string {
 // Host returns the proxy's address for --docker-host: unix:///path.
 func (p *Proxy) Host() string { return "unix://" + p.socket }
 
-// SetSchedule replaces the schedule; calls already in flight keep theirs.
+// SetSchedule replaces the schedule (nil: no faults); calls already in
+// flight keep theirs.
 func (p *Proxy) SetSchedule(s *Schedule) {
+	if s == nil {
+		s = NewSchedule(0)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.sched = s
