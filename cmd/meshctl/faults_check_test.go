@@ -33,6 +33,11 @@ func (r *fltRun) checkHost() {
 	name := r.module + ".svc"
 	x, err := r.g.m.eng.Inspect(ctx, name)
 	switch {
+	case r.want == "":
+		// Nothing good was ever applied: the service must not run.
+		if err == nil && x.Running {
+			r.t.Errorf("after the healing apply %s runs (%s, version %q), and no version of it ever passed", name, x.State, x.Labels["flt.version"])
+		}
 	case err != nil:
 		r.t.Errorf("after the healing apply: %s: %v", name, err)
 	case x.Labels["flt.version"] != r.want:

@@ -37,10 +37,14 @@ var knownFindings = []fltKnown{
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Fail}},
 	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
 		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
+	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
+		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
 	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
 		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
 	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
 		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
+	{item: "17.6", seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
+		sc: fltScenario{name: "crashloop-killed-create", setup: noSetup, act: actCrashLoopKilled}},
 	{item: "17.7", seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
 	{item: "17.8", seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
@@ -71,10 +75,10 @@ func (g *faultRig) replay(t *testing.T, k fltKnown) {
 	r := g.newRun(t, k.sc, k.seed)
 	k.sc.setup(r)
 	if k.rule != nil {
-		r.rule = k.rule
+		r.rules = []faultproxy.Rule{*k.rule}
 		g.proxy.SetSchedule(faultproxy.NewSchedule(k.seed, *k.rule))
 	}
-	t.Logf("module %s, fault: %v", r.module, ruleString(r.rule))
+	t.Logf("module %s, faults: %s", r.module, rulesString(r.rules))
 	k.sc.act(r)
 	g.proxy.SetSchedule(nil)
 	r.waitStepGone()
@@ -233,4 +237,52 @@ func (r *fltRun) waitEvent(action, name string, since time.Time) bool {
 	}
 	r.t.Logf("no %s event of %s", action, name)
 	return false
+}
+
+// killInGate starts an apply of the file and SIGKILLs it once it has been
+// creating or recreating (its health gate) for a second.
+func (r *fltRun) killInGate() {
+	p := r.start(false, "apply", "-f", r.file, "--settle", "1s")
+	if p.waitFor("creating ") {
+		time.Sleep(time.Second)
+		p.signal(syscall.SIGKILL)
+	}
+	res := p.wait()
+	r.t.Logf("apply killed in its gate: %s\n%s", res.describe(), res.stderr)
+}
+
+// actDeadClaimHeld kills an apply in the health gate of a version that
+// never becomes healthy, runs a window holding the unverified container,
+// and applies mid-window: the healing apply must put the last good one
+// back.
+func actDeadClaimHeld(r *fltRun) {
+	v := r.ver
+	v.Version, v.Probe, v.Step = "2", "false", "4"
+	r.writeMesh(v)
+	r.killInGate()
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	p := r.start(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	p.waitFor("step gc started")
+	res := r.run(false, "apply", "-f", r.file, "--settle", "1s")
+	r.t.Logf("mid-window apply: %s\n%s%s", res.describe(), res.stdout, res.stderr)
+	res = p.wait()
+	r.t.Logf("window: %s\n%s", res.describe(), res.stderr)
+	r.finalExit = 1
+}
+
+// actCrashLoopKilled kills the first apply of a crash-looping service in
+// its create's health gate; three more applies follow. None may call it
+// unchanged: each must fail (exit 1), and none may leave it running.
+func actCrashLoopKilled(r *fltRun) {
+	v := r.ver
+	v.Crash = true
+	r.writeMesh(v)
+	r.killInGate()
+	for i := range 3 {
+		res := r.run(false, "apply", "-f", r.file, "--settle", "1s")
+		if res.code != 1 {
+			r.t.Errorf("apply %d after the kill: exit %d, want 1 (a crash-looping container)\n%s%s", i+1, res.code, res.stdout, res.stderr)
+		}
+	}
+	r.want, r.finalExit = "", 1
 }

@@ -29,7 +29,7 @@ const fltMesh = `modules:
       svc:
         image: meshtest/busybox:1
         entrypoint: [/bin/sh, -c]
-        command: ["trap 'sleep GRACE; exit 0' TERM; while :; do sleep 1 & wait; done"]
+        command: ["CMDLINE"]
         env: {VERSION: "VERSION"}
         ENVFILE
         labels: {flt.version: "VERSION"}
@@ -46,6 +46,13 @@ const fltMesh = `modules:
         exec: [sh, -c, "date +%s%N >> MARKS; sleep STEP; date +%s%N >> MARKS"]
 `
 
+// fltServe is the service's command line: it traps SIGTERM and takes
+// GRACE seconds to stop; fltCrash crash-loops (exit 3 after 2 s).
+const (
+	fltServe = "trap 'sleep GRACE; exit 0' TERM; while :; do sleep 1 & wait; done"
+	fltCrash = "echo crash; sleep 2; exit 3"
+)
+
 // fltVersion is what a mesh file asks for.
 type fltVersion struct {
 	Version string // the service's flt.version label and VERSION env
@@ -53,6 +60,7 @@ type fltVersion struct {
 	Step    string // the steps' seconds
 	Grace   string // the service's graceful stop, seconds
 	EnvFile string // an env-file path, or ""
+	Crash   bool   // the service crash-loops
 }
 
 // fltScenario is one thing the harness does to the host. Its act runs
@@ -81,7 +89,7 @@ type fltRun struct {
 	file   string
 	marks  string
 	ver    fltVersion
-	rule   *faultproxy.Rule
+	rules  []faultproxy.Rule
 	// want is the flt.version that must run at the end, finalExit the
 	// healing apply's exit status (1 where the file asks for a version
 	// that is never healthy: the last good one runs).
@@ -110,24 +118,36 @@ func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
 	calibrate := g.needsCalibration(sc)
 	r := g.newRun(t, sc, seed)
 	sc.setup(r)
-	r.schedule()
-	t.Logf("seed %d, module %s, fault: %v", seed, r.module, ruleString(r.rule))
+	if !calibrate {
+		r.schedule(g.faults)
+	}
+	t.Logf("seed %d, module %s, faults: %s", seed, r.module, rulesString(r.rules))
 	before := len(g.proxy.Calls())
 	sc.act(r)
 	g.proxy.SetSchedule(nil)
 	if calibrate {
 		g.calls[sc.name] = g.proxy.Calls()[before:]
 		t.Logf("%d calls to draw faults from: %s", len(g.calls[sc.name]), callList(g.calls[sc.name]))
+		if !g.long {
+			// The short run keeps to its minute or two: a run without
+			// faults is the rest of the suite's business.
+			return
+		}
 	}
 	r.waitStepGone()
 	r.verify()
 }
 
-func ruleString(r *faultproxy.Rule) string {
-	if r == nil {
+// rulesString names the faults of an iteration.
+func rulesString(rules []faultproxy.Rule) string {
+	if len(rules) == 0 {
 		return "none"
 	}
-	return r.String()
+	var parts []string
+	for _, x := range rules {
+		parts = append(parts, x.String())
+	}
+	return strings.Join(parts, "; ")
 }
 
 func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64) *fltRun {
@@ -142,27 +162,39 @@ func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64) *fltRun {
 	return r
 }
 
-// schedule draws this iteration's fault: none for a scenario without
-// classes, or the first time a scenario runs (its calls are recorded as
-// the doors later draws pick from).
-func (r *fltRun) schedule() {
+// schedule draws this iteration's faults (up to faults of them): none
+// for a scenario without classes, or the first time a scenario runs (its
+// calls are recorded as the doors later draws pick from).
+func (r *fltRun) schedule(faults int) {
+	r.rules = nil
 	doors := r.doors()
-	if len(doors) == 0 {
-		r.g.proxy.SetSchedule(nil)
-		return
+	for range faults {
+		if len(doors) == 0 {
+			break
+		}
+		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
+			r.rules = append(r.rules, rule)
+		}
 	}
-	d := doors[r.rng.IntN(len(doors))]
+	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
+}
+
+// draw returns a fault for door d, of a class that does not lead to a
+// known finding there; false if every class does.
+func (r *fltRun) draw(d faultproxy.Call) (faultproxy.Rule, bool) {
 	classes := slices.DeleteFunc(slices.Clone(r.sc.classes), func(c faultproxy.Class) bool {
 		return r.skipped(d, c)
 	})
 	if len(classes) == 0 {
-		r.g.proxy.SetSchedule(nil)
-		return
+		return faultproxy.Rule{}, false
 	}
-	rule := faultproxy.Rule{Method: d.Method, Route: d.Route, Nth: nth(r.g.calls[r.sc.name], d),
-		Class: classes[r.rng.IntN(len(classes))], Delay: time.Duration(500+r.rng.IntN(2500)) * time.Millisecond}
-	r.rule = &rule
-	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, rule))
+	return faultproxy.Rule{Method: d.Method, Route: d.Route, Nth: nth(r.g.calls[r.sc.name], d),
+		Class: classes[r.rng.IntN(len(classes))], Delay: time.Duration(500+r.rng.IntN(2500)) * time.Millisecond}, true
+}
+
+// hangs reports whether a hang is among the faults.
+func (r *fltRun) hangs() bool {
+	return slices.ContainsFunc(r.rules, func(x faultproxy.Rule) bool { return x.Class == faultproxy.Hang })
 }
 
 // skipped reports whether the door d with class c leads to a known
@@ -212,7 +244,11 @@ func (r *fltRun) writeMesh(v fltVersion) {
 	if v.EnvFile != "" {
 		envFile = "env-file: [" + v.EnvFile + "]"
 	}
-	mesh := strings.NewReplacer("MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
+	cmdline := fltServe
+	if v.Crash {
+		cmdline = fltCrash
+	}
+	mesh := strings.NewReplacer("CMDLINE", cmdline, "MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
 		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile).Replace(fltMesh)
 	if err := os.WriteFile(r.file, []byte(mesh), 0o600); err != nil {
 		r.t.Fatal(err)
@@ -288,7 +324,7 @@ const fltSignalBound = 40 * time.Second
 // fltSignalBound.
 func (p *fltProc) wait() fltResult {
 	budget := fltBudget
-	if p.r.rule != nil && p.r.rule.Class == faultproxy.Hang {
+	if p.r.hangs() {
 		budget = 20 * time.Second
 	}
 	select {

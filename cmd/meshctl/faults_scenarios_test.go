@@ -168,11 +168,20 @@ func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...str
 // knownFindings for SIGTERM, SIGINT and SIGHUP).
 var fltSafeSignals = []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP}
 
+// drawnSignals returns the signals a draw picks from: the safe ones, or
+// all under MESHCTL_FAULTS_ALL=1.
+func drawnSignals() []syscall.Signal {
+	if os.Getenv("MESHCTL_FAULTS_ALL") == "1" {
+		return fltSignals
+	}
+	return fltSafeSignals
+}
+
 // actSignalWindow signals a window (a 3 s graceful stop, a 2 s run: step)
 // at a drawn instant of its life.
 func actSignalWindow(r *fltRun) {
 	r.windows = append(r.windows, fltWindow{step: "gc"})
-	r.signalAt(fltSafeSignals, 10*time.Second, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	r.signalAt(drawnSignals(), 10*time.Second, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 }
 
 // actSignalApply signals an apply replacing version 1 (a 3 s graceful
@@ -182,7 +191,7 @@ func actSignalApply(r *fltRun) {
 	v.Version = "2"
 	r.writeMesh(v)
 	r.want = "2"
-	r.signalAt(fltSafeSignals, 8*time.Second, "apply", "-f", r.file, "--settle", "1s")
+	r.signalAt(drawnSignals(), 8*time.Second, "apply", "-f", r.file, "--settle", "1s")
 }
 
 // actClosedStdout runs a window and an apply whose stdout and stderr
