@@ -161,7 +161,7 @@ func actForeignHeld(r *fltRun) {
 // another module goes missing (a secret rotation renames it): the window
 // must close as usual; the other module is not its business.
 func actEnvFileVanishes(r *fltRun) {
-	other := fltRun{t: r.t, g: r.g, rng: r.rng, dir: r.dir, module: r.module + "b", ver: r.ver}
+	other := fltRun{t: r.t, g: r.g, m: r.m, rng: r.rng, dir: r.dir, module: r.module + "b", ver: r.ver}
 	other.file, other.marks = r.dir+"/other.yaml", r.dir+"/other-marks"
 	r.g.m.cleanupModule(other.module)
 	v := other.ver

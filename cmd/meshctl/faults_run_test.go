@@ -30,7 +30,7 @@ const fltMesh = `modules:
         image: meshtest/busybox:1
         entrypoint: [/bin/sh, -c]
         command: ["CMDLINE"]
-        env: {VERSION: "VERSION"}
+        env: {FLTVER: "VERSION"}
         ENVFILE
         labels: {flt.version: "VERSION"}
         restart: always
@@ -81,6 +81,7 @@ type fltScenario struct {
 type fltRun struct {
 	t      *testing.T
 	g      *faultRig
+	m      *meshctl // the rig's, or one with a state directory of its own
 	sc     fltScenario
 	seed   uint64
 	rng    *rand.Rand
@@ -152,7 +153,7 @@ func rulesString(rules []faultproxy.Rule) string {
 
 func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64) *fltRun {
 	rng := rand.New(rand.NewPCG(seed, 17))
-	r := &fltRun{t: t, g: g, sc: sc, seed: seed, rng: rng, dir: t.TempDir(),
+	r := &fltRun{t: t, g: g, m: g.m, sc: sc, seed: seed, rng: rng, dir: t.TempDir(),
 		module: fmt.Sprintf("%s%08x", fltPrefix, rng.Uint32()), want: "1"}
 	r.file = filepath.Join(r.dir, "mesh.yaml")
 	r.marks = filepath.Join(r.dir, "marks")
@@ -290,7 +291,7 @@ func (r *fltRun) start(via bool, args ...string) *fltProc {
 	if via {
 		args = append([]string{"--docker-host", r.g.proxy.Host()}, args...)
 	}
-	p := &fltProc{r: r, args: args, cmd: r.g.m.command(args...), done: make(chan struct{})}
+	p := &fltProc{r: r, args: args, cmd: r.m.command(args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 	p.begin = time.Now()
 	if err := p.cmd.Start(); err != nil {

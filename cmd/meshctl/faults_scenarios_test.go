@@ -30,6 +30,7 @@ var faultScenarios = []fltScenario{
 	{name: "signal-apply", setup: slowV1, act: actSignalApply},
 	{name: "closed-stdout", setup: v1, act: actClosedStdout},
 	{name: "concurrent", setup: v1, act: actConcurrent},
+	{name: "state-enospc", setup: setupTinyState, act: actFullState},
 }
 
 // knownDoor reports whether faulting the nth call d with c leads to a
@@ -212,7 +213,7 @@ func actClosedStdout(r *fltRun) {
 // runClosedOutput runs meshctl with stdout and stderr pipes whose readers
 // are gone, and returns its exit status (-1 if a signal ended it).
 func (r *fltRun) runClosedOutput(args ...string) int {
-	cmd := r.g.m.command(args...)
+	cmd := r.m.command(args...)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		r.t.Fatal(err)
