@@ -39,6 +39,8 @@ var knownFindings = []fltKnown{
 		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
 	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
 		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
+	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
+		sc: fltScenario{name: "deferred-lost", setup: sideV1, act: actDeferredLost}},
 	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
 		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
 	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
@@ -285,4 +287,37 @@ func actCrashLoopKilled(r *fltRun) {
 		}
 	}
 	r.want, r.finalExit = "", 1
+}
+
+// sideV1 applies version 1 with the second container, side.
+func sideV1(r *fltRun) {
+	v := r.ver
+	v.Side = "1"
+	r.applied(v)
+}
+
+// actDeferredLost runs a window; mid-step an apply changes both the held
+// service (deferred) and side, whose new container takes 8 s to pass its
+// gate, so that the window closes while the apply still waits for it. Once
+// both have ended, the deferred change must have been carried out.
+func actDeferredLost(r *fltRun) {
+	v := r.ver
+	v.Step = "3"
+	r.writeMesh(v)
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	w := r.start(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	w.waitFor("step gc started")
+	v.Version, v.Side = "2", "8"
+	r.writeMesh(v)
+	a := r.start(false, "apply", "-f", r.file, "--settle", "1s")
+	wres, ares := w.wait(), a.wait()
+	r.t.Logf("window: %s\n%s", wres.describe(), wres.stderr)
+	r.t.Logf("apply: %s\n%s%s", ares.describe(), ares.stdout, ares.stderr)
+	r.want = "2"
+	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
+	defer cancel()
+	x, err := r.g.m.eng.Inspect(ctx, r.module+".svc")
+	if err != nil || x.Labels["flt.version"] != "2" {
+		r.t.Errorf("after the window and the apply that deferred a change to it, %s is version %q (%v), want 2", r.module+".svc", x.Labels["flt.version"], err)
+	}
 }

@@ -37,13 +37,26 @@ const fltMesh = `modules:
         network: none
         stop-grace-period: 20s
         healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}
-    steps:
+SIDE    steps:
       gc:
         while-stopped: [svc]
         run: {command: [sleep, "STEP"]}
       gcx:
         while-stopped: [svc]
         exec: [sh, -c, "date +%s%N >> MARKS; sleep STEP; date +%s%N >> MARKS"]
+`
+
+// fltSide is a second container, never held, whose health gate takes
+// SIDEGATE seconds (its probe passes once a file exists); flt.version
+// changes it with the service.
+const fltSide = `      side:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["sleep SIDEGATE; touch /tmp/ready; exec sleep 100000"]
+        labels: {flt.version: "VERSION"}
+        network: none
+        stop-grace-period: 1s
+        healthcheck: {test: [CMD, test, -f, /tmp/ready], interval: 1s, timeout: 2s, retries: 30}
 `
 
 // fltServe is the service's command line: it traps SIGTERM and takes
@@ -61,6 +74,7 @@ type fltVersion struct {
 	Grace   string // the service's graceful stop, seconds
 	EnvFile string // an env-file path, or ""
 	Crash   bool   // the service crash-loops
+	Side    string // "" or the health gate's seconds of a second container, side
 }
 
 // fltScenario is one thing the harness does to the host. Its act runs
@@ -249,8 +263,13 @@ func (r *fltRun) writeMesh(v fltVersion) {
 	if v.Crash {
 		cmdline = fltCrash
 	}
-	mesh := strings.NewReplacer("CMDLINE", cmdline, "MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
-		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile).Replace(fltMesh)
+	side := ""
+	if v.Side != "" {
+		side = strings.ReplaceAll(fltSide, "SIDEGATE", v.Side)
+	}
+	mesh := strings.NewReplacer("SIDE", side).Replace(fltMesh)
+	mesh = strings.NewReplacer("CMDLINE", cmdline, "MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
+		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile).Replace(mesh)
 	if err := os.WriteFile(r.file, []byte(mesh), 0o600); err != nil {
 		r.t.Fatal(err)
 	}
