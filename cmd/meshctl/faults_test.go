@@ -62,6 +62,9 @@ func TestFaults(t *testing.T) {
 		ok := t.Run(fmt.Sprintf("%03d-%s", i, sc.name), func(t *testing.T) {
 			rig.iterate(t, sc, s)
 		})
+		if rig.long && (i+1)%25 == 0 {
+			rig.report()
+		}
 		if !ok {
 			t.Logf("reproduce: MESHCTL_FAULTS_SEED=%d MESHCTL_FAULTS=1 MESHCTL_FAULTS_SCENARIO=%s (iteration %d of seed %d)", s, sc.name, i, seed)
 		}
