@@ -74,7 +74,7 @@ func testKnownFindings(t *testing.T) {
 // replay runs a known finding's scenario with its fault and checks the host.
 func (g *faultRig) replay(t *testing.T, k fltKnown) {
 	g.runs++
-	r := g.newRun(t, k.sc, k.seed)
+	r := g.newRun(t, k.sc, k.seed, false)
 	k.sc.setup(r)
 	if k.rule != nil {
 		r.rules = []faultproxy.Rule{*k.rule}
@@ -143,9 +143,9 @@ func actSignalInStop(sig syscall.Signal, window bool) func(r *fltRun) {
 // removes the foreign container so that the healing apply can converge.
 func actForeignHeld(r *fltRun) {
 	name := r.module + ".svc"
-	r.removeByName(name)
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
+	_ = r.g.m.eng.Remove(ctx, name)
 	id, err := r.g.m.eng.Create(ctx, name, engine.Spec{Image: "meshtest/busybox:1", Cmd: []string{"sleep", "300"}, NetworkMode: "none"})
 	if err == nil {
 		err = r.g.m.eng.Start(ctx, id)
@@ -156,7 +156,7 @@ func actForeignHeld(r *fltRun) {
 	r.windows = append(r.windows, fltWindow{step: "gc"})
 	res := r.run(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 	r.t.Logf("window run with a foreign %s: %s\n%s", name, res.describe(), res.stderr)
-	r.removeByName(name)
+	_ = r.g.m.eng.Remove(ctx, name)
 }
 
 // actEnvFileVanishes runs a window on the module while the env-file of
@@ -165,7 +165,8 @@ func actForeignHeld(r *fltRun) {
 func actEnvFileVanishes(r *fltRun) {
 	other := fltRun{t: r.t, g: r.g, m: r.m, rng: r.rng, dir: r.dir, module: r.module + "b", ver: r.ver}
 	other.file, other.marks = r.dir+"/other.yaml", r.dir+"/other-marks"
-	r.g.m.cleanupModule(other.module)
+	r.removeModule(other.module)
+	r.t.Cleanup(func() { r.removeModule(other.module) })
 	v := other.ver
 	v.EnvFile = other.writeEnvFile("other.env")
 	other.applied(v)

@@ -131,7 +131,7 @@ func (g *faultRig) needsCalibration(sc fltScenario) bool {
 func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
 	g.runs++
 	calibrate := g.needsCalibration(sc)
-	r := g.newRun(t, sc, seed)
+	r := g.newRun(t, sc, seed, calibrate)
 	sc.setup(r)
 	if !calibrate {
 		r.schedule(g.faults)
@@ -165,16 +165,37 @@ func rulesString(rules []faultproxy.Rule) string {
 	return strings.Join(parts, "; ")
 }
 
-func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64) *fltRun {
+// newRun makes an iteration's run: its own module (named from the seed; a
+// calibration's name differs from its faulted run's), removed when the
+// iteration ends.
+func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64, calibrate bool) *fltRun {
 	rng := rand.New(rand.NewPCG(seed, 17))
 	r := &fltRun{t: t, g: g, m: g.m, sc: sc, seed: seed, rng: rng, dir: t.TempDir(),
 		module: fmt.Sprintf("%s%08x", fltPrefix, rng.Uint32()), want: "1"}
+	if calibrate {
+		r.module += "c"
+	}
 	r.file = filepath.Join(r.dir, "mesh.yaml")
 	r.marks = filepath.Join(r.dir, "marks")
 	r.ver = fltVersion{Version: "1", Probe: "true", Step: "1", Grace: "0.2"}
-	g.m.cleanupModule(r.module)
-	t.Cleanup(func() { r.removeByName(r.module + ".svc") })
+	r.removeModule(r.module)
+	t.Cleanup(func() { r.removeModule(r.module) })
 	return r
+}
+
+// removeModule removes the module's containers, and a foreign one under
+// its service's name.
+func (r *fltRun) removeModule(module string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := r.g.m.eng.List(ctx, map[string]string{"io.meshctl.module": module})
+	if err != nil {
+		r.t.Logf("remove %s: %v", module, err)
+	}
+	for _, x := range list {
+		_ = r.g.m.eng.Remove(ctx, x.ID)
+	}
+	_ = r.g.m.eng.Remove(ctx, module+".svc")
 }
 
 // schedule draws this iteration's faults (up to faults of them): none
@@ -431,13 +452,6 @@ func (r *fltRun) waitStepGone() {
 		time.Sleep(200 * time.Millisecond)
 	}
 	r.t.Fatalf("a step container of %s still runs after a minute", r.module)
-}
-
-// removeByName removes a container by name, whoever made it.
-func (r *fltRun) removeByName(name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_ = r.g.m.eng.Remove(ctx, name)
 }
 
 // signalName names sig as kill -l does.
