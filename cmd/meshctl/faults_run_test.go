@@ -204,6 +204,10 @@ func (r *fltRun) removeModule(module string) {
 func (r *fltRun) schedule(faults int) {
 	r.rules = nil
 	doors := r.doors()
+	if !r.g.long && len(doors) > 0 {
+		r.scheduleCycled(doors)
+		return
+	}
 	for range faults {
 		if len(doors) == 0 {
 			break
@@ -211,6 +215,25 @@ func (r *fltRun) schedule(faults int) {
 		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
 			r.rules = append(r.rules, rule)
 		}
+	}
+	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
+}
+
+// scheduleCycled draws one fault of the class whose turn it is (the short
+// run takes the classes in turn, so that each is in it), at a door where
+// that class leads to no known finding; any class if there is none.
+func (r *fltRun) scheduleCycled(doors []faultproxy.Call) {
+	class := r.sc.classes[r.g.cycled%len(r.sc.classes)]
+	r.g.cycled++
+	open := slices.DeleteFunc(slices.Clone(doors), func(d faultproxy.Call) bool { return r.skipped(d, class) })
+	if len(open) == 0 {
+		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
+			r.rules = append(r.rules, rule)
+		}
+	} else {
+		rule, _ := r.draw(open[r.rng.IntN(len(open))])
+		rule.Class = class
+		r.rules = append(r.rules, rule)
 	}
 	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
 }
@@ -360,13 +383,17 @@ const fltBudget = 90 * time.Second
 // SIGHUP, its cleanup included, on a loaded machine.
 const fltSignalBound = 40 * time.Second
 
-// wait waits for the process; past fltBudget (or 20 s under a hang fault)
-// it sends SIGTERM, and it checks that a process asked to end ended within
-// fltSignalBound.
+// wait waits for the process; past fltBudget (under a hang fault: 8 s in
+// the short run, 20 s in the long mode, where a hang may follow other
+// faults) it sends SIGTERM, and it checks that a process asked to end
+// ended within fltSignalBound.
 func (p *fltProc) wait() fltResult {
 	budget := fltBudget
-	if p.r.hangs() {
+	switch {
+	case p.r.hangs() && p.r.g.long:
 		budget = 20 * time.Second
+	case p.r.hangs():
+		budget = 8 * time.Second
 	}
 	select {
 	case <-p.done:

@@ -125,6 +125,7 @@ type faultRig struct {
 	calls   map[string][]faultproxy.Call
 	faults  int  // the most faults an iteration draws
 	long    bool // MESHCTL_FAULTS: the long mode
+	cycled  int  // the short run's faulted iterations so far
 	signals map[string]int
 	runs    int
 }
