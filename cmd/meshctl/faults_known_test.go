@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -109,8 +111,8 @@ func actDeferredKilledInGate(r *fltRun) {
 }
 
 // actSignalInStop signals a window (or an apply replacing version 1 by 2)
-// once the engine has begun the held (or old) container's 3 s graceful
-// stop, by the engine's kill event.
+// half a second after the held (or old) container got the SIGTERM of its
+// 3 s graceful stop, as the container notes it in its terms file.
 func actSignalInStop(sig syscall.Signal, window bool) func(r *fltRun) {
 	return func(r *fltRun) {
 		args := []string{"window", "run", r.module, "gc", "-f", r.file, "--settle", "1s"}
@@ -123,9 +125,8 @@ func actSignalInStop(sig syscall.Signal, window bool) func(r *fltRun) {
 			r.want = "2"
 			args = []string{"apply", "-f", r.file, "--settle", "1s"}
 		}
-		since := time.Now()
 		p := r.start(false, args...)
-		if r.waitEvent("kill", r.module+".svc", since) {
+		if r.waitTerm(p) {
 			time.Sleep(500 * time.Millisecond)
 			p.signal(sig)
 		}
@@ -135,6 +136,21 @@ func actSignalInStop(sig syscall.Signal, window bool) func(r *fltRun) {
 		// die event), the service must run again.
 		r.waitEvent("die", r.module+".svc", p.termAt)
 		r.checkServiceRuns("after the signalled " + args[0] + " and the stop it left in flight")
+	}
+}
+
+// waitTerm waits until the service notes a SIGTERM; false if p ended first.
+func (r *fltRun) waitTerm(p *fltProc) bool {
+	for {
+		if _, err := os.Stat(filepath.Join(r.termDir(), "terms")); err == nil {
+			return true
+		}
+		select {
+		case <-p.done:
+			r.t.Logf("the service got no SIGTERM while meshctl %s ran", strings.Join(p.args, " "))
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
 	}
 }
 

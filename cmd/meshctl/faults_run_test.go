@@ -33,6 +33,7 @@ const fltMesh = `modules:
         env: {FLTVER: "VERSION"}
         ENVFILE
         labels: {flt.version: "VERSION"}
+        volumes: ["TERMDIR:/flt"]
         restart: always
         network: none
         stop-grace-period: 20s
@@ -59,10 +60,11 @@ const fltSide = `      side:
         healthcheck: {test: [CMD, test, -f, /tmp/ready], interval: 1s, timeout: 2s, retries: 30}
 `
 
-// fltServe is the service's command line: it traps SIGTERM and takes
-// GRACE seconds to stop; fltCrash crash-loops (exit 3 after 2 s).
+// fltServe is the service's command line: it traps SIGTERM, notes it in
+// TERMDIR/terms on the host (a stop has begun), and takes GRACE seconds to
+// stop; fltCrash crash-loops (exit 3 after 2 s).
 const (
-	fltServe = "trap 'sleep GRACE; exit 0' TERM; while :; do sleep 1 & wait; done"
+	fltServe = "trap 'echo term >> /flt/terms; sleep GRACE; exit 0' TERM; while :; do sleep 1 & wait; done"
 	fltCrash = "echo crash; sleep 2; exit 3"
 )
 
@@ -212,9 +214,12 @@ func (r *fltRun) schedule(faults int) {
 		if len(doors) == 0 {
 			break
 		}
-		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
+		i := r.rng.IntN(len(doors))
+		if rule, ok := r.draw(doors[i]); ok {
 			r.rules = append(r.rules, rule)
 		}
+		// One fault a door: a second rule on it would never fire.
+		doors = slices.Delete(doors, i, i+1)
 	}
 	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
 }
@@ -311,12 +316,22 @@ func (r *fltRun) writeMesh(v fltVersion) {
 	if v.Side != "" {
 		side = strings.ReplaceAll(fltSide, "SIDEGATE", v.Side)
 	}
-	mesh := strings.NewReplacer("SIDE", side).Replace(fltMesh)
-	mesh = strings.NewReplacer("CMDLINE", cmdline, "MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
-		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile).Replace(mesh)
+	// One pass each: a Replacer does not look again at what it put in.
+	mesh := strings.NewReplacer("SIDE", side, "CMDLINE", cmdline).Replace(fltMesh)
+	mesh = strings.NewReplacer("MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
+		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile, "TERMDIR", r.termDir()).Replace(mesh)
 	if err := os.WriteFile(r.file, []byte(mesh), 0o600); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// termDir is the host directory the service notes its SIGTERMs in.
+func (r *fltRun) termDir() string {
+	d := filepath.Join(r.dir, "term")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		r.t.Fatal(err)
+	}
+	return d
 }
 
 // applied writes v and applies it without faults; it must succeed.

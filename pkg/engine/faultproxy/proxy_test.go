@@ -271,3 +271,20 @@ func TestFaultProxyUpgrade(t *testing.T) {
 		t.Fatalf("through the tunnel: %q %v", l, err)
 	}
 }
+
+func TestScheduleOrdinalsAreEachRulesOwn(t *testing.T) {
+	s := NewSchedule(1,
+		Rule{Route: "/containers/json", Nth: 1, Class: Delay},
+		Rule{Route: "/containers/json", Nth: 2, Class: Fail},
+		Rule{Route: "/containers/json", Nth: 1, Class: Hang})
+	var got []Class
+	for range 3 {
+		r, _ := s.next("GET", "/containers/json")
+		got = append(got, r.Class)
+	}
+	// The third rule's first call is the first call, which the first rule
+	// faulted: it never fires on a later one.
+	if fmt.Sprint(got) != "[delay fail ]" {
+		t.Fatalf("faults %v, want [delay fail ]", got)
+	}
+}

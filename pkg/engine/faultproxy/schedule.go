@@ -91,15 +91,17 @@ func (s *Schedule) Rules() []Rule {
 // next returns the rule that faults this call, if any. The caller holds
 // the proxy's lock.
 func (s *Schedule) next(method, route string) (Rule, bool) {
+	// Every matching rule counts the call, also those after the one that
+	// faults it: each rule's ordinals are its own.
+	var matching []*Rule
 	for _, r := range s.rules {
-		if !r.matches(method, route) {
-			continue
+		if r.matches(method, route) {
+			r.seen++
+			matching = append(matching, r)
 		}
-		r.seen++
-		if r.Times > 0 && r.fired >= r.Times {
-			continue
-		}
-		if !s.fires(r) {
+	}
+	for _, r := range matching {
+		if (r.Times > 0 && r.fired >= r.Times) || !s.fires(r) {
 			continue
 		}
 		r.fired++
