@@ -428,7 +428,9 @@ func (p *fltProc) wait() fltResult {
 func (p *fltProc) boundedEnd() {
 	select {
 	case <-p.done:
-		if took := p.end.Sub(p.termAt); took > fltSignalBound {
+		took := p.end.Sub(p.termAt)
+		p.r.g.slowestEnd = max(p.r.g.slowestEnd, took)
+		if took > fltSignalBound {
 			p.r.t.Errorf("meshctl %s ended %s after its signal, want within %s", strings.Join(p.args, " "), took.Round(time.Millisecond), fltSignalBound)
 		}
 	case <-time.After(time.Until(p.termAt.Add(fltSignalBound))):

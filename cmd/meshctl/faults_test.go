@@ -126,6 +126,9 @@ type faultRig struct {
 	faults  int  // the most faults an iteration draws
 	long    bool // MESHCTL_FAULTS: the long mode
 	cycled  int  // the short run's faulted iterations so far
+	// slowestEnd is the longest a command took to end after the signal
+	// that asked it to.
+	slowestEnd time.Duration
 	signals map[string]int
 	runs    int
 }
@@ -167,6 +170,6 @@ func (g *faultRig) report() {
 		sigs = append(sigs, fmt.Sprintf("%s=%d", s, n))
 	}
 	sort.Strings(sigs)
-	g.t.Logf("%d iteration(s), %d engine calls through the proxy; faults: %s; signals: %s",
-		g.runs, len(g.proxy.Calls()), strings.Join(parts, " "), strings.Join(sigs, " "))
+	g.t.Logf("%d iteration(s), %d engine calls through the proxy; faults: %s; signals: %s; slowest end after a signal: %s",
+		g.runs, len(g.proxy.Calls()), strings.Join(parts, " "), strings.Join(sigs, " "), g.slowestEnd.Round(time.Millisecond))
 }
