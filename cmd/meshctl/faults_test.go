@@ -122,15 +122,15 @@ type faultRig struct {
 	rec   *eventcheck.Recorder
 	// calls keeps, per scenario, the calls its act made without faults:
 	// the doors a seed picks from.
-	calls   map[string][]faultproxy.Call
-	faults  int  // the most faults an iteration draws
-	long    bool // MESHCTL_FAULTS: the long mode
-	cycled  int  // the short run's faulted iterations so far
+	calls  map[string][]faultproxy.Call
+	faults int  // the most faults an iteration draws
+	long   bool // MESHCTL_FAULTS: the long mode
+	cycled int  // the short run's faulted iterations so far
 	// slowestEnd is the longest a command took to end after the signal
 	// that asked it to.
 	slowestEnd time.Duration
-	signals map[string]int
-	runs    int
+	signals    map[string]int
+	runs       int
 }
 
 // fltPrefix starts the name of every module and container of these tests.
