@@ -49,6 +49,7 @@ func removeFails(d faultproxy.Call, c faultproxy.Class) bool {
 	return d.Method == "DELETE" && (c == faultproxy.Fail || c == faultproxy.Drop)
 }
 
+// noSetup writes version 1's file and applies nothing.
 func noSetup(r *fltRun) {
 	r.writeMesh(r.ver)
 }
