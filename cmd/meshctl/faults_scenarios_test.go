@@ -164,6 +164,11 @@ func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...str
 	}
 	res := p.wait()
 	r.t.Logf("%s after %s", res.describe(), res.took.Round(time.Millisecond))
+	if res.sig == syscall.SIGTERM || res.sig == syscall.SIGINT || res.sig == syscall.SIGHUP {
+		// Asked to end, meshctl closes what it opened and exits 130; it
+		// is not killed by the signal (SIGHUP: 17.9).
+		r.t.Errorf("meshctl %s was %s, want it to clean up and exit", strings.Join(p.args, " "), res.describe())
+	}
 }
 
 // fltSafeSignals are the signals whose every instant holds today (see
