@@ -1,0 +1,526 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+)
+
+// fltMesh is the module every scenario works on: a service whose graceful
+// stop takes GRACE seconds (it traps SIGTERM and sleeps), with a probe
+// (PROBE: true or false), and two steps holding it, a run: step and an
+// exec: step that writes its start and end (the host's clock, as the
+// engine's events use) to MARKS.
+const fltMesh = `modules:
+  MODULE:
+    containers:
+      svc:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["CMDLINE"]
+        env: {FLTVER: "VERSION"}
+        ENVFILE
+        labels: {flt.version: "VERSION"}
+        volumes: ["TERMDIR:/flt"]
+        restart: always
+        network: none
+        stop-grace-period: 20s
+        healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}
+SIDE    steps:
+      gc:
+        while-stopped: [svc]
+        run: {command: [sleep, "STEP"]}
+      gcx:
+        while-stopped: [svc]
+        exec: [sh, -c, "date +%s%N >> MARKS; sleep STEP; date +%s%N >> MARKS"]
+`
+
+// fltSide is a second container, never held, whose health gate takes
+// SIDEGATE seconds (its probe passes once a file exists); flt.version
+// changes it with the service.
+const fltSide = `      side:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["sleep SIDEGATE; touch /tmp/ready; exec sleep 100000"]
+        labels: {flt.version: "VERSION"}
+        network: none
+        stop-grace-period: 1s
+        healthcheck: {test: [CMD, test, -f, /tmp/ready], interval: 1s, timeout: 2s, retries: 30}
+`
+
+// fltServe is the service's command line: it traps SIGTERM, notes it in
+// TERMDIR/terms on the host (a stop has begun), and takes GRACE seconds to
+// stop; fltCrash crash-loops (exit 3 after 2 s).
+const (
+	fltServe = "trap 'echo term >> /flt/terms; sleep GRACE; exit 0' TERM; while :; do sleep 1 & wait; done"
+	fltCrash = "echo crash; sleep 2; exit 3"
+)
+
+// fltVersion is what a mesh file asks for.
+type fltVersion struct {
+	Version string // the service's flt.version label and VERSION env
+	Probe   string // "true" (healthy) or "false" (never healthy)
+	Step    string // the steps' seconds
+	Grace   string // the service's graceful stop, seconds
+	EnvFile string // an env-file path, or ""
+	Crash   bool   // the service crash-loops
+	Side    string // "" or the health gate's seconds of a second container, side
+}
+
+// fltScenario is one thing the harness does to the host. Its act runs
+// meshctl through the proxy (fltRun.via) where faults are to land; a draw
+// picks one door (a call the act makes without faults, by method, route
+// and ordinal) and a class from classes. skip leaves doors out that lead
+// to a known finding.
+type fltScenario struct {
+	name    string
+	classes []faultproxy.Class
+	skip    func(c faultproxy.Call, class faultproxy.Class) bool
+	setup   func(r *fltRun)
+	act     func(r *fltRun)
+}
+
+// fltRun is one iteration: a fresh module, what it expects at the end, and
+// what the checks need to know of what ran.
+type fltRun struct {
+	t      *testing.T
+	g      *faultRig
+	m      *meshctl // the rig's, or one with a state directory of its own
+	sc     fltScenario
+	seed   uint64
+	rng    *rand.Rand
+	module string
+	dir    string
+	file   string
+	marks  string
+	ver    fltVersion
+	rules  []faultproxy.Rule
+	// want is the flt.version that must run at the end, finalExit the
+	// healing apply's exit status (1 where the file asks for a version
+	// that is never healthy: the last good one runs).
+	want      string
+	finalExit int
+	windows   []fltWindow
+	quiet     [][2]time.Time // spans in which the engine must not act on the module
+}
+
+// fltWindow is a window that ran: its step and whether it was an exec: one.
+type fltWindow struct {
+	step string
+	exec bool
+}
+
+// needsCalibration reports whether the scenario faults calls and has not
+// run yet: its first run, without faults, records the doors later draws
+// pick from.
+func (g *faultRig) needsCalibration(sc fltScenario) bool {
+	return len(sc.classes) > 0 && g.calls[sc.name] == nil
+}
+
+// iterate runs one scenario with one seed and checks the host after it.
+func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
+	g.runs++
+	calibrate := g.needsCalibration(sc)
+	r := g.newRun(t, sc, seed, calibrate)
+	sc.setup(r)
+	if !calibrate {
+		r.schedule(g.faults)
+	}
+	t.Logf("seed %d, module %s, faults: %s", seed, r.module, rulesString(r.rules))
+	before := len(g.proxy.Calls())
+	sc.act(r)
+	g.proxy.SetSchedule(nil)
+	if calibrate {
+		g.calls[sc.name] = g.proxy.Calls()[before:]
+		t.Logf("%d calls to draw faults from: %s", len(g.calls[sc.name]), callList(g.calls[sc.name]))
+		if !g.long {
+			// The short run keeps to its minute or two: a run without
+			// faults is the rest of the suite's business.
+			return
+		}
+	}
+	r.waitStepGone()
+	r.verify()
+}
+
+// rulesString names the faults of an iteration.
+func rulesString(rules []faultproxy.Rule) string {
+	if len(rules) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, x := range rules {
+		parts = append(parts, x.String())
+	}
+	return strings.Join(parts, "; ")
+}
+
+// newRun makes an iteration's run: its own module (named from the seed; a
+// calibration's name differs from its faulted run's), removed when the
+// iteration ends.
+func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64, calibrate bool) *fltRun {
+	rng := rand.New(rand.NewPCG(seed, 17))
+	r := &fltRun{t: t, g: g, m: g.m, sc: sc, seed: seed, rng: rng, dir: t.TempDir(),
+		module: fmt.Sprintf("%s%08x", fltPrefix, rng.Uint32()), want: "1"}
+	if calibrate {
+		r.module += "c"
+	}
+	r.file = filepath.Join(r.dir, "mesh.yaml")
+	r.marks = filepath.Join(r.dir, "marks")
+	r.ver = fltVersion{Version: "1", Probe: "true", Step: "1", Grace: "0.2"}
+	r.removeModule(r.module)
+	t.Cleanup(func() { r.removeModule(r.module) })
+	return r
+}
+
+// removeModule removes the module's containers, and a foreign one under
+// its service's name.
+func (r *fltRun) removeModule(module string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	list, err := r.g.m.eng.List(ctx, map[string]string{"io.meshctl.module": module})
+	if err != nil {
+		r.t.Logf("remove %s: %v", module, err)
+	}
+	for _, x := range list {
+		_ = r.g.m.eng.Remove(ctx, x.ID)
+	}
+	_ = r.g.m.eng.Remove(ctx, module+".svc")
+}
+
+// schedule draws this iteration's faults (up to faults of them): none
+// for a scenario without classes, or the first time a scenario runs (its
+// calls are recorded as the doors later draws pick from).
+func (r *fltRun) schedule(faults int) {
+	r.rules = nil
+	doors := r.doors()
+	if !r.g.long && len(doors) > 0 {
+		r.scheduleCycled(doors)
+		return
+	}
+	for range faults {
+		if len(doors) == 0 {
+			break
+		}
+		i := r.rng.IntN(len(doors))
+		if rule, ok := r.draw(doors[i]); ok {
+			r.rules = append(r.rules, rule)
+		}
+		// One fault a door: a second rule on it would never fire.
+		doors = slices.Delete(doors, i, i+1)
+	}
+	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
+}
+
+// scheduleCycled draws one fault of the class whose turn it is (the short
+// run takes the classes in turn, so that each is in it), at a door where
+// that class leads to no known finding; any class if there is none.
+func (r *fltRun) scheduleCycled(doors []faultproxy.Call) {
+	class := r.sc.classes[r.g.cycled%len(r.sc.classes)]
+	r.g.cycled++
+	open := slices.DeleteFunc(slices.Clone(doors), func(d faultproxy.Call) bool { return r.skipped(d, class) })
+	if len(open) == 0 {
+		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
+			r.rules = append(r.rules, rule)
+		}
+	} else {
+		rule, _ := r.draw(open[r.rng.IntN(len(open))])
+		rule.Class = class
+		r.rules = append(r.rules, rule)
+	}
+	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
+}
+
+// draw returns a fault for door d, of a class that does not lead to a
+// known finding there; false if every class does.
+func (r *fltRun) draw(d faultproxy.Call) (faultproxy.Rule, bool) {
+	classes := slices.DeleteFunc(slices.Clone(r.sc.classes), func(c faultproxy.Class) bool {
+		return r.skipped(d, c)
+	})
+	if len(classes) == 0 {
+		return faultproxy.Rule{}, false
+	}
+	return faultproxy.Rule{Method: d.Method, Route: d.Route, Nth: nth(r.g.calls[r.sc.name], d),
+		Class: classes[r.rng.IntN(len(classes))], Delay: time.Duration(500+r.rng.IntN(2500)) * time.Millisecond}, true
+}
+
+// hangs reports whether a hang is among the faults.
+func (r *fltRun) hangs() bool {
+	return slices.ContainsFunc(r.rules, func(x faultproxy.Rule) bool { return x.Class == faultproxy.Hang })
+}
+
+// skipped reports whether the door d with class c leads to a known
+// finding, left out unless MESHCTL_FAULTS_ALL=1.
+func (r *fltRun) skipped(d faultproxy.Call, c faultproxy.Class) bool {
+	if os.Getenv("MESHCTL_FAULTS_ALL") == "1" {
+		return false
+	}
+	n := nth(r.g.calls[r.sc.name], d)
+	return knownDoor(d, n, c) || (r.sc.skip != nil && r.sc.skip(d, c))
+}
+
+// doors returns the calls of the scenario's recorded act that a draw may
+// fault.
+func (r *fltRun) doors() []faultproxy.Call {
+	if len(r.sc.classes) == 0 {
+		return nil
+	}
+	var out []faultproxy.Call
+	for _, c := range r.g.calls[r.sc.name] {
+		if c.Route != "/_ping" && c.Route != "/events" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// nth returns the ordinal of call d among the calls of its method and
+// route in calls.
+func nth(calls []faultproxy.Call, d faultproxy.Call) int {
+	n := 0
+	for _, c := range calls {
+		if c.Method == d.Method && c.Route == d.Route {
+			n++
+		}
+		if c.At.Equal(d.At) && c.Path == d.Path {
+			return n
+		}
+	}
+	return n
+}
+
+// writeMesh writes the mesh file for v.
+func (r *fltRun) writeMesh(v fltVersion) {
+	r.ver = v
+	envFile := ""
+	if v.EnvFile != "" {
+		envFile = "env-file: [" + v.EnvFile + "]"
+	}
+	cmdline := fltServe
+	if v.Crash {
+		cmdline = fltCrash
+	}
+	side := ""
+	if v.Side != "" {
+		side = strings.ReplaceAll(fltSide, "SIDEGATE", v.Side)
+	}
+	// One pass each: a Replacer does not look again at what it put in.
+	mesh := strings.NewReplacer("SIDE", side, "CMDLINE", cmdline).Replace(fltMesh)
+	mesh = strings.NewReplacer("MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
+		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile, "TERMDIR", r.termDir()).Replace(mesh)
+	if err := os.WriteFile(r.file, []byte(mesh), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// termDir is the host directory the service notes its SIGTERMs in.
+func (r *fltRun) termDir() string {
+	d := filepath.Join(r.dir, "term")
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		r.t.Fatal(err)
+	}
+	return d
+}
+
+// applied writes v and applies it without faults; it must succeed.
+func (r *fltRun) applied(v fltVersion) {
+	r.writeMesh(v)
+	if res := r.run(false, "apply", "-f", r.file, "--settle", "1s"); res.code != 0 {
+		r.t.Fatalf("setup apply: exit %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	r.want = v.Version
+}
+
+// fltResult is how a meshctl process ended.
+type fltResult struct {
+	code           int // -1 when a signal ended it
+	sig            syscall.Signal
+	stdout, stderr string
+	took           time.Duration
+}
+
+// fltProc is a meshctl process the harness runs.
+type fltProc struct {
+	r        *fltRun
+	args     []string
+	cmd      *exec.Cmd
+	out, err lockedBuilder
+	begin    time.Time
+	done     chan struct{}
+	waitErr  error
+	end      time.Time
+	termAt   time.Time // when a signal asked it to end
+}
+
+// start starts meshctl args, through the proxy when via.
+func (r *fltRun) start(via bool, args ...string) *fltProc {
+	if via {
+		args = append([]string{"--docker-host", r.g.proxy.Host()}, args...)
+	}
+	p := &fltProc{r: r, args: args, cmd: r.m.command(args...), done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
+	p.begin = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go p.reap()
+	return p
+}
+
+func (p *fltProc) reap() {
+	p.waitErr = p.cmd.Wait()
+	p.end = time.Now()
+	close(p.done)
+}
+
+// run runs meshctl args to its end.
+func (r *fltRun) run(via bool, args ...string) fltResult {
+	return r.start(via, args...).wait()
+}
+
+// fltBudget is how long a command may take before the harness asks it to
+// end (SIGTERM): an engine call that hangs may make it wait for ever.
+const fltBudget = 90 * time.Second
+
+// fltSignalBound is how soon a command must end after SIGTERM, SIGINT or
+// SIGHUP, its cleanup included, on a loaded machine.
+const fltSignalBound = 40 * time.Second
+
+// wait waits for the process; past fltBudget (under a hang fault: 8 s in
+// the short run, 20 s in the long mode, where a hang may follow other
+// faults) it sends SIGTERM, and it checks that a process asked to end
+// ended within fltSignalBound.
+func (p *fltProc) wait() fltResult {
+	budget := fltBudget
+	switch {
+	case p.r.hangs() && p.r.g.long:
+		budget = 20 * time.Second
+	case p.r.hangs():
+		budget = 8 * time.Second
+	}
+	select {
+	case <-p.done:
+	case <-time.After(budget):
+		p.r.t.Logf("meshctl %s still runs after %s: SIGTERM", strings.Join(p.args, " "), budget)
+		p.signal(syscall.SIGTERM)
+	}
+	if !p.termAt.IsZero() {
+		p.boundedEnd()
+	}
+	<-p.done
+	return p.result()
+}
+
+// boundedEnd checks that the process ends within fltSignalBound of the
+// signal that asked it to; else it is SIGKILLed.
+func (p *fltProc) boundedEnd() {
+	select {
+	case <-p.done:
+		took := p.end.Sub(p.termAt)
+		p.r.g.slowestEnd = max(p.r.g.slowestEnd, took)
+		if took > fltSignalBound {
+			p.r.t.Errorf("meshctl %s ended %s after its signal, want within %s", strings.Join(p.args, " "), took.Round(time.Millisecond), fltSignalBound)
+		}
+	case <-time.After(time.Until(p.termAt.Add(fltSignalBound))):
+		p.r.t.Errorf("meshctl %s still runs %s after its signal: SIGKILL\n%s", strings.Join(p.args, " "), fltSignalBound, p.err.String())
+		_ = p.cmd.Process.Kill()
+	}
+}
+
+// signal sends sig; SIGTERM, SIGINT and SIGHUP ask the process to end.
+func (p *fltProc) signal(sig syscall.Signal) {
+	p.r.g.signals[signalName(sig)]++
+	if sig == syscall.SIGTERM || sig == syscall.SIGINT || sig == syscall.SIGHUP {
+		p.termAt = time.Now()
+	}
+	_ = p.cmd.Process.Signal(sig)
+}
+
+func (p *fltProc) result() fltResult {
+	res := fltResult{stdout: p.out.String(), stderr: p.err.String(), took: p.end.Sub(p.begin)}
+	var exit *exec.ExitError
+	switch {
+	case p.waitErr == nil:
+	case errors.As(p.waitErr, &exit):
+		res.code = exit.ExitCode()
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.sig = ws.Signal()
+		}
+	default:
+		p.r.t.Fatalf("meshctl %s: %v", strings.Join(p.args, " "), p.waitErr)
+	}
+	return res
+}
+
+// waitFor waits until the process wrote text to stderr; false if it ended
+// first or took longer than a minute.
+func (p *fltProc) waitFor(text string) bool {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if strings.Contains(p.err.String(), text) {
+			return true
+		}
+		select {
+		case <-p.done:
+			return strings.Contains(p.err.String(), text)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return false
+}
+
+// waitStepGone waits until no step container of the module runs (a run:
+// step outlives a SIGKILLed window; its hold is honoured until it ends).
+func (r *fltRun) waitStepGone() {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := r.g.m.eng.List(r.t.Context(), map[string]string{"io.meshctl.module": r.module, "io.meshctl.role": "step"})
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if !slices.ContainsFunc(list, func(c engine.Container) bool { return c.Running }) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.t.Fatalf("a step container of %s still runs after a minute", r.module)
+}
+
+// signalName names sig as kill -l does.
+func signalName(sig syscall.Signal) string {
+	names := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT",
+		syscall.SIGHUP: "SIGHUP", syscall.SIGSTOP: "SIGSTOP", syscall.SIGCONT: "SIGCONT", syscall.SIGPIPE: "SIGPIPE"}
+	if n, ok := names[sig]; ok {
+		return n
+	}
+	return sig.String()
+}
+
+// describe says how the process ended.
+func (res fltResult) describe() string {
+	if res.sig != 0 {
+		return "killed by " + signalName(res.sig)
+	}
+	return fmt.Sprintf("exit %d", res.code)
+}
+
+// callList names calls in order, "METHOD ROUTE" each.
+func callList(calls []faultproxy.Call) string {
+	var parts []string
+	for _, c := range calls {
+		parts = append(parts, c.Method+" "+c.Route)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+)
+
+// allClasses are the proxy's fault classes.
+var allClasses = faultproxy.Classes
+
+// faultScenarios are the scenarios of TestFaults. Each holds on today's
+// code with the doors its skip leaves (a door left out leads to a known
+// finding: see knownFindings).
+var faultScenarios = []fltScenario{
+	{name: "apply-create", classes: allClasses, setup: noSetup, act: actApply},
+	{name: "apply-recreate", classes: allClasses, skip: removeFails, setup: v1, act: actRecreate},
+	{name: "apply-putback", classes: allClasses, skip: removeFails, setup: v1, act: actPutBack},
+	{name: "window-run", classes: allClasses, setup: v1, act: actWindow("gc")},
+	{name: "window-exec", classes: allClasses, setup: v1, act: actWindow("gcx")},
+	{name: "window-deferred", classes: allClasses, skip: removeFails, setup: v1, act: actDeferred},
+	{name: "stale-release", classes: allClasses, setup: v1, act: actStaleRelease},
+	{name: "status", classes: allClasses, setup: v1, act: actStatus},
+	{name: "signal-window", setup: slowV1, act: actSignalWindow},
+	{name: "signal-apply", setup: slowV1, act: actSignalApply},
+	{name: "closed-stdout", setup: v1, act: actClosedStdout},
+	{name: "concurrent", setup: v1, act: actConcurrent},
+	{name: "state-enospc", setup: setupTinyState, act: actFullState},
+}
+
+// knownDoor reports whether faulting the nth call d with c leads to a
+// known finding in every scenario (see knownFindings): a hang anywhere but
+// in the first read of a command can land in a cleanup, whose fresh
+// context outlasts a SIGTERM by a minute ("new-hang").
+func knownDoor(d faultproxy.Call, n int, c faultproxy.Class) bool {
+	firstRead := d.Method == "GET" && n == 1 && (d.Route == "/containers/json" || d.Route == "/images/{id}/json")
+	return c == faultproxy.Hang && !firstRead
+}
+
+// removeFails reports whether d is a remove (DELETE) that c makes fail:
+// after a remove of the old or the new container fails, meshctl starts
+// the old one beside the new (17.1).
+func removeFails(d faultproxy.Call, c faultproxy.Class) bool {
+	return d.Method == "DELETE" && (c == faultproxy.Fail || c == faultproxy.Drop)
+}
+
+// noSetup writes version 1's file and applies nothing.
+func noSetup(r *fltRun) {
+	r.writeMesh(r.ver)
+}
+
+// v1 applies the first, healthy version.
+func v1(r *fltRun) { r.applied(r.ver) }
+
+// slowV1 applies a first version whose graceful stop takes 3 s, long
+// enough for a signal to land in it.
+func slowV1(r *fltRun) {
+	v := r.ver
+	v.Grace, v.Step = "3", "2"
+	r.applied(v)
+}
+
+// actApply creates the service through the proxy.
+func actApply(r *fltRun) {
+	r.run(true, "apply", "-f", r.file, "--settle", "1s")
+}
+
+// actRecreate replaces version 1 by a healthy version 2 through the proxy.
+func actRecreate(r *fltRun) {
+	v := r.ver
+	v.Version = "2"
+	r.writeMesh(v)
+	r.run(true, "apply", "-f", r.file, "--settle", "1s")
+	r.want = "2"
+}
+
+// actPutBack tries a version 2 that never becomes healthy through the
+// proxy: the old version must be put back; the healing apply fails the
+// same way (exit 1) and leaves version 1 running.
+func actPutBack(r *fltRun) {
+	v := r.ver
+	v.Version, v.Probe = "2", "false"
+	r.writeMesh(v)
+	r.run(true, "apply", "-f", r.file, "--settle", "1s")
+	r.finalExit = 1
+}
+
+// actWindow runs a window of step through the proxy.
+func actWindow(step string) func(r *fltRun) {
+	return func(r *fltRun) {
+		r.windows = append(r.windows, fltWindow{step: step, exec: step == "gcx"})
+		if res := r.run(true, "window", "run", r.module, step, "-f", r.file, "--settle", "1s"); res.code == 0 {
+			r.checkServiceRuns("after a window that exited 0")
+		}
+	}
+}
+
+// actDeferred runs a window through the proxy; mid-step an apply without
+// faults changes the held service (deferred), which the close carries out.
+func actDeferred(r *fltRun) {
+	v := r.ver
+	v.Step = "5"
+	r.writeMesh(v)
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	p := r.start(true, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	p.waitFor("step gc started")
+	v.Version = "2"
+	r.writeMesh(v)
+	if res := r.run(false, "apply", "-f", r.file, "--settle", "1s"); res.code != 0 {
+		r.t.Errorf("the mid-window apply exited %d\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	r.want = "2"
+	if res := p.wait(); res.code == 0 {
+		r.checkServiceRuns("after a window that exited 0")
+	}
+}
+
+// actStaleRelease SIGKILLs a window mid-step, then applies through the
+// proxy once its step container has ended: the apply releases the stale
+// hold.
+func actStaleRelease(r *fltRun) {
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	p := r.start(false, "window", "run", r.module, "gc", "-f", r.file)
+	p.waitFor("step gc started")
+	p.signal(syscall.SIGKILL)
+	p.wait()
+	r.waitStepGone()
+	r.run(true, "apply", "-f", r.file, "--settle", "1s")
+}
+
+// actStatus runs status and status --check through the proxy: whatever the
+// engine does to their calls, they change nothing.
+func actStatus(r *fltRun) {
+	begin := time.Now()
+	r.run(true, "status")
+	r.run(true, "status", "--check", "-o", "json")
+	r.quiet = append(r.quiet, [2]time.Time{begin, time.Now()})
+}
+
+// fltSignals are the signals the signal scenarios draw from; SIGSTOP is
+// followed by SIGCONT.
+var fltSignals = []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGSTOP}
+
+// signalAt starts meshctl args, sends a drawn signal at a drawn instant of
+// [0, span), and waits for it to end.
+func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...string) {
+	sig := sigs[r.rng.IntN(len(sigs))]
+	delay := time.Duration(r.rng.Int64N(int64(span)))
+	r.t.Logf("%s after %s", signalName(sig), delay.Round(time.Millisecond))
+	p := r.start(false, args...)
+	select {
+	case <-p.done:
+	case <-time.After(delay):
+		p.signal(sig)
+		if sig == syscall.SIGSTOP {
+			time.Sleep(time.Duration(200+r.rng.IntN(2000)) * time.Millisecond)
+			p.signal(syscall.SIGCONT)
+		}
+	}
+	res := p.wait()
+	r.t.Logf("%s after %s", res.describe(), res.took.Round(time.Millisecond))
+	if res.sig == syscall.SIGTERM || res.sig == syscall.SIGINT || res.sig == syscall.SIGHUP {
+		// Asked to end, meshctl closes what it opened and exits 130; it
+		// is not killed by the signal (SIGHUP: 17.9).
+		r.t.Errorf("meshctl %s was %s, want it to clean up and exit", strings.Join(p.args, " "), res.describe())
+	}
+}
+
+// fltSafeSignals are the signals whose every instant holds today (see
+// knownFindings for SIGTERM, SIGINT and SIGHUP).
+var fltSafeSignals = []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP}
+
+// drawnSignals returns the signals a draw picks from: the safe ones, or
+// all under MESHCTL_FAULTS_ALL=1.
+func drawnSignals() []syscall.Signal {
+	if os.Getenv("MESHCTL_FAULTS_ALL") == "1" {
+		return fltSignals
+	}
+	return fltSafeSignals
+}
+
+// actSignalWindow signals a window (a 3 s graceful stop, a 2 s run: step)
+// at a drawn instant of its life.
+func actSignalWindow(r *fltRun) {
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	r.signalAt(drawnSignals(), 10*time.Second, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+}
+
+// actSignalApply signals an apply replacing version 1 (a 3 s graceful
+// stop) by version 2 at a drawn instant of its life.
+func actSignalApply(r *fltRun) {
+	v := r.ver
+	v.Version = "2"
+	r.writeMesh(v)
+	r.want = "2"
+	r.signalAt(drawnSignals(), 8*time.Second, "apply", "-f", r.file, "--settle", "1s")
+}
+
+// actClosedStdout runs a window and an apply whose stdout and stderr
+// nobody reads (a closed pipe: SIGPIPE): both carry on to the end.
+func actClosedStdout(r *fltRun) {
+	r.windows = append(r.windows, fltWindow{step: "gcx", exec: true})
+	for _, args := range [][]string{
+		{"window", "run", r.module, "gcx", "-f", r.file, "--settle", "1s"},
+		{"apply", "-f", r.file, "--settle", "1s", "-o", "json"},
+	} {
+		if code := r.runClosedOutput(args...); code != 0 {
+			r.t.Errorf("meshctl %s with a closed stdout: exit %d, want 0", strings.Join(args, " "), code)
+		}
+	}
+	r.g.signals["SIGPIPE"]++
+}
+
+// runClosedOutput runs meshctl with stdout and stderr pipes whose readers
+// are gone, and returns its exit status (-1 if a signal ended it).
+func (r *fltRun) runClosedOutput(args ...string) int {
+	cmd := r.m.command(args...)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	outR.Close()
+	defer outW.Close()
+	cmd.Stdout, cmd.Stderr = outW, outW
+	err = cmd.Run()
+	if cmd.ProcessState == nil {
+		r.t.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// actConcurrent runs two applies and two windows at once through a proxy
+// that delays a fifth of the calls.
+func actConcurrent(r *fltRun) {
+	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, faultproxy.Rule{Prob: 0.2, Class: faultproxy.Delay, Delay: 300 * time.Millisecond}))
+	r.windows = append(r.windows, fltWindow{step: "gc"}, fltWindow{step: "gcx", exec: true})
+	var procs []*fltProc
+	for _, args := range [][]string{
+		{"apply", "-f", r.file, "--settle", "1s"},
+		{"window", "run", r.module, "gc", "-f", r.file, "--settle", "1s", "--wait", "2m"},
+		{"apply", "-f", r.file, "--settle", "1s"},
+		{"window", "run", r.module, "gcx", "-f", r.file, "--settle", "1s", "--wait", "2m"},
+	} {
+		procs = append(procs, r.start(true, args...))
+	}
+	for _, p := range procs {
+		if res := p.wait(); res.code != 0 {
+			r.t.Errorf("meshctl %s: exit %d\n%s%s", strings.Join(p.args, " "), res.code, res.stdout, res.stderr)
+		}
+	}
+}
+
+// writeEnvFile writes an env-file for a module and returns its path.
+func (r *fltRun) writeEnvFile(name string) string {
+	p := filepath.Join(r.dir, name)
+	if err := os.WriteFile(p, []byte("SECRET="+strconv.Itoa(r.rng.IntN(1e6))+"\n"), 0o600); err != nil {
+		r.t.Fatal(err)
+	}
+	return p
+}
