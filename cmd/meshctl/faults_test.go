@@ -34,7 +34,8 @@ import (
 // runs only those; MESHCTL_FAULTS_ALL=1 walks the known doors too. The
 // seed is printed on every failure; iteration i of seed S draws from S+i.
 // MESHCTL_FAULTS_KNOWN=1 replays the known findings instead
-// (knownFindings): each fails until its bug is fixed.
+// (knownFindings): each fails until its bug is fixed; the fixed ones
+// (fixedFindings) run first in every other run, as regression tests.
 func TestFaults(t *testing.T) {
 	if os.Getenv("MESHCTL_FAULTS_KNOWN") == "1" {
 		testKnownFindings(t)
@@ -48,6 +49,7 @@ func TestFaults(t *testing.T) {
 	if os.Getenv("MESHCTL_FAULTS") != "" {
 		rig.faults, rig.long = 3, true
 	}
+	testFixedFindings(t, rig)
 	for i := range iterations {
 		sc := scenarios[i%len(scenarios)]
 		if iterations > len(scenarios) {
