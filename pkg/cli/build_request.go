@@ -44,13 +44,14 @@ Ids are strictly increasing in request order across processes: it is the
 order of requests, not of records, that decides which build is current.
 
 A module that neither the ledger nor this host's applied state knows, and
-whose name is one letter from one they know ("wbe" beside "web"), is taken for
-a typo: refused (exit 2) with a "did you mean", nothing issued. --new says the
-module is new: its first build.`,
+whose name is a slip of the fingers from one they know (two letters swapped,
+one doubled or dropped: "wbe" beside "web"), is taken for a typo: refused
+(exit 2) with a "did you mean", nothing issued. --new says the module is new:
+its first build.`,
 		Example: `  meshctl build request web
   meshctl build request web store -o json          # one plan, a build id per module
   meshctl build request api --plan p-01JNQX6Z2V8W9X0Y1Z2A3B4C5D
-  meshctl build request app --new                  # a new module, one letter from "api"`,
+  meshctl build request webb --new                 # a new module, one letter from "web"`,
 		Annotations: map[string]string{exitStatusKey: `  0    issued
   1    the etcd ledger (--ledger etcd://…) did not answer
   2    bad usage, a bad module name, an unknown plan, a module name that
@@ -63,7 +64,7 @@ module is new: its first build.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.plan, "plan", "", "add the builds to this existing plan (p-…)")
-	cmd.Flags().BoolVar(&opts.isNew, "new", false, "a module new to the ledger is meant, even one letter from a known one")
+	cmd.Flags().BoolVar(&opts.isNew, "new", false, "a module new to the ledger is meant, even one that looks like a typo of a known one")
 	return writesMetrics(cmd)
 }
 
@@ -115,9 +116,8 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 }
 
 // checkTypos refuses a requested module that is likely a typo: unknown to
-// the ledger and to this host's applied state, and one edit from a module
-// that is known (mesh.Near). A module far from every known one is simply
-// new.
+// the ledger and to this host's applied state, and a slip of the fingers
+// from a module that is known (mesh.Near). Any other module is simply new.
 func checkTypos(ctx context.Context, env *Env, l *ledger.Ledger, modules []string) error {
 	known, err := l.Modules(ctx)
 	if err != nil {
@@ -133,7 +133,7 @@ func checkTypos(ctx context.Context, env *Env, l *ledger.Ledger, modules []strin
 			continue // a bad name is the request's to refuse, as such
 		}
 		if near := mesh.Near(m, known); near != "" {
-			return &UsageError{Err: fmt.Errorf("module %q is new to the ledger and one letter from %q: did you mean %q? (for a new module, give --new)", m, near, near)}
+			return &UsageError{Err: fmt.Errorf("module %q is new to the ledger and looks like a typo of %q: did you mean %q? (for a new module, give --new)", m, near, near)}
 		}
 	}
 	return nil

@@ -91,7 +91,7 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 	for {
 		switch {
 		case c.Restarting || c.RestartCount != first.RestartCount || !c.StartedAt.Equal(first.StartedAt):
-			return x.unhealthy(ctx, id, name, HealthRestarting, fmt.Sprintf("restarting: exited %d and was restarted by the engine (restart count %d)", c.ExitCode, c.RestartCount))
+			return x.unhealthy(ctx, id, name, HealthRestarting, restartedReason(c))
 		case !c.Running && !probe && c.ExitCode == 0 && (c.RestartPolicy == "no" || c.RestartPolicy == "on-failure" || c.RestartPolicy == ""):
 			// Nothing will restart it and it succeeded: a job, done.
 			return HealthCompleted, nil
@@ -153,4 +153,15 @@ func oneLine(s string) string {
 		return "the probe failed without output"
 	}
 	return s
+}
+
+// restartedReason says how a container the engine restarted failed. Its exit
+// code is known only while it is between its exit and the restart
+// (Restarting): once it runs again the engine has reset the code to 0, which
+// must not be reported as the exit of a process that failed.
+func restartedReason(c engine.Container) string {
+	if c.Running && !c.Restarting {
+		return fmt.Sprintf("restarting: it exited and the engine restarted it (restart count %d)", c.RestartCount)
+	}
+	return fmt.Sprintf("restarting: exited %d and was restarted by the engine (restart count %d)", c.ExitCode, c.RestartCount)
 }

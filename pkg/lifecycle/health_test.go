@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -120,6 +121,24 @@ func TestHealthBudget(t *testing.T) {
 			Timeout: tt.h.Timeout, Retries: tt.h.Retries, StartPeriod: tt.h.StartPeriod})
 		if got := healthBudget(d.EngineSpec("s").Healthcheck); got != tt.want {
 			t.Errorf("budget(%+v) = %v, want %v", tt.h, got, tt.want)
+		}
+	}
+}
+
+// TestRestartedReasonNeverSaysTheResetCode: a crash-looping container seen
+// running again has the exit code the engine reset to 0 on restart; the
+// reason must not report that 0 as how it failed (issue 17 item 9: a process
+// that exits 3 read "restarting: exited 0").
+func TestRestartedReasonNeverSaysTheResetCode(t *testing.T) {
+	for _, tt := range []struct {
+		c    engine.Container
+		want string
+	}{
+		{engine.Container{Restarting: true, ExitCode: 3, RestartCount: 1}, "restarting: exited 3 and was restarted by the engine (restart count 1)"},
+		{engine.Container{Running: true, ExitCode: 0, RestartCount: 2}, "restarting: it exited and the engine restarted it (restart count 2)"},
+	} {
+		if got := restartedReason(tt.c); got != tt.want {
+			t.Errorf("restartedReason(%+v) = %q, want %q", tt.c, got, tt.want)
 		}
 	}
 }

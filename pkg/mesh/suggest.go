@@ -23,17 +23,34 @@ func Suggest(word string, candidates []string) string {
 	return best
 }
 
-// Near returns the candidate one edit from word (a letter added, dropped or
-// changed, or two neighbours swapped: "wbe" for "web"), "" when none is: a
-// word so close to a known name is more likely a typo of it than a name of
-// its own.
+// Near returns the candidate that word is a slip of the fingers from, ""
+// when none is: two neighbours swapped ("wbe" for "web"), a letter doubled or
+// dropped ("webb", "wb"). A letter changed is not a slip but, as often, a
+// name of its own: api beside app, web-1 beside web-2.
 func Near(word string, candidates []string) string {
 	for _, c := range candidates {
-		if c != word && editDistance(word, c) == 1 {
+		if c == word || editDistance(word, c) != 1 {
+			continue
+		}
+		if len(c) != len(word) && (len(c) >= 3 || len(word) >= 3) {
+			return c // a letter added or dropped
+		}
+		if len(c) == len(word) && swapped(word, c) {
 			return c
 		}
 	}
 	return ""
+}
+
+// swapped reports whether a and b differ by two neighbouring letters swapped.
+func swapped(a, b string) bool {
+	ra, rb := []rune(a), []rune(b)
+	for i := range ra {
+		if ra[i] != rb[i] {
+			return i+1 < len(ra) && ra[i] == rb[i+1] && ra[i+1] == rb[i] && string(ra[i+2:]) == string(rb[i+2:])
+		}
+	}
+	return false
 }
 
 // editDistance is the Levenshtein distance between a and b, with a swap of
