@@ -96,10 +96,42 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		}
 		return fmt.Errorf("%w; the old container was put back", err)
 	}
-	if err := x.Engine.Remove(ctx, old.ID); err != nil {
-		return fmt.Errorf("remove the old %s (now %s): %w", d.Name, OldName(d.Name), err)
+	if err := x.removeGone(ctx, old.ID); err != nil {
+		return &OldLeftError{Name: d.Name, Err: err}
 	}
 	return nil
+}
+
+// OldLeftError is a recreate that replaced its container (the new one runs,
+// healthy, under the name) but could not remove the old one, left aside and
+// stopped as NAME.meshctl-old: nothing may start it again, or two copies of
+// the service would run. The next recreate of the name removes it.
+type OldLeftError struct {
+	Name string
+	Err  error
+}
+
+func (e *OldLeftError) Error() string {
+	return fmt.Sprintf("%s replaced, but the old one could not be removed: %v; it stays aside, stopped, as %s", e.Name, e.Err, OldName(e.Name))
+}
+
+func (e *OldLeftError) Unwrap() error { return e.Err }
+
+// removeGone removes container id and makes sure it is gone: an engine that
+// refused once (or whose answer was lost) is asked again, and then asked
+// whether the container still exists, before anyone acts on it.
+func (x Executor) removeGone(ctx context.Context, id string) error {
+	err := x.Engine.Remove(ctx, id)
+	if err == nil || engine.IsNotFound(err) {
+		return nil
+	}
+	if err2 := x.Engine.Remove(ctx, id); err2 == nil || engine.IsNotFound(err2) {
+		return nil
+	}
+	if _, ierr := x.Engine.Inspect(ctx, id); engine.IsNotFound(ierr) {
+		return nil
+	}
+	return err
 }
 
 // renameAside renames old out of the way of its replacement. A container
@@ -125,15 +157,22 @@ func (x Executor) renameAside(ctx context.Context, name string, old engine.Conta
 // aside, back to name, and starts it if it ran (old.Running). A failed
 // recreate calls it, and so does the next apply for one whose apply died
 // mid-way (apply's healInterrupted). It runs even after a signal.
+//
+// Each step is taken only once the engine has said the one before it is
+// done: while the failed new container may still hold the name, the old one
+// is neither renamed back nor started, so that never two copies of the
+// service run (fail closed: it stays aside, stopped, for the next apply).
 func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Container) error {
 	ctx = cleanupContext(ctx)
-	var errs []error
 	if newID != "" {
-		errs = append(errs, wrapErr("remove the failed new "+name, x.Engine.Remove(ctx, newID)))
+		if err := x.removeGone(ctx, newID); err != nil {
+			return fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name))
+		}
 	}
-	errs = append(errs, wrapErr("rename the old "+name+" back", x.Engine.Rename(ctx, old.ID, name)))
-	errs = append(errs, x.restart(ctx, old))
-	if err := errors.Join(errs...); err != nil {
+	if err := x.Engine.Rename(ctx, old.ID, name); err != nil {
+		return fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name))
+	}
+	if err := x.restart(ctx, old); err != nil {
 		return fmt.Errorf("put the old %s back: %w", name, err)
 	}
 	return nil

@@ -343,7 +343,19 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 		if err == nil {
 			return nil
 		}
-		// The old container is back as it was: stopped. Run it.
+		if ol := (*lifecycle.OldLeftError)(nil); errors.As(err, &ol) {
+			// The new one runs, healthy: the change is carried out. The
+			// old one must stay stopped, aside.
+			w.opts.Progress("warning: %v\n", err)
+			return nil
+		}
+		// Ask the engine before starting anything: only the old container,
+		// back under its name, may run again; anything else (the failed new
+		// one still there, the old one still aside) stays as it is, and the
+		// hold with it (fail closed).
+		if back, ierr := w.eng.Inspect(ctx, name); ierr != nil || back.ID != c.ID {
+			return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
+		}
 		if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
 			return errors.Join(err, rerr)
 		}
