@@ -61,10 +61,14 @@ func holdKept(d *state.Dir, module string) bool {
 	return slices.ContainsFunc(doc.Holds, func(h holds.Hold) bool { return h.Module == module && h.PID == os.Getpid() })
 }
 
+// forgetWait bounds forgetting released windows on the mesh: an etcd that
+// does not answer must not hold up the apply that released them.
+const forgetWait = 3 * time.Second
+
 // forgetReleasedWindows removes from the mesh the windows of this host whose
 // stale holds an apply planned to release, once the holds file no longer has
 // them (their process died; the mesh shows them lapsed until then). Best
-// effort, within metricsWait: only where the ledger is etcd and a hold went,
+// effort, within forgetWait: only where the ledger is etcd and a hold went,
 // so an apply that needs no artifact still never contacts etcd otherwise,
 // and a dry run, which releases nothing, forgets nothing.
 func forgetReleasedWindows(env *Env, d *state.Dir, released []holds.View) {
@@ -88,7 +92,7 @@ func forgetReleasedWindows(env *Env, d *state.Dir, released []holds.View) {
 		return
 	}
 	defer l.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), metricsWait)
+	ctx, cancel := context.WithTimeout(context.Background(), forgetWait)
 	defer cancel()
 	for _, v := range released {
 		w := ledger.MeshWindow{Host: env.hostName(), Module: v.Module, Step: v.Step, PID: v.PID}
