@@ -107,6 +107,36 @@ func TestScriptREADME(t *testing.T) {
 	}
 }
 
+// TestScriptModulesUnique checks that no two scripts claim the same module
+// with "ctr modules": scripts run in parallel on one engine, and each removes
+// its modules' containers when it starts and ends, so a shared name lets one
+// script remove another's containers mid-run.
+func TestScriptModulesUnique(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "script", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts: %v", err)
+	}
+	owner := map[string]string{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			mods, ok := strings.CutPrefix(strings.TrimSpace(line), "ctr modules ")
+			if !ok {
+				continue
+			}
+			for _, m := range strings.Fields(mods) {
+				if o, dup := owner[m]; dup && o != filepath.Base(f) {
+					t.Errorf("module %s is claimed by both %s and %s", m, o, filepath.Base(f))
+				}
+				owner[m] = filepath.Base(f)
+			}
+		}
+	}
+}
+
 // held are the locks scripts took; scripts run in parallel.
 var (
 	heldMu sync.Mutex
