@@ -844,39 +844,39 @@ func TestLoadSizeLimit(t *testing.T) {
 	if err := os.WriteFile(over, padded(t, MaxFileSize+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if MaxFileSize != 4<<20 {
-		t.Fatalf("MaxFileSize = %d, want 4 MiB", MaxFileSize)
+	if MaxFileSize != 2<<20 {
+		t.Fatalf("MaxFileSize = %d, want 2 MiB", MaxFileSize)
 	}
-	t.Run("file of 4 MiB", func(t *testing.T) {
+	t.Run("file of 2 MiB", func(t *testing.T) {
 		if _, err := Load(at, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("file over 4 MiB", func(t *testing.T) {
+	t.Run("file over 2 MiB", func(t *testing.T) {
 		_, err := Load(over, nil)
-		checkRefusal(t, err, over, 0, "", "is larger than 4 MiB")
+		checkRefusal(t, err, over, 0, "", "is larger than 2 MiB")
 	})
-	t.Run("stdin of 4 MiB", func(t *testing.T) {
+	t.Run("stdin of 2 MiB", func(t *testing.T) {
 		if _, err := Load("-", strings.NewReader(string(padded(t, MaxFileSize)))); err != nil {
 			t.Fatal(err)
 		}
 	})
-	t.Run("stdin over 4 MiB", func(t *testing.T) {
+	t.Run("stdin over 2 MiB", func(t *testing.T) {
 		_, err := Load("-", strings.NewReader(string(padded(t, MaxFileSize+1))))
-		checkRefusal(t, err, "<stdin>", 0, "", "is larger than 4 MiB")
+		checkRefusal(t, err, "<stdin>", 0, "", "is larger than 2 MiB")
 	})
 	t.Run("stdin of 64 MiB", func(t *testing.T) {
 		// Load stops reading past the limit rather than holding it all.
 		r := &countingReader{r: io.LimitReader(endless{}, 64<<20)}
 		_, err := Load("-", r)
-		checkRefusal(t, err, "<stdin>", 0, "", "is larger than 4 MiB")
+		checkRefusal(t, err, "<stdin>", 0, "", "is larger than 2 MiB")
 		if r.n > MaxFileSize+1 {
 			t.Errorf("Load read %d bytes of stdin, want at most %d", r.n, MaxFileSize+1)
 		}
 	})
-	t.Run("decode over 4 MiB", func(t *testing.T) {
+	t.Run("decode over 2 MiB", func(t *testing.T) {
 		_, err := Decode("big.yaml", padded(t, MaxFileSize+1))
-		checkRefusal(t, err, "big.yaml", 0, "", "is larger than 4 MiB")
+		checkRefusal(t, err, "big.yaml", 0, "", "is larger than 2 MiB")
 	})
 }
 

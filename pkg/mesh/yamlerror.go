@@ -258,44 +258,25 @@ func wantedFor(field, goType string) string {
 // mapping keys of that name; a non-empty tag, to values of that tag.
 func pathAt(n *yaml.Node, line int, key, tag string) string {
 	var best string
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
-			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := join(path, k.Value)
-				var match bool
-				switch {
-				case key != "":
-					match = k.Line == line && k.Value == key
-				case tag != "":
-					// A type error names the line of the value, which for
-					// a block list or map is after the key's.
-					match = v.Line == line && v.ShortTag() == tag
-				default:
-					match = k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
-				}
-				if match {
-					best = p
-				}
-				walk(v, p)
-			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if c.Line == line && key == "" && (tag == "" && best == "" || tag != "" && c.ShortTag() == tag) {
-					best = p
-				}
-				walk(c, p)
-			}
+	var w pathWalker
+	w.walk(n, line, func(k, v *yaml.Node) {
+		var match bool
+		switch {
+		case k == nil: // a sequence item
+			match = v.Line == line && key == "" && (tag == "" && best == "" || tag != "" && v.ShortTag() == tag)
+		case key != "":
+			match = k.Line == line && k.Value == key
+		case tag != "":
+			// A type error names the line of the value, which for a
+			// block list or map is after the key's.
+			match = v.Line == line && v.ShortTag() == tag
+		default:
+			match = k.Line == line || v.Line == line && (v.Kind == yaml.SequenceNode || v.Kind == yaml.MappingNode)
 		}
-	}
-	walk(n, "")
+		if match {
+			best = w.String()
+		}
+	})
 	return best
 }
 
@@ -303,36 +284,78 @@ func pathAt(n *yaml.Node, line int, key, tag string) string {
 // column: the key of a mapping value, the index of a sequence item. A key
 // there is named by itself.
 func pathAtColumn(n *yaml.Node, line, col int) string {
-	at := func(n *yaml.Node) bool { return n.Line == line && n.Column == col }
+	at := func(n *yaml.Node) bool { return n != nil && n.Line == line && n.Column == col }
 	var best string
-	var walk func(n *yaml.Node, path string)
-	walk = func(n *yaml.Node, path string) {
-		switch n.Kind {
-		case yaml.DocumentNode:
-			for _, c := range n.Content {
-				walk(c, path)
+	var w pathWalker
+	w.walk(n, line, func(k, v *yaml.Node) {
+		if at(k) || at(v) {
+			best = w.String()
+		}
+	})
+	return best
+}
+
+// pathWalker walks a node tree in document order, keeping the path to the
+// node it visits as elements, written out only when asked for: the errors
+// of a file of MaxNodes values are placed without a string per node.
+type pathWalker struct {
+	path []pathElem
+}
+
+// pathElem is a mapping key, or (key == nil) a sequence index.
+type pathElem struct {
+	key *yaml.Node
+	i   int
+}
+
+// walk calls visit for every mapping entry (k, v) and sequence item (nil,
+// v) under n, in document order, with w's path at that entry. Nothing
+// after line is visited: entries of a node come in the file's order, so the
+// first that starts after line ends the node's walk.
+func (w *pathWalker) walk(n *yaml.Node, line int, visit func(k, v *yaml.Node)) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			w.walk(c, line, visit)
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Line > line {
+				return
 			}
-		case yaml.MappingNode:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				k, v := n.Content[i], n.Content[i+1]
-				p := join(path, k.Value)
-				if at(k) || at(v) {
-					best = p
-				}
-				walk(v, p)
+			w.path = append(w.path, pathElem{key: k})
+			visit(k, v)
+			w.walk(v, line, visit)
+			w.path = w.path[:len(w.path)-1]
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if c.Line > line {
+				return
 			}
-		case yaml.SequenceNode:
-			for i, c := range n.Content {
-				p := fmt.Sprintf("%s[%d]", path, i)
-				if at(c) {
-					best = p
-				}
-				walk(c, p)
-			}
+			w.path = append(w.path, pathElem{i: i})
+			visit(nil, c)
+			w.walk(c, line, visit)
+			w.path = w.path[:len(w.path)-1]
 		}
 	}
-	walk(n, "")
-	return best
+}
+
+// String writes the path as "modules.m.containers.c.volumes[1]".
+func (w *pathWalker) String() string {
+	var b strings.Builder
+	for _, e := range w.path {
+		if e.key == nil {
+			fmt.Fprintf(&b, "[%d]", e.i)
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(e.key.Value)
+	}
+	return b.String()
 }
 
 // index is the path element of a sequence's i-th item.
@@ -348,11 +371,4 @@ func fieldPath(path []string) string {
 		b.WriteString(p)
 	}
 	return b.String()
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
