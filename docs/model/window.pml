@@ -43,6 +43,15 @@
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
+ *
+ *   BROKEN_STOP_FIRST   the window's open stops C before it sets C's restart
+ *                       policy to "no": a restart of the engine in between
+ *                       starts C again (the engine acts on the policy)
+ *
+ * The engine acts on C's restart policy: dockerd may restart once (an
+ * upgrade, with live-restore: running containers run on), and then starts
+ * a stopped container whose policy is "always", manual stop or not; the
+ * step container's policy is "no".
  */
 
 #ifndef MAXK
@@ -83,6 +92,7 @@ bool step_live_start; /* ghost: its start completed while that window lived */
 bool c_starting;    /* APPLY_START_IN_FLIGHT: a start of a new C in flight */
 bool step_starting; /* a start of it is in flight (it reads "created"); the
                      * engine finishes it even if the window dies */
+bool restarted;     /* the engine has restarted (once) */
 
 /* the killer */
 bool dead[5];
@@ -259,7 +269,11 @@ record:
 		/* code: Inspect C (its restart policy, for the hold) (no shared effect) */
 		hold[me] = 1;                      /* code: lock.Write(holds.json): the hold, with its step container */
 		unlock_state(me);
+#ifdef BROKEN_STOP_FIRST
+		forget(); stop_c();
+#endif
 		c_pol_no = 1;                      /* code: open: SetRestart(no), restart policy first */
+#ifndef BROKEN_STOP_FIRST
 		if
 		:: obs_c -> forget(); stop_c()     /* code: Stop (waits for the engine) */
 #ifndef BROKEN_OPEN_STOPS_LISTED
@@ -270,6 +284,7 @@ record:
 		:: else -> forget()
 #endif
 		fi;
+#endif
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
 		/* code: Create the step container (no shared effect) */
@@ -342,6 +357,8 @@ end:
 #endif
 	:: atomic { step_starting -> step_run = 1; step_starting = 0;  /* a start completes */
 	            step_live_start = winlock[step_owner] }
+	:: atomic { !restarted && !c_run && !c_stopping && !c_pol_no ->  /* dockerd restarts: */
+	            c_run = 1; restarted = 1 }                       /* C's policy is "always" */
 	od
 }
 

@@ -77,6 +77,45 @@ func TestOpenStopsWhatTheListingSaidWasStopped(t *testing.T) {
 	}
 }
 
+// TestOpenSetsRestartBeforeStop: the open sets a held container's restart
+// policy to "no" before it stops it. An engine restarted between a stop and
+// the policy change starts a stopped container whose policy is "always"
+// (docs/model, BROKEN_STOP_FIRST), mid-step.
+func TestOpenSetsRestartBeforeStop(t *testing.T) {
+	dir := t.TempDir()
+	d, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := mesh.Decode("mesh.yaml", []byte(stepTimesYAML(filepath.Join(dir, "start"), filepath.Join(dir, "end"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := enginetest.NewFake(enginetest.Image)
+	ctx := context.Background()
+	applyFresh(t, d, eng, f)
+	before := len(eng.Events())
+	if _, err := Run(ctx, d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	policyNo := false
+	for _, e := range eng.Events()[before:] {
+		if e.Name != "store.registry" {
+			continue
+		}
+		if e.Op == enginetest.OpRestart && e.Arg == "no" {
+			policyNo = true
+		}
+		if e.Op == enginetest.OpStop {
+			if !policyNo {
+				t.Fatalf("store.registry stopped before its restart policy was set to no; events: %+v", eng.Events()[before:])
+			}
+			return
+		}
+	}
+	t.Fatal("the open never stopped store.registry")
+}
+
 // stepTimesYAML is a host of two modules. Step store/gc holds the registry
 // and writes to the files its arguments name when it started and when it
 // ended (nanoseconds since the epoch); step other/gc holds web and does
