@@ -25,7 +25,8 @@ func newWindowListCmd(env *Env) *cobra.Command {
 		Long: `Show the windows not yet closed and the recent history.
 
 States: open; overdue (alive past its deadline: still honoured); orphaned (its
-process is gone but its step container still runs: still honoured); unknown
+process is gone but its step container, or a process of its exec: step, still
+runs: still honoured); unknown
 (its process is gone and the engine cannot say whether its step container runs:
 still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases

@@ -1,8 +1,12 @@
 package holds
 
 import (
+	"bytes"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/state"
@@ -33,6 +37,10 @@ type Hold struct {
 	Deadline time.Time         `json:"deadline"`
 	// StepContainer is the engine name of a run: step's one-off container.
 	StepContainer string `json:"step_container,omitempty"`
+	// StepGroup is the process group an exec: step runs in (its guard's),
+	// on this host: a window that died while processes of it still run is
+	// orphaned, as one whose step container runs.
+	StepGroup int `json:"step_group,omitempty"`
 }
 
 // LockName is the OS lock the window's process holds for its whole life.
@@ -128,7 +136,7 @@ func (h *History) Append(e Entry) {
 const (
 	Open     = "open"
 	Overdue  = "overdue"  // alive past its deadline: still honoured
-	Orphaned = "orphaned" // its process is gone, its step container still runs: still honoured
+	Orphaned = "orphaned" // its process is gone, its step (container or processes) still runs: still honoured
 	// Unknown is a window whose process is gone while the engine could not
 	// say whether its step container runs: still honoured (fail closed).
 	Unknown = "unknown"
@@ -145,6 +153,9 @@ type View struct {
 	Containers []string  `json:"containers"`
 	OpenedAt   time.Time `json:"opened_at"`
 	Deadline   time.Time `json:"deadline"`
+	// execStep says the step is exec: (processes on the host), not a
+	// container, for Describe's words.
+	execStep bool
 }
 
 // Honoured reports whether a window in this state still holds its
@@ -172,6 +183,8 @@ func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now 
 		return Overdue
 	case alive:
 		return Open
+	case h.StepGroup != 0 && groupRuns(h.StepGroup):
+		return Orphaned
 	case h.StepContainer == "":
 		return Stale
 	case stepsErr != nil || running == nil:
@@ -183,10 +196,47 @@ func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now 
 	}
 }
 
+// groupRuns reports whether a process of process group pgid still runs:
+// the guard kills its group when its window dies, a moment after the
+// window's locks are free. A zombie does not run (it waits for its reaper,
+// which on a host without a reaping init may be never). When it cannot
+// tell, it says it runs, as far as a hold is concerned (fail closed).
+func groupRuns(pgid int) bool {
+	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+		return false
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp …; comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(stat, ')')
+		if i < 0 {
+			return true
+		}
+		f := strings.Fields(string(stat[i+1:]))
+		if len(f) < 3 {
+			return true
+		}
+		if g, _ := strconv.Atoi(f[2]); g == pgid && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
+}
+
 // ViewOf returns the report form of h in state st.
 func ViewOf(h Hold, st string) View {
 	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
-		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline}
+		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, execStep: h.StepGroup != 0}
 }
 
 // Describe is the one-line text form: "window w-… store/garbage-collect open
@@ -198,10 +248,12 @@ func (v View) Describe() string {
 	}
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
 		state.When(v.OpenedAt), held)
-	switch v.State {
-	case Orphaned:
+	switch {
+	case v.State == Orphaned && v.execStep:
+		s += " (its process is gone; processes of its step still run)"
+	case v.State == Orphaned:
 		s += " (its process is gone; its step container still runs)"
-	case Unknown:
+	case v.State == Unknown:
 		s += " (its process is gone; the engine cannot say whether its step container runs, so the hold stays)"
 	}
 	return s

@@ -350,3 +350,40 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("orphaned Describe() = %q", got)
 	}
 }
+
+// TestGroupRuns: a dead window's exec: step group runs while a process of
+// it runs; a zombie (killed, not yet reaped) does not run, nor does a group
+// that is gone.
+func TestGroupRuns(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pgid := cmd.Process.Pid
+	if !groupRuns(pgid) {
+		t.Fatal("a group whose process sleeps does not run")
+	}
+	h := Hold{StepGroup: pgid}
+	if st := stateOf(h, false, nil, nil, time.Now()); st != Orphaned {
+		t.Errorf("a dead window whose step group runs is %s, want %s", st, Orphaned)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	// Killed, not reaped: a zombie, until Wait.
+	deadline := time.Now().Add(10 * time.Second)
+	for groupRuns(pgid) {
+		if time.Now().After(deadline) { // a hang guard, not a timing
+			t.Fatal("a killed, unreaped process still runs after 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := stateOf(h, false, nil, nil, time.Now()); st != Stale {
+		t.Errorf("a dead window whose step group is only a zombie is %s, want %s", st, Stale)
+	}
+	_ = cmd.Wait()
+	if groupRuns(pgid) {
+		t.Error("a group that is gone runs")
+	}
+}

@@ -133,6 +133,9 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 	if w.def.Run != nil {
 		h.StepContainer = StepContainerName(w.module, w.step)
 	}
+	if w.guard != nil {
+		h.StepGroup = w.guard.pgid
+	}
 	var stop []engine.Container
 	for _, name := range w.held {
 		c, ok := services[name]

@@ -184,7 +184,7 @@ func TestContainerStepOfMinutes(t *testing.T) {
 			eng := newStepEngine(20 * time.Minute)
 			var out lockedBuffer
 			w := containerWindow(eng, time.Hour, &out)
-			w.runStep(context.Background())
+			runStepOf(t, w, context.Background())
 			if w.result != ResultOK || w.stepErr != nil || w.stepCode == nil || *w.stepCode != 0 {
 				t.Errorf("result %q, error %v, code %v", w.result, w.stepErr, w.stepCode)
 			}
@@ -204,7 +204,7 @@ func TestContainerStepOfMinutes(t *testing.T) {
 			eng := newStepEngine(20 * time.Minute)
 			var out lockedBuffer
 			w := containerWindow(eng, 10*time.Minute, &out)
-			w.runStep(context.Background())
+			runStepOf(t, w, context.Background())
 			if !eng.killed {
 				t.Error("the step container was not killed at its timeout")
 			}
@@ -231,7 +231,7 @@ func TestContainerStepOfMinutes(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			time.AfterFunc(12*time.Minute, cancel) // SIGTERM from cron's kill
-			w.runStep(ctx)
+			runStepOf(t, w, ctx)
 			if !eng.killed || !eng.removed {
 				t.Errorf("killed %v, removed %v: want both", eng.killed, eng.removed)
 			}
@@ -247,7 +247,7 @@ func TestContainerStepOfMinutes(t *testing.T) {
 			eng.killErr = errors.New("engine: cannot kill container step-id")
 			var out lockedBuffer
 			w := containerWindow(eng, 10*time.Minute, &out)
-			w.runStep(context.Background())
+			runStepOf(t, w, context.Background())
 			if w.result != ResultTimeout || w.stepErr == nil {
 				t.Fatalf("result %q, error %v", w.result, w.stepErr)
 			}
@@ -335,7 +335,7 @@ func TestExecStepBackgroundChild(t *testing.T) {
 				}
 			})
 			start := time.Now()
-			w.runStep(context.Background())
+			runStepOf(t, w, context.Background())
 			if took := time.Since(start); took > outputDrain+5*time.Second {
 				t.Errorf("the step took %s: it waited for its child", took)
 			}
@@ -374,7 +374,7 @@ func TestStepOutputClosed(t *testing.T) {
 		plan: &plan{module: "m", step: "s", timeout: 30 * time.Second,
 			def: &mesh.Step{Exec: []string{"/bin/sh", "-c", `i=0; while [ $i -lt 20000 ]; do echo "swept blob $i"; i=$((i+1)); done`}}},
 	}
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if w.result != ResultOK || w.stepCode == nil || *w.stepCode != 0 {
 		t.Errorf("result %q, code %v, error %v", w.result, w.stepCode, w.stepErr)
 	}

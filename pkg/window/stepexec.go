@@ -90,7 +90,8 @@ type guard struct {
 	pgid int
 	// hold is the pipe's write end: the guard reads EOF once it is closed,
 	// by stop or by the window's process dying.
-	hold *os.File
+	hold    *os.File
+	stopped bool
 }
 
 // startGuard starts meshctl again as a step guard (runGuard), in a new
@@ -125,8 +126,12 @@ func startGuard() (*guard, error) {
 }
 
 // stop ends the guard, and with it whatever is left of the step's process
-// group.
+// group. A nil guard, or one stopped already, is left as it is.
 func (g *guard) stop() {
+	if g == nil || g.stopped {
+		return
+	}
+	g.stopped = true
 	g.hold.Close()
 	_ = g.cmd.Wait()
 }

@@ -38,7 +38,7 @@ func TestExecStepEnv(t *testing.T) {
 	os.Unsetenv("LC_ALL")
 	var out bytes.Buffer
 	w := outputWindow([]string{"/usr/bin/env"}, time.Minute, &out)
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if w.result != ResultOK {
 		t.Fatalf("result %q, %v", w.result, w.stepErr)
 	}
@@ -69,7 +69,7 @@ func TestExecStepArgv(t *testing.T) {
 	}
 	var out bytes.Buffer
 	w := outputWindow([]string{"echo", `a\tb \c END`}, time.Minute, &out)
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if w.result != ResultOK {
 		t.Fatalf("result %q, %v", w.result, w.stepErr)
 	}
@@ -80,7 +80,7 @@ func TestExecStepArgv(t *testing.T) {
 	// $PPID of the step is this process: no shell in between.
 	out.Reset()
 	w = outputWindow([]string{"/bin/sh", "-c", "echo $PPID"}, time.Minute, &out)
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if got := strings.TrimSpace(out.String()); got != strconv.Itoa(os.Getpid()) {
 		t.Errorf("the step's parent is %s, want the window %d", got, os.Getpid())
 	}
@@ -157,4 +157,19 @@ func TestExecStepGuard(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// runStepOf runs w's step as Run does: an exec: step's guard is started
+// first (as prepareStep does), then the step.
+func runStepOf(t *testing.T, w *window, ctx context.Context) {
+	t.Helper()
+	if w.def.Run == nil {
+		g, err := startGuard()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.guard = g
+		defer g.stop()
+	}
+	w.runStep(ctx)
 }

@@ -42,6 +42,9 @@ type window struct {
 	// stepStarted says that the step's process or container started: only
 	// then is there output to keep (window logs).
 	stepStarted bool
+	// guard leads an exec: step's process group; started before the hold
+	// is recorded, so that the hold names the group (holds.Hold.StepGroup).
+	guard *guard
 }
 
 // Bounds of what a step's end does with the engine and its output. Each is
@@ -85,6 +88,11 @@ func (w *window) prepareStep(ctx context.Context) error {
 		if _, err := lookStepPath(w.def.Exec[0]); err != nil {
 			return &UsageError{Msg: fmt.Sprintf("step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)}
 		}
+		g, err := startGuard()
+		if err != nil {
+			return fmt.Errorf("start the step's guard: %w; nothing was stopped", err)
+		}
+		w.guard = g
 		return nil
 	}
 	spec, err := w.stepSpec(ctx)
@@ -214,10 +222,7 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	g, err := startGuard()
-	if err != nil {
-		return -1, fmt.Errorf("start the step's guard: %w", err)
-	}
+	g := w.guard
 	defer g.stop()
 	cmd := &exec.Cmd{Path: prog, Args: w.def.Exec, Env: stepEnv(os.Getenv)}
 	// The step writes to a pipe of ours, an *os.File: Wait then returns when

@@ -166,6 +166,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if err := w.prepareStep(ctx); err != nil {
 		return nil, err
 	}
+	defer w.guard.stop() // a step that never ran leaves its guard
+
 	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
 			return nil, err

@@ -321,7 +321,7 @@ func TestRunStepExec(t *testing.T) {
 			var out bytes.Buffer
 			w := execWindow(tt.argv, tt.timeout, &out)
 			start := time.Now()
-			w.runStep(context.Background())
+			runStepOf(t, w, context.Background())
 			if took := time.Since(start); took > 10*time.Second {
 				t.Errorf("took %s", took)
 			}
@@ -353,7 +353,7 @@ func TestRunStepInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	w.runStep(ctx)
+	runStepOf(t, w, ctx)
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("took %s: the step was not killed", took)
 	}
@@ -370,7 +370,7 @@ func TestExecStepGroupKilled(t *testing.T) {
 	pidFile := filepath.Join(dir, "child.pid")
 	var out bytes.Buffer
 	w := execWindow([]string{"/bin/sh", "-c", `echo step-output; sleep 30 & echo $! > "$0"; wait`, pidFile}, 300*time.Millisecond, &out)
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if w.result != ResultTimeout {
 		t.Fatalf("result %q", w.result)
 	}
@@ -424,7 +424,7 @@ func TestExecStepLeftoversKilled(t *testing.T) {
 			def: &mesh.Step{Exec: []string{"/bin/sh", "-c", `sleep 30 & echo $! > "$0"`, pidFile}}},
 	}
 	start := time.Now()
-	w.runStep(context.Background())
+	runStepOf(t, w, context.Background())
 	if w.result != ResultOK {
 		t.Fatalf("result %q, %v", w.result, w.stepErr)
 	}
