@@ -44,6 +44,15 @@
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
  *
+ * EXEC_STEP: the step is an exec: step, processes on the host in a group
+ * its guard kills when the window dies (a moment after the window's locks
+ * are free); the hold names the group, and liveness asks the host, not the
+ * engine, whether a process of it runs. No start in flight, nothing for a
+ * release to remove.
+ *   BROKEN_EXEC_NO_GROUP  (with EXEC_STEP) a dead window's exec: hold is
+ *                       stale at once, whatever its group runs (the code
+ *                       before the hold named the group)
+ *
  *   BROKEN_STOP_FIRST   the window's open stops C before it sets C's restart
  *                       policy to "no": a restart of the engine in between
  *                       starts C again (the engine acts on the policy)
@@ -132,9 +141,15 @@ inline classify() {
 	a2 = winlock[2];
 	atomic { obs_c = c_run; obs_step = step_run };
 #endif
-	/* stateOf: alive → open; else step container runs → orphaned; else stale */
+	/* stateOf: alive → open; else step container (EXEC_STEP: a process of
+	 * the step's group) runs → orphaned; else stale */
+#ifdef BROKEN_EXEC_NO_GROUP
+	s1 = h1 && !a1;
+	s2 = h2 && !a2
+#else
 	s1 = h1 && !a1 && !obs_step;
 	s2 = h2 && !a2 && !obs_step
+#endif
 }
 
 /* code: lifecycle.Windows.Release: each stale hold's C brought back as the
@@ -142,7 +157,7 @@ inline classify() {
 inline release_stale() {
 	if
 	:: s1 || s2 ->
-#ifndef BROKEN_STEP_REMOVED_LATE
+#if !defined(BROKEN_STEP_REMOVED_LATE) && !defined(EXEC_STEP)
 		/* code: removeDeadSteps, before anything comes back: a start of the
 		 * step container that its dead window sent may still be under way;
 		 * the engine does a container's start and remove one after the
@@ -288,8 +303,16 @@ record:
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
 		/* code: Create the step container (no shared effect) */
+#ifdef EXEC_STEP
+		/* code: runExec: cmd.Start, in the guard's process group (started
+		 * before the hold, which names the group): it returns once the step
+		 * runs; nothing is in flight. The step runs on after its window
+		 * dies until the guard (or it) ends it: the engine's "step ends". */
+		atomic { step_run = 1; step_owner = me; step_live_start = 1 }
+#else
 		atomic { step_starting = 1; step_owner = me }  /* code: Start it: the request is in the engine */
 		(!step_starting);                  /* ... and returns once the step runs */
+#endif
 #ifndef BROKEN_HOLD_EARLY
 		(!step_run);                       /* code: Wait: the step exits (or is killed at its timeout) */
 		/* code: Remove the step container (no shared effect) */
