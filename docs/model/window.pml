@@ -44,6 +44,9 @@
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
  *
+ * NO_ENGINE_RESTART, NO_LIST_ERROR leave out dockerd's restart and the
+ * failed listing, to keep a check small where they are not its subject.
+ *
  * EXEC_STEP: the step is an exec: step, processes on the host in a group
  * its guard kills when the window dies (a moment after the window's locks
  * are free); the hold names the group, and liveness asks the host, not the
@@ -52,6 +55,10 @@
  *   BROKEN_EXEC_NO_GROUP  (with EXEC_STEP) a dead window's exec: hold is
  *                       stale at once, whatever its group runs (the code
  *                       before the hold named the group)
+ *
+ *   BROKEN_UNKNOWN_STALE  a listing that fails (an engine error) is taken
+ *                       as one where nothing runs: a dead window's hold reads
+ *                       stale where the code says unknown and stays honoured
  *
  *   BROKEN_STOP_FIRST   the window's open stops C before it sets C's restart
  *                       policy to "no": a restart of the engine in between
@@ -102,6 +109,7 @@ bool c_starting;    /* APPLY_START_IN_FLIGHT: a start of a new C in flight */
 bool step_starting; /* a start of it is in flight (it reads "created"); the
                      * engine finishes it even if the window dies */
 bool restarted;     /* the engine has restarted (once) */
+bool listerr;       /* a listing has failed (once) */
 
 /* the killer */
 bool dead[5];
@@ -139,7 +147,18 @@ inline classify() {
 #else
 	a1 = winlock[1];
 	a2 = winlock[2];
-	atomic { obs_c = c_run; obs_step = step_run };
+	/* the listing, or (once, while the killer is at work) an engine error:
+	 * lifecycle.ObserveWindows then returns a ListingError and the command
+	 * fails, releasing nothing, planning nothing (fail closed) */
+	if
+#ifndef NO_LIST_ERROR
+	:: !nokill && !listerr -> atomic { listerr = 1; lerr = 1 }
+#endif
+	:: atomic { obs_c = c_run; obs_step = step_run }
+	fi;
+#endif
+#ifdef BROKEN_UNKNOWN_STALE
+	lerr = 0;  /* the code carries on as if the listing were empty */
 #endif
 	/* stateOf: alive → open; else step container (EXEC_STEP: a process of
 	 * the step's group) runs → orphaned; else stale */
@@ -192,7 +211,7 @@ inline release_stale() {
 
 /* forget clears a process's copies of what it read, once it no longer
  * needs them: the model's state, not the protocol's. */
-inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs_step = 0 }
+inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs_step = 0; lerr = 0 }
 
 /* One apply: apply.runLocked, and executeClaimed: a plan that changes C is
  * carried out with the state lock released, under a claim on C. */
@@ -208,6 +227,9 @@ inline apply_pass(me) {
 #ifdef BROKEN_NO_RELEASE
 	if :: me == F -> s1 = 0; s2 = 0 :: else fi;
 #endif
+	if
+	:: lerr -> atomic { unlock_state(me); forget() }  /* the apply fails: ListingError */
+	:: else ->
 	release_stale();
 	/* code: Plan: C held by a hold still honoured → held (untouched);
 	 * else stopped → recreate (the host's rule), running → unchanged. */
@@ -235,6 +257,7 @@ inline apply_pass(me) {
 		/* code: record: lock.Write(applied.json, last-apply.json) (no shared effect) */
 		atomic { unlock_state(me); forget() }
 	fi
+	fi
 }
 
 /* The cleanup of a killed process: the kernel drops its flocks. */
@@ -249,7 +272,7 @@ inline die(me) {
 }
 
 proctype Window(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
 	{
 		/* code: Run: the module lock, or busy (exit 3) */
 		if
@@ -275,9 +298,10 @@ record:
 #endif
 		atomic { h1 = hold[1]; h2 = hold[2] };
 		classify();
-		/* a hold on this module still honoured: busy */
+		/* the listing failed: the window fails before it holds anything;
+		 * a hold on this module still honoured: busy */
 		if
-		:: (h1 && !s1) || (h2 && !s2) -> atomic { unlock_state(me); forget() }; goto closed
+		:: lerr || (h1 && !s1) || (h2 && !s2) -> atomic { unlock_state(me); forget() }; goto closed
 		:: else
 		fi;
 		release_stale();
@@ -344,7 +368,7 @@ gone:
 }
 
 proctype Apply(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
 	{
 		apply_pass(me);
 		atomic { done[me] = 1 }
@@ -359,7 +383,7 @@ proctype Apply(byte me) {
  * ended; like cron, it runs again while a hold remains, each time once the
  * engine has moved on (a step container exited). */
 proctype LastApply() {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
 	(nokill && done[W1] && done[W2] && done[A]);
 	apply_pass(F);
 	do
@@ -380,8 +404,10 @@ end:
 #endif
 	:: atomic { step_starting -> step_run = 1; step_starting = 0;  /* a start completes */
 	            step_live_start = winlock[step_owner] }
+#ifndef NO_ENGINE_RESTART
 	:: atomic { !restarted && !c_run && !c_stopping && !c_pol_no ->  /* dockerd restarts: */
 	            c_run = 1; restarted = 1 }                       /* C's policy is "always" */
+#endif
 	od
 }
 
