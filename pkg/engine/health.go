@@ -3,7 +3,6 @@ package engine
 import (
 	"bytes"
 	"context"
-	"io"
 	"strconv"
 	"strings"
 
@@ -51,7 +50,7 @@ func summaryHealth(status string) string {
 }
 
 func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, error) {
-	var raw []byte
+	var out bytes.Buffer
 	err := c.do(ctx, "logs of "+id, func(ctx context.Context) error {
 		rc, err := c.api.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true,
 			Tail: strconv.Itoa(lines)})
@@ -59,17 +58,8 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 			return err
 		}
 		defer rc.Close()
-		raw, err = io.ReadAll(rc)
+		_, err = stdcopy.StdCopy(&out, &out, rc)
 		return err
 	})
-	if err != nil {
-		return "", err
-	}
-	var out bytes.Buffer
-	if _, err := stdcopy.StdCopy(&out, &out, bytes.NewReader(raw)); err != nil {
-		// A container with a TTY (tty: true) writes one stream, not
-		// multiplexed: its log is the bytes as they are.
-		return string(raw), nil
-	}
-	return out.String(), nil
+	return out.String(), err
 }
