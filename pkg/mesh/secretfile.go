@@ -209,6 +209,11 @@ var mountNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 // name and a target path of its own.
 func (v *validator) fileMounts(at pathFunc, c *Container) {
 	targets := map[string]string{}
+	for i, vol := range c.Volumes {
+		if parts := strings.Split(vol, ":"); len(parts) >= 2 {
+			targets[path.Clean(parts[1])] = "volumes" + index(i)
+		}
+	}
 	for _, kind := range []string{KindSecret, KindConfig} {
 		names := map[string]bool{}
 		for i, m := range c.mounts(kind) {

@@ -34,6 +34,8 @@ func runtimeRefusals() []refusal {
 		f("ulimit soft over hard", "        ulimits:\n          nofile: {soft: 20, hard: 10} # <-\n", "ulimits.nofile", "soft 20, hard 10"),
 		f("ulimit unknown key", "        ulimits:\n          nofile: {soft: 20, hrad: 10} # <-\n", "ulimits.nofile.hrad", `unknown field "hrad"`),
 		f("dns not an ip", "        dns: [one.one.one.one] # <-\n", "dns[0]", `"one.one.one.one" is not an IP address`),
+		f("secret a name alone", "        secrets: [db_password] # <-\n", "secrets[0]", "want a map like {name: db_password, file: db_password.txt} (the file on the host itself), not a string"),
+		f("secret target a volume's", "        volumes: [\"d:/run/secrets/pw\"]\n        secrets:\n          - {name: pw, file: x} # <-\n", "secrets[0]", "target /run/secrets/pw is also the target of volumes[0]"),
 		f("privileged not a bool", "        privileged: [x] # <-\n", "privileged", ""),
 	}
 }

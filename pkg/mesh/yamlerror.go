@@ -249,6 +249,10 @@ func wantedFor(field, goType string) string {
 		return "a duration, like 30m or 2h"
 	case "EnvVars":
 		return `a map like {KEY: value} or a list like ["KEY=value"]`
+	case "FileMount":
+		return "a map like {name: db_password, file: db_password.txt} (the file on the host itself)"
+	case "Ulimit":
+		return "a number, or a map like {soft: 1024, hard: 4096}"
 	}
 	return goType
 }
