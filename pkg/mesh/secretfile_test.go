@@ -36,6 +36,9 @@ func runtimeRefusals() []refusal {
 		f("dns not an ip", "        dns: [one.one.one.one] # <-\n", "dns[0]", `"one.one.one.one" is not an IP address`),
 		f("secret a name alone", "        secrets: [db_password] # <-\n", "secrets[0]", "want a map like {name: db_password, file: db_password.txt} (the file on the host itself), not a string"),
 		f("secret target a volume's", "        volumes: [\"d:/run/secrets/pw\"]\n        secrets:\n          - {name: pw, file: x} # <-\n", "secrets[0]", "target /run/secrets/pw is also the target of volumes[0]"),
+		f("container_name", "        container_name: web # <-\n", "container_name", `unknown field "container_name"; meshctl names every container MODULE.NAME`),
+		f("platform", "        platform: linux/amd64 # <-\n", "platform", `unknown field "platform"; meshctl runs the image built for the host's platform: remove it`),
+		f("runtime", "        runtime: runsc # <-\n", "runtime", `unknown field "runtime"; meshctl runs containers with the engine's default runtime`),
 		f("privileged not a bool", "        privileged: [x] # <-\n", "privileged", ""),
 	}
 }
