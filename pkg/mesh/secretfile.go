@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/meshctl/meshctl/pkg/fault"
 )
@@ -157,6 +158,11 @@ func secretModeWarning(file string) string {
 	}
 	if perm := fi.Mode().Perm(); perm&0o027 != 0 {
 		return fmt.Sprintf("secret file %s can be read or changed by other users (mode %04o): chmod 600 it (or 640, for a container user of its group)", file, perm)
+	}
+	// As the state directory's files: one owned by another user (not
+	// root) is theirs to change, or to make readable.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Sprintf("secret file %s is owned by another user (uid %d), who can change it or make it readable: chown it", file, st.Uid)
 	}
 	return ""
 }

@@ -228,6 +228,19 @@ func TestLoadFilesErrorsAndWarnings(t *testing.T) {
 	if len(warnings) != 1 || !strings.Contains(warnings[0], open+" can be read or changed by other users (mode 0644)") {
 		t.Errorf("warnings = %q, want one for %s", warnings, open)
 	}
+	if os.Geteuid() == 0 {
+		// Owned by another user: that user can change it.
+		other := write("other.txt", "CANARY-other", 0o600)
+		if err := os.Chown(other, 4242, 4242); err != nil {
+			t.Fatal(err)
+		}
+		c := Container{Image: "x"}
+		c.Secrets = []FileMount{{File: other}}
+		if _, warnings, err := c.LoadFiles("m.c", key); err != nil || len(warnings) != 1 ||
+			!strings.Contains(warnings[0], other+" is owned by another user (uid 4242)") {
+			t.Errorf("a file of uid 4242: warnings %q, %v", warnings, err)
+		}
+	}
 	for _, tt := range []struct {
 		name  string
 		mount FileMount
