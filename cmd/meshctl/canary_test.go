@@ -20,6 +20,7 @@ const (
 	canaryRunEnv     = "CANARY-runenv-77c3"   // a run: step's env:
 	canaryProcess    = "CANARY-process-0a5b"  // meshctl's own environment (a CI job's token)
 	canaryLedgerPass = "CANARY-ledgerpw-3e8f" // MESHCTL_LEDGER_PASSWORD
+	canarySecret     = "CANARY-secret-5d21"   // a container's secrets: file
 )
 
 // canaryMesh names every secret a file can hold. Its containers and steps
@@ -33,6 +34,7 @@ const canaryMesh = `modules:
         command: [sh, -c, "trap 'exit 0' TERM; sleep 3600 & wait"]
         env: {DB_PASSWORD: "CANARY-env-4f1d"}
         env-file: [secret.env]
+        secrets: [{name: db_pw, file: db_pw.txt}]
         network: none
     steps:
       showenv:
@@ -58,6 +60,7 @@ const canaryFailMesh = `modules:
         command: [sh, -c, "echo starting; exit 3"]
         env: {DB_PASSWORD: "CANARY-env-4f1d", OTHER: "CANARY-env-4f1d-2"}
         env-file: [secret.env]
+        secrets: [{name: db_pw, file: db_pw.txt}]
         network: none
 `
 
@@ -69,6 +72,7 @@ const canaryPullMesh = `modules:
         image: 127.0.0.1:1/meshtest/none:1
         env: {DB_PASSWORD: "CANARY-env-4f1d"}
         env-file: [secret.env]
+        secrets: [{name: db_pw, file: db_pw.txt}]
         network: none
 `
 
@@ -78,7 +82,9 @@ const canaryPullMesh = `modules:
 // and -o json, --dry-run, -v, status and status --check, window run, logs
 // and list, the build commands — and in no file of the state directory,
 // except applied.json (the desired state, which has env: as written), which
-// stays 0600 in a 0700 directory.
+// stays 0600 in a 0700 directory. The content of a secrets: file (issue 20)
+// is in no file at all, applied.json included, nor on the container's
+// labels.
 func TestCanary(t *testing.T) {
 	host := testEngine(t)
 	m := newMeshctl(t, host)
@@ -96,6 +102,7 @@ func TestCanary(t *testing.T) {
 	write("fail.yaml", canaryFailMesh)
 	write("pull.yaml", canaryPullMesh)
 	write("secret.env", "# a secret\nAPI_KEY="+canaryEnvFile+"\nexport QUOTED=\""+canaryEnvFile+"-q\"\n")
+	write("db_pw.txt", canarySecret+"\n")
 
 	var outputs []string
 	run := func(wantFail bool, args ...string) string {
@@ -119,6 +126,14 @@ func TestCanary(t *testing.T) {
 	run(false, "status")
 	run(false, "status", "-o", "json")
 	run(false, "status", "--check")
+	for k, v := range m.inspect(module + ".app").Labels {
+		if strings.Contains(v, canaryMark) {
+			t.Errorf("a secret is on the container's label %s: %s", k, v)
+		}
+		if k == "io.meshctl.spec" && !strings.Contains(v, `"db_pw":{`) {
+			t.Errorf("the recorded spec has no secret db_pw: %s", v)
+		}
+	}
 
 	// Windows: a step that prints its environment, a run: step with a
 	// secret in its env, a step that fails; their logs and the list.
@@ -189,12 +204,15 @@ func checkStateDir(t *testing.T, dir string, minFiles int) {
 		if fi.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %04o, want 0600", p, fi.Mode().Perm())
 		}
-		if p == filepath.Join(dir, "applied.json") {
-			return nil
-		}
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return err
+		}
+		if strings.Contains(string(data), canarySecret) {
+			t.Errorf("a secret file's content is stored in %s:\n%s", p, markCanaries(string(data)))
+		}
+		if p == filepath.Join(dir, "applied.json") {
+			return nil
 		}
 		if strings.Contains(string(data), canaryMark) {
 			t.Errorf("a secret is stored in %s:\n%s", p, markCanaries(string(data)))

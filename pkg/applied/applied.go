@@ -117,14 +117,15 @@ type Resolved struct {
 	Build string `json:"build,omitempty"`
 }
 
-// Desired returns the applied desired containers, as that apply resolved them.
-func (a *Applied) Desired() ([]lifecycle.Desired, error) {
+// Desired returns the applied desired containers, as that apply resolved
+// them; key is the host's secret key (SecretKey).
+func (a *Applied) Desired(key []byte) ([]lifecycle.Desired, error) {
 	if a.File == nil {
 		return nil, nil
 	}
 	return Desire(a.File, func(module string) (string, string, bool, error) {
 		return "", "", false, nil
-	}, a.Images)
+	}, a.Images, key)
 }
 
 // DesiredEach is Desired module by module: a module whose containers cannot
@@ -132,13 +133,13 @@ func (a *Applied) Desired() ([]lifecycle.Desired, error) {
 // left out, and errs says why, by module, while the other modules' are
 // returned. A command's work on one module never depends on another
 // module's files: a window on store closes whatever web's env-file says.
-func (a *Applied) DesiredEach() (desired []lifecycle.Desired, errs map[string]error) {
+func (a *Applied) DesiredEach(key []byte) (desired []lifecycle.Desired, errs map[string]error) {
 	if a.File == nil {
 		return nil, nil
 	}
 	for _, m := range a.File.ModuleNames() {
 		one := &mesh.File{Modules: map[string]*mesh.Module{m: a.File.Modules[m]}}
-		d, err := (&Applied{File: one, Images: a.Images}).Desired()
+		d, err := (&Applied{File: one, Images: a.Images}).Desired(key)
 		if err != nil {
 			if errs == nil {
 				errs = map[string]error{}

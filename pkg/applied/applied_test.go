@@ -110,7 +110,7 @@ func TestMergeKeepsOtherModules(t *testing.T) {
 			"c": {Containers: map[string]*mesh.Container{"z": c}}}},
 		Images: map[string]Resolved{"a.x": {Image: "i1"}, "b.y": {Image: "i2"}, "c.z": {Image: "i3"}}}
 	f := &mesh.File{Modules: map[string]*mesh.Module{"b": {Containers: map[string]*mesh.Container{"w": c}}}}
-	desired, err := Desire(f, nil, nil)
+	desired, err := Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,9 @@ type Resolver func(module string) (image, build string, ok bool, err error)
 // Desire returns the desired containers of f in name order, resolving every
 // artifact: with resolve, unless pinned holds the image for that container
 // already. It fails, touching nothing, on a module without a current build.
-func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]lifecycle.Desired, error) {
+// key is the host's secret key (state.Dir.SecretKey), which the contents of
+// secret and config files are hashed with; nil for a file without any.
+func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []byte) ([]lifecycle.Desired, error) {
 	var out []lifecycle.Desired
 	for _, mn := range f.ModuleNames() {
 		m := f.Modules[mn]
@@ -39,6 +41,11 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]lifec
 				return nil, err
 			}
 			d.Def.Env = env
+			// Secret and config files too: only their keyed hashes reach
+			// the spec; the engine mounts the files themselves.
+			if d.Def, d.Warnings, err = d.Def.LoadFiles(d.Name, key); err != nil {
+				return nil, err
+			}
 			d.Spec = d.Def.Spec(d.Image)
 			out = append(out, d)
 		}

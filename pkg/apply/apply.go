@@ -75,10 +75,17 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 	}
 	// Resolved once before anything is touched: a module without a current
 	// build fails here, with nothing changed.
-	desired, err := applied.Desire(opts.File, opts.Resolve, nil)
+	// The secret key is only read here (the engine answers first, before
+	// anything is made); the pass under the lock makes it.
+	key, err := applied.SecretKey(d, opts.File, false)
 	if err != nil {
 		return nil, err
 	}
+	desired, err := applied.Desire(opts.File, opts.Resolve, nil, key)
+	if err != nil {
+		return nil, err
+	}
+	warnSecretModes(desired, opts.Warn)
 	// The engine first: an apply that cannot reach it leaves the state
 	// directory as it found it.
 	if err := eng.Ping(ctx); err != nil {
@@ -180,4 +187,18 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 		return a.rep, nil, errors.Join(runErr, err)
 	}
 	return a.rep, nil, a.record(runErr)
+}
+
+// warnSecretModes warns, once per file, of the secret files other users
+// can read or change.
+func warnSecretModes(desired []lifecycle.Desired, warn func(string, ...any)) {
+	seen := map[string]bool{}
+	for _, d := range desired {
+		for _, w := range d.Warnings {
+			if !seen[w] {
+				seen[w] = true
+				warn("%s\n", w)
+			}
+		}
+	}
 }

@@ -72,7 +72,7 @@ func TestApplyHealsAnInterruptedRecreate(t *testing.T) {
 
 func desiredOf(t *testing.T, image string) *lifecycle.Desired {
 	t.Helper()
-	ds, err := applied.Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil)
+	ds, err := applied.Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,8 +103,14 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	}
 	// Resolved here, under the lock: "current" is what the ledger says now,
 	// not what it said before a pull that took minutes.
-	var err error
-	if a.desired, err = applied.Desire(a.file, a.opts.Resolve, nil); err != nil {
+	// The secret key is made here, past the engine's ping and under the
+	// lock, by the first apply of a file with secrets; a dry run makes
+	// nothing.
+	key, err := applied.SecretKey(a.d, a.file, !a.opts.DryRun)
+	if err != nil {
+		return nil, err
+	}
+	if a.desired, err = applied.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
 		return nil, err
 	}
 	if newAlways := a.pulls.pinAlways(a.desired); len(newAlways) > 0 && !a.opts.DryRun {
@@ -253,7 +259,10 @@ func markReleased(rep *applied.Report) {
 // back, which may be of any module: what the applied state, this apply's
 // modules merged in, wants.
 func (a *pass) policies() map[string]string {
-	all, _ := a.recorded.DesiredEach() // a module left out keeps the policy recorded at open
+	// A module left out keeps the policy recorded at open; the key only
+	// hashes, and a restart policy needs no hash.
+	key, _ := applied.SecretKey(a.d, a.recorded.File, false)
+	all, _ := a.recorded.DesiredEach(key)
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
 

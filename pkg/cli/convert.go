@@ -51,7 +51,12 @@ the data stays), network_mode, restart (Compose's default "no" is written
 out), labels, pull_policy, healthcheck, depends_on, stop_signal,
 stop_grace_period, user, working_dir, hostname, init, read_only, tmpfs,
 cap_add, cap_drop, mem_limit, cpus, pids_limit, deploy.resources.limits,
-logging and extra_hosts.
+logging, extra_hosts, expose, sysctls, ulimits, privileged, stdin_open, tty
+and dns. Secrets and configs defined with file: become secrets: and configs:
+(the file relative to the working directory, as env_file); one taken from
+the environment, an external one or inline content is refused, saying to
+make it a file. container_name is not kept: a comment above the container
+says it is named MODULE.NAME and reached by its service name.
 
 A service with build: runs the current build of its own ledger module,
 artifact: MODULE-SERVICE, also when it names an image: too. A comment above
@@ -63,8 +68,8 @@ A value from the shell is never written: an environment entry that Compose
 would take from it (- API_TOKEN, or ${X} set in the shell) is refused,
 saying to put it in an env_file. Values from .env are written.
 
-Any other key (networks, secrets, configs, container_name, expose, ports in
-long form with options meshctl lacks, …) is refused by name, each once with
+Any other key (networks, runtime, platform, ports in long form with options
+meshctl lacks, …) is refused by name, each once with
 what to do instead, and nothing is printed: a conversion never drops a key
 silently. x-* extensions are ignored, as Compose ignores them. compose-go's
 warnings and errors are said in meshctl's words, each once, with the file

@@ -124,6 +124,29 @@ modules.M.containers.C (a container) — give image or artifact, not both:
     driver             e.g. json-file
     options            map, e.g. {max-size: 10m}
   extra-hosts        ["host:ip"] lines added to /etc/hosts
+  expose             ports offered to others on the container's network, not
+                     published: ["80", "53/udp", "9000-9002"]
+  sysctls            map of kernel parameters, e.g. {net.core.somaxconn: 1024}
+  ulimits            map of limits: {nofile: {soft: 1024, hard: 4096}, nproc: 512}
+  privileged         true gives the container every capability and device;
+                     default false
+  stdin-open         true keeps stdin open; default false
+  tty                true gives the container a terminal; default false
+  dns                [IP, …] name servers, asked in order; default: the engine's
+  secrets            host files mounted read-only, Compose's secrets without
+                     Swarm: [{name: db_pw, file: db_pw.txt}] is seen at
+                     /run/secrets/db_pw; each item:
+    name               default: the file's base name
+    file               the host file, relative to the mesh file; read at apply
+                       time (a regular file of at most 1 MiB), never printed or
+                       stored: the recorded spec holds its HMAC-SHA256, keyed
+                       with the host's secret key, and a new content recreates
+                       the container; a file other users can read is warned
+                       about; a missing one is exit 2
+    target             where the container sees it: an absolute path, or one
+                       under /run/secrets; default /run/secrets/NAME
+  configs            as secrets (name, file, target), seen at /NAME by
+                     default; target must be absolute
 
 modules.M.steps.S (a maintenance step, run by meshctl window run M S) — give
 run or exec, not both:

@@ -32,11 +32,10 @@ services:
   web:
     build: .
     image: shop/web:1
-    container_name: web
     secrets: [token]
     networks: [front]
     environment: [FROM_SHELL]
-    expose: ["80"]
+    dns_search: [example.com]
     healthcheck: {test: ["CMD", "true"], start_interval: 1s}
     depends_on:
       migrate: {condition: service_completed_successfully}
@@ -44,11 +43,11 @@ services:
     x-owner: team-a
   migrate:
     image: shop/web:1
-    privileged: true
+    runtime: runsc
 networks:
   front: {}
 secrets:
-  token: {file: ./token}
+  token: {environment: FROM_SHELL}
 `})
 	_, err := Convert(context.Background(), Options{Files: []string{path}, Env: []string{"FROM_SHELL=1"}})
 	var re *RefusedError
@@ -56,10 +55,10 @@ secrets:
 		t.Fatalf("Convert = %v, want a refusal", err)
 	}
 	for _, key := range []string{
-		"networks.front", "secrets", "services.migrate.privileged",
-		"services.web.container_name", "services.web.deploy.mode", "services.web.environment.FROM_SHELL",
-		"services.web.expose", "services.web.healthcheck.start_interval", "services.web.networks",
-		"services.web.secrets", "services.web.depends_on.migrate.condition",
+		"networks.front", "secrets.token.environment", "services.migrate.runtime",
+		"services.web.deploy.mode", "services.web.environment.FROM_SHELL",
+		"services.web.dns_search", "services.web.healthcheck.start_interval", "services.web.networks",
+		"services.web.depends_on.migrate.condition",
 	} {
 		if !slices.ContainsFunc(re.Keys, func(k string) bool { return strings.HasPrefix(k, key+":") }) {
 			t.Errorf("%s not refused; refused:\n%s", key, strings.Join(re.Keys, "\n"))

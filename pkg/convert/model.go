@@ -8,11 +8,12 @@ import (
 // Keys a mesh file carries, by where they are in a Compose file.
 var (
 	// version is obsolete, and compose-go's warning says so (load.go).
-	topKeys     = set("name", "version", "services", "volumes", "networks")
+	topKeys     = set("name", "version", "services", "volumes", "networks", "secrets", "configs")
 	serviceKeys = set("image", "build", "command", "entrypoint", "environment", "env_file", "ports", "volumes",
 		"network_mode", "networks", "restart", "labels", "pull_policy", "healthcheck", "depends_on",
 		"stop_signal", "stop_grace_period", "user", "working_dir", "hostname", "init", "read_only", "tmpfs",
-		"cap_add", "cap_drop", "mem_limit", "cpus", "pids_limit", "logging", "extra_hosts", "deploy", "profiles")
+		"cap_add", "cap_drop", "mem_limit", "cpus", "pids_limit", "logging", "extra_hosts", "deploy", "profiles",
+		"secrets", "configs", "expose", "sysctls", "ulimits", "privileged", "stdin_open", "tty", "dns", "container_name")
 	healthKeys  = set("test", "interval", "timeout", "retries", "start_period", "disable")
 	loggingKeys = set("driver", "options")
 	deployKeys  = set("resources", "restart_policy")
@@ -27,6 +28,13 @@ var (
 	tmpfsKeys         = set("size", "mode")
 	bindKeys          = set("create_host_path")
 	envFileKeys       = set("path", "required")
+	// A service's reference to a secret or config; uid, gid and mode are
+	// ignored outside Swarm, and said so (secrets.go).
+	fileRefKeys = set("source", "target", "uid", "gid", "mode")
+	// A top-level secret or config: file is carried, environment,
+	// external and content refused where a service uses them (secrets.go).
+	fileObjKeys = set("name", "file", "environment", "external", "content")
+	ulimitKeys  = set("soft", "hard")
 	// A top-level volume's driver, options, labels and external are
 	// judged by volume(), where a service uses it.
 	topVolKeys = set("name", "driver", "driver_opts", "labels", "external")
@@ -60,6 +68,13 @@ func (c *converter) checkModel(model map[string]any) {
 			}
 		}
 	}
+	for _, kind := range []string{"secrets", "configs"} {
+		if objs, ok := model[kind].(map[string]any); ok {
+			for name, v := range objs {
+				c.nested(kind+"."+name, v, fileObjKeys)
+			}
+		}
+	}
 	services, _ := model["services"].(map[string]any)
 	for name, s := range services {
 		if _, enabled := c.project.Services[name]; enabled { // else not in the enabled profiles
@@ -89,6 +104,13 @@ func (c *converter) checkService(name string, sm map[string]any) {
 	}
 	c.list(p+".ports", sm["ports"], portKeys)
 	c.list(p+".env_file", sm["env_file"], envFileKeys)
+	c.list(p+".secrets", sm["secrets"], fileRefKeys)
+	c.list(p+".configs", sm["configs"], fileRefKeys)
+	if ul, ok := sm["ulimits"].(map[string]any); ok {
+		for n, u := range ul {
+			c.nested(p+".ulimits."+n, u, ulimitKeys)
+		}
+	}
 	if vols, ok := sm["volumes"].([]any); ok {
 		for i, v := range vols {
 			if vm, ok := v.(map[string]any); ok {

@@ -62,31 +62,12 @@ func (r refusals) err() error {
 // to do instead. CONTAINER stands for the container's mesh name
 // (MODULE.NAME), SERVICE for the service's.
 var nextSteps = map[string]string{
-	"container_name": "meshctl names every container MODULE.NAME (this one CONTAINER), which is how it finds its own: remove container_name " +
-		"(a script that used the old name uses CONTAINER)",
-	"ulimits": "meshctl does not set ulimits: remove them to run with the engine's defaults, " +
-		"or set them for every container with dockerd --default-ulimit",
-	"privileged": "meshctl does not run privileged containers: remove privileged and grant only what SERVICE needs with cap_add " +
-		"(and a device's node as a volume)",
-	"secrets": "secrets are not carried over yet (module secrets come in a later meshctl): for now put the value in an env_file " +
-		"(mode 600), or mount the file read-only with volumes: [/abs/path/FILE:/run/secrets/NAME:ro]",
-	"configs": "configs are not carried over yet (they come with secrets in a later meshctl): for now mount the file read-only " +
-		"with volumes: [/abs/path/FILE:/target:ro]",
 	"networks": "module networks are not carried over yet (they come in a later meshctl): for now remove networks, so that the " +
 		"containers share the engine's default bridge (no name resolution between them), or use network_mode: host",
-	"expose": "expose publishes nothing (it documents a port for containers on a shared network): remove it, or publish the port " +
-		`on the host with ports: ["127.0.0.1:PORT:PORT"]`,
-	"sysctls": "meshctl does not set sysctls: set them on the host (/etc/sysctl.d) if SERVICE needs them, or remove them",
 	"runtime": "meshctl runs containers with the engine's default runtime: remove runtime, or make it the engine's default " +
 		"(dockerd --default-runtime)",
 	"platform": "meshctl runs the image built for the host's platform: remove platform, or name an image of that platform " +
 		"(pinned by digest)",
-	"stdin_open": "meshctl runs containers detached, without stdin or a terminal: remove stdin_open and tty " +
-		"(for a shell in it: docker exec -it CONTAINER sh)",
-	"tty": "meshctl runs containers detached, without stdin or a terminal: remove stdin_open and tty " +
-		"(for a shell in it: docker exec -it CONTAINER sh)",
-	"dns": "meshctl does not set a container's DNS servers: remove dns (the container uses the engine's), " +
-		`or set them for the engine ("dns" in daemon.json)`,
 	"dns_search": "meshctl does not set DNS search domains: remove dns_search, or set them for the engine (\"dns-search\" in daemon.json)",
 	"dns_opt":    "meshctl does not set DNS options: remove dns_opt, or set them for the engine (\"dns-opts\" in daemon.json)",
 	"devices":    "meshctl does not pass devices: remove devices, or run SERVICE with Compose",

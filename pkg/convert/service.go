@@ -66,10 +66,55 @@ func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 			ct.ExtraHosts = append(ct.ExtraHosts, host+":"+ip)
 		}
 	}
+	c.fileMounts(p, s, ct)
+	runtimeFields(s, ct)
+	if s.ContainerName != "" {
+		note = joinNotes(note, containerNameNote(s.ContainerName, c.module, s.Name))
+	}
 	if len(ct.Labels) == 0 {
 		ct.Labels = nil
 	}
 	return ct, note
+}
+
+// runtimeFields carries what the process runs with: expose, sysctls,
+// ulimits, privileged, stdin_open, tty and dns.
+func runtimeFields(s types.ServiceConfig, ct *mesh.Container) {
+	ct.Expose = []string(s.Expose)
+	if len(s.Sysctls) > 0 {
+		ct.Sysctls = map[string]string(s.Sysctls)
+	}
+	for name, u := range s.Ulimits {
+		if u == nil {
+			continue
+		}
+		if ct.Ulimits == nil {
+			ct.Ulimits = map[string]mesh.Ulimit{}
+		}
+		l := mesh.Ulimit{Soft: int64(u.Soft), Hard: int64(u.Hard)}
+		if u.Single != 0 {
+			l = mesh.Ulimit{Soft: int64(u.Single), Hard: int64(u.Single)}
+		}
+		ct.Ulimits[name] = l
+	}
+	ct.Privileged, ct.StdinOpen, ct.TTY = s.Privileged, s.StdinOpen, s.Tty
+	ct.DNS = []string(s.DNS)
+}
+
+// containerNameNote says what becomes of container_name: meshctl names
+// every container MODULE.NAME, which is how it finds its own.
+func containerNameNote(name, module, service string) string {
+	return fmt.Sprintf("%s: container_name %s is not kept: meshctl names this container %s (docker logs %s); "+
+		"other containers reach it by its service name, %s.", service, name, mesh.EngineName(module, service),
+		mesh.EngineName(module, service), service)
+}
+
+// joinNotes puts two notes about one container one above the other.
+func joinNotes(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "\n" + b
 }
 
 func (c *converter) network(path, mode string) string {

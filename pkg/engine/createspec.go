@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/docker/docker/api/types/container"
+import (
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/go-connections/nat"
+	"github.com/docker/go-units"
+)
 
 // containerFields sets, on the engine's create request, what Spec's
 // container fields ask for.
@@ -31,4 +35,17 @@ func containerFields(cfg *container.Config, host *container.HostConfig, spec Spe
 		host.LogConfig = container.LogConfig{Type: spec.LogDriver, Config: spec.LogOptions}
 	}
 	host.ExtraHosts = spec.ExtraHosts
+	for _, e := range spec.Expose {
+		if cfg.ExposedPorts == nil {
+			cfg.ExposedPorts = nat.PortSet{}
+		}
+		cfg.ExposedPorts[nat.Port(e)] = struct{}{}
+	}
+	host.Sysctls = spec.Sysctls
+	for _, u := range spec.Ulimits {
+		host.Resources.Ulimits = append(host.Resources.Ulimits, &units.Ulimit{Name: u.Name, Soft: u.Soft, Hard: u.Hard})
+	}
+	host.Privileged = spec.Privileged
+	cfg.OpenStdin, cfg.Tty = spec.StdinOpen, spec.Tty
+	host.DNS = spec.DNS
 }

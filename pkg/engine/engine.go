@@ -144,6 +144,22 @@ type Spec struct {
 	LogDriver   string
 	LogOptions  map[string]string
 	ExtraHosts  []string // "host:ip"
+	// Expose are ports offered to the container's network without
+	// publishing them: "80/tcp".
+	Expose     []string
+	Sysctls    map[string]string
+	Ulimits    []Ulimit
+	Privileged bool
+	StdinOpen  bool
+	Tty        bool
+	DNS        []string
+}
+
+// Ulimit is a resource limit of the container's processes; -1 is
+// unlimited.
+type Ulimit struct {
+	Name       string
+	Soft, Hard int64
 }
 
 // Healthcheck is a container's probe, as the engine runs it: every

@@ -33,6 +33,9 @@ type Desired struct {
 	// PulledID is, for pull: always, the id of the image as this apply
 	// pulled it: a container running another id is recreated.
 	PulledID string
+	// Warnings name the secret files of this container that other users
+	// can read or change (never their content), for apply to print.
+	Warnings []string
 }
 
 // IsService reports whether c is a service container (not a window's step

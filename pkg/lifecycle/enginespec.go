@@ -86,6 +86,20 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	spec.Memory, spec.NanoCPUs, spec.PidsLimit = f.Memory, f.NanoCPUs, f.PidsLimit
 	spec.LogDriver, spec.LogOptions = f.LogDriver, f.LogOptions
 	spec.ExtraHosts = f.ExtraHosts
+	// Secrets and configs are the host files themselves, bound read-only:
+	// their content never passes through meshctl's requests.
+	for _, m := range c.Secrets {
+		spec.Binds = append(spec.Binds, m.Bind(mesh.KindSecret))
+	}
+	for _, m := range c.Configs {
+		spec.Binds = append(spec.Binds, m.Bind(mesh.KindConfig))
+	}
+	spec.Expose, spec.Sysctls, spec.DNS = f.Expose, f.Sysctls, f.DNS
+	for _, name := range slices.Sorted(maps.Keys(f.Ulimits)) {
+		u := f.Ulimits[name]
+		spec.Ulimits = append(spec.Ulimits, engine.Ulimit{Name: name, Soft: u.Soft, Hard: u.Hard})
+	}
+	spec.Privileged, spec.StdinOpen, spec.Tty = f.Privileged, f.StdinOpen, f.TTY
 }
 
 // StopTimeoutOf is how long meshctl's stops of c wait before they kill it:

@@ -69,7 +69,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Errorf("applied.json holds an env-file value: %s", b)
 	}
 	for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-		ds, err := applied.Desire(file, nil, nil)
+		ds, err := applied.Desire(file, nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := mesh.HashValue("from-file")
-	ds, err := applied.Desire(f, nil, nil)
+	ds, err := applied.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestEngineSpecFields(t *testing.T) {
 	}
 	// A missing env-file is exit 2, naming it.
 	os.Remove(envFile)
-	_, err = applied.Desire(f, nil, nil)
+	_, err = applied.Desire(f, nil, nil, nil)
 	var ee *mesh.EnvFileError
 	if !errors.As(err, &ee) || ee.Fault() != fault.BadInput || !strings.Contains(err.Error(), envFile) {
 		t.Errorf("missing env-file: %v", err)
@@ -157,7 +157,7 @@ func TestEngineSpecEntrypoint(t *testing.T) {
 				t.Fatal(err)
 			}
 			for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-				ds, err := applied.Desire(file, nil, nil)
+				ds, err := applied.Desire(file, nil, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -73,6 +73,26 @@ type ContainerFields struct {
 	// A variable in env wins over one in a file, a later file over an
 	// earlier one.
 	EnvFile StringOrList `yaml:"env-file,omitempty" json:"env-file,omitempty"`
+	// Secrets and Configs are host files mounted read-only: see FileMount.
+	Secrets []FileMount `yaml:"secrets,omitempty" json:"secrets,omitempty"`
+	Configs []FileMount `yaml:"configs,omitempty" json:"configs,omitempty"`
+	// Expose are ports ("80", "8080/udp", "9000-9002") the container
+	// offers to others on its network, without publishing them.
+	Expose  []string          `yaml:"expose,omitempty" json:"expose,omitempty"`
+	Sysctls map[string]string `yaml:"sysctls,omitempty" json:"sysctls,omitempty"`
+	// Ulimits are {nofile: {soft: 1024, hard: 4096}} or {nproc: 512}.
+	Ulimits    map[string]Ulimit `yaml:"ulimits,omitempty" json:"ulimits,omitempty"`
+	Privileged bool              `yaml:"privileged,omitempty" json:"privileged,omitempty"`
+	StdinOpen  bool              `yaml:"stdin-open,omitempty" json:"stdin-open,omitempty"`
+	TTY        bool              `yaml:"tty,omitempty" json:"tty,omitempty"`
+	// DNS are the name servers, in order, instead of the engine's.
+	DNS []string `yaml:"dns,omitempty" json:"dns,omitempty"`
+}
+
+// Ulimit is a resource limit; a single number in the file sets both.
+type Ulimit struct {
+	Soft int64 `yaml:"soft" json:"soft"`
+	Hard int64 `yaml:"hard" json:"hard"`
 }
 
 // Healthcheck is a container's probe, as Compose's healthcheck.

@@ -116,7 +116,7 @@ func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, erro
 	if err != nil {
 		return nil, err
 	}
-	// env-files are read at apply time, and by a window's close from the
+	// env-files, secrets and configs are read at apply time, and by a window's close from the
 	// applied state: make them independent of the working directory.
 	dir := "."
 	if path != "-" {
@@ -124,6 +124,7 @@ func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, erro
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
 		f.absEnvFiles(abs)
+		f.absFileMounts(abs)
 	}
 	return f, nil
 }

@@ -26,6 +26,25 @@ func FuzzDecode(f *testing.F) {
 	for _, r := range refusals() {
 		f.Add([]byte(src(r.src)))
 	}
+	for _, r := range runtimeRefusals() {
+		f.Add([]byte(src(r.src)))
+	}
+	f.Add([]byte(src(`
+modules:
+  web:
+    containers:
+      app:
+        image: x
+        secrets: [{name: pw, file: pw.txt}, {file: k, target: /etc/k}]
+        configs: [{file: a.conf}]
+        ulimits: {nofile: {soft: 1, hard: 2}, nproc: 3}
+        sysctls: {net.core.somaxconn: 1}
+        expose: [80, 53/udp, "1-2"]
+        dns: [198.18.0.1]
+        privileged: true
+        stdin-open: true
+        tty: true
+`)))
 	f.Add([]byte(src(`
 modules:
   store:
@@ -127,6 +146,7 @@ func FuzzDecodeSpec(f *testing.F) {
 	f.Add(`{"v":0,"image":"meshtest/busybox:1"}`, "x", "", "", "")
 	f.Add(`{"v":9,"image":"x","healthcheck":{"test":["CMD"]},"ports":["2","1"],"volumes":["b:/b","a:/a"]}`, "x", "B", "", "/a:/b:ro")
 	f.Add(`{"restart":"","env":{},"labels":{"io.x":"y"}}`, "", "A=B", "\x00", "")
+	f.Add(`{"v":3,"image":"x","secrets":{"pw":{"target":"/run/secrets/pw","file":"/pw","hash":"hmac-sha256:00"}},"expose":["80/TCP","80/tcp"],"ulimits":{"nofile":{"soft":1,"hard":2}},"dns":["b","a"],"tty":true}`, "x", "K", "v", "v")
 	f.Add(`null`, "x", "K", "v", "v")
 	f.Add(`{`, "x", "K", "v", "v")
 	f.Fuzz(func(t *testing.T, label, image, envKey, envValue, volume string) {

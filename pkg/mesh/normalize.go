@@ -30,6 +30,16 @@ type SpecFields struct {
 	LogDriver       string            `json:"log_driver,omitempty"`
 	LogOptions      map[string]string `json:"log_options,omitempty"`
 	ExtraHosts      []string          `json:"extra_hosts,omitempty"`
+	// Secrets and Configs are by name; each content is a keyed hash.
+	Secrets    map[string]SpecFile `json:"secrets,omitempty"`
+	Configs    map[string]SpecFile `json:"configs,omitempty"`
+	Expose     []string            `json:"expose,omitempty"` // "80/tcp"
+	Sysctls    map[string]string   `json:"sysctls,omitempty"`
+	Ulimits    map[string]Ulimit   `json:"ulimits,omitempty"`
+	Privileged bool                `json:"privileged,omitempty"`
+	StdinOpen  bool                `json:"stdin_open,omitempty"`
+	TTY        bool                `json:"tty,omitempty"`
+	DNS        []string            `json:"dns,omitempty"` // in order: the first is asked first
 }
 
 // SpecHealth is a healthcheck in canonical form: Test ["NONE"] disables
@@ -58,6 +68,15 @@ func (c *Container) specFields() SpecFields {
 		NanoCPUs:        int64(math.Round(c.CPUs * 1e9)),
 		PidsLimit:       c.PidsLimit,
 		ExtraHosts:      slices.Clone(c.ExtraHosts),
+		Secrets:         specFiles(KindSecret, c.Secrets),
+		Configs:         specFiles(KindConfig, c.Configs),
+		Expose:          slices.Clone(c.Expose),
+		Sysctls:         maps.Clone(c.Sysctls),
+		Ulimits:         maps.Clone(c.Ulimits),
+		Privileged:      c.Privileged,
+		StdinOpen:       c.StdinOpen,
+		TTY:             c.TTY,
+		DNS:             slices.Clone(c.DNS),
 	}
 	if h := c.Healthcheck; h != nil {
 		s.Health = &SpecHealth{Test: slices.Clone([]string(h.Test)), Interval: h.Interval.Std(),
@@ -109,7 +128,35 @@ func (s SpecFields) normalize() SpecFields {
 	if len(s.LogOptions) == 0 {
 		s.LogOptions = nil
 	}
+	if len(s.Secrets) == 0 {
+		s.Secrets = nil
+	}
+	if len(s.Configs) == 0 {
+		s.Configs = nil
+	}
+	expose := make([]string, 0, len(s.Expose))
+	for _, e := range s.Expose {
+		expose = append(expose, normExpose(e))
+	}
+	s.Expose = slices.Compact(sortedOrNil(expose))
+	if len(s.Sysctls) == 0 {
+		s.Sysctls = nil
+	}
+	if len(s.Ulimits) == 0 {
+		s.Ulimits = nil
+	}
+	if len(s.DNS) == 0 {
+		s.DNS = nil
+	}
 	return s
+}
+
+// normExpose writes an exposed port as the engine does: "80/tcp".
+func normExpose(e string) string {
+	if !strings.Contains(e, "/") {
+		return e + "/tcp"
+	}
+	return strings.ToLower(e)
 }
 
 // normSignal writes a signal as "SIGTERM" (a number stays a number).

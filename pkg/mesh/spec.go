@@ -18,7 +18,10 @@ import (
 // Version 2 records "entrypoint": [] (the image's entrypoint cleared) apart
 // from no entrypoint; version 1 recorded both alike.
 // Version 3 adds the container fields (SpecFields), each absent at its
-// default.
+// default; fields added since (secrets, configs, expose, sysctls, ulimits,
+// privileged, stdin-open, tty, dns) are absent at their default too, so
+// they need no new version: a spec recorded without them reads as them
+// unset, and an upgrade recreates nothing.
 const SpecVersion = 3
 
 // clearedEntrypointVersion is the first spec version that tells an empty
@@ -134,8 +137,9 @@ func DecodeSpec(label string) (Spec, error) {
 }
 
 // Diff names each field in which have differs from want: image, entrypoint,
-// command, env.KEY, volumes, network, ports, restart, labels.KEY. It never
-// names an env value. Empty means equal.
+// command, env.KEY, volumes, network, ports, restart, labels.KEY, the
+// container fields, secrets.NAME and configs.NAME. It never names an env
+// value or a file's content. Empty means equal.
 func Diff(have, want Spec) []string {
 	have, want = have.Normalize(), want.Normalize()
 	var d []string
@@ -217,6 +221,15 @@ func diffFields(have, want SpecFields) []string {
 	add("pids-limit", have.PidsLimit != want.PidsLimit)
 	add("logging", have.LogDriver != want.LogDriver || !maps.Equal(have.LogOptions, want.LogOptions))
 	add("extra-hosts", !slices.Equal(have.ExtraHosts, want.ExtraHosts))
+	d = append(d, diffFiles("secrets.", have.Secrets, want.Secrets)...)
+	d = append(d, diffFiles("configs.", have.Configs, want.Configs)...)
+	add("expose", !slices.Equal(have.Expose, want.Expose))
+	add("sysctls", !maps.Equal(have.Sysctls, want.Sysctls))
+	add("ulimits", !maps.Equal(have.Ulimits, want.Ulimits))
+	add("privileged", have.Privileged != want.Privileged)
+	add("stdin-open", have.StdinOpen != want.StdinOpen)
+	add("tty", have.TTY != want.TTY)
+	add("dns", !slices.Equal(have.DNS, want.DNS))
 	return d
 }
 

@@ -139,3 +139,40 @@ func (s *StringOrList) UnmarshalYAML(n *yaml.Node) error {
 	*s = l
 	return nil
 }
+
+// UnmarshalYAML reads {soft: N, hard: M}, or N for both, as Compose does.
+func (u *Ulimit) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var v int64
+		if err := n.Decode(&v); err != nil {
+			return &yaml.TypeError{Errors: []string{nodeError(n, "want a number, or {soft: N, hard: M}")}}
+		}
+		*u = Ulimit{Soft: v, Hard: v}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return &yaml.TypeError{Errors: []string{nodeError(n, "want a number, or {soft: N, hard: M}")}}
+	}
+	// Field by field: Node.Decode would not refuse an unknown key.
+	var errs []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		var dst *int64
+		switch k.Value {
+		case "soft":
+			dst = &u.Soft
+		case "hard":
+			dst = &u.Hard
+		default:
+			errs = append(errs, nodeError(k, "field %s not found in type mesh.Ulimit", k.Value))
+			continue
+		}
+		if err := v.Decode(dst); err != nil {
+			errs = append(errs, nodeError(v, "%s: want a number", k.Value))
+		}
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,8 @@ func (v *validator) fields(p []string, c *Container) {
 	v.limits(at, c)
 	v.logging(at, c.Logging)
 	v.extraHosts(at, c.ExtraHosts)
+	v.fileMounts(at, c)
+	v.runtime(at, c)
 	for i, f := range c.EnvFile {
 		if f == "" {
 			v.fail(at("env-file", index(i)), "is empty: name a file of KEY=VALUE lines")
@@ -153,4 +156,63 @@ func (v *validator) extraHosts(at pathFunc, hosts []string) {
 			v.fail(at("extra-hosts", index(i)), "%q: %q is not an IP address (or host-gateway)", h, ip)
 		}
 	}
+}
+
+var (
+	exposeRE = regexp.MustCompile(`^([0-9]{1,5})(-([0-9]{1,5}))?(/(?i:tcp|udp|sctp))?$`)
+	sysctlRE = regexp.MustCompile(`^[a-z0-9_]+(\.[A-Za-z0-9_*/-]+)+$`)
+)
+
+// knownUlimits are the limits the engine sets (setrlimit's, without RLIMIT_).
+var knownUlimits = []string{"as", "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice",
+	"nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}
+
+// runtime checks what the container's process runs with: its exposed
+// ports, sysctls, ulimits and name servers.
+func (v *validator) runtime(at pathFunc, c *Container) {
+	for i, e := range c.Expose {
+		m := exposeRE.FindStringSubmatch(e)
+		lo, _ := strconv.Atoi(m1(m, 1))
+		hi := lo
+		if m1(m, 3) != "" {
+			hi, _ = strconv.Atoi(m[3])
+		}
+		if m == nil || lo < 1 || hi > 65535 || hi < lo {
+			v.fail(at("expose", index(i)), "%q is not a port: write PORT, PORT/udp or FIRST-LAST (1-65535)", e)
+		}
+	}
+	for _, k := range sortedKeys(c.Sysctls) {
+		switch val := c.Sysctls[k]; {
+		case !sysctlRE.MatchString(k):
+			v.fail(at("sysctls", k), "%q is not a kernel parameter name (write e.g. net.core.somaxconn)", k)
+		case val == "":
+			v.fail(at("sysctls", k), "has no value")
+		default:
+			if ch, bad := controlIn(val); bad {
+				v.fail(at("sysctls", k), "the value holds a control character (%s)", ch)
+			}
+		}
+	}
+	for _, k := range sortedKeys(c.Ulimits) {
+		u := c.Ulimits[k]
+		switch {
+		case !slices.Contains(knownUlimits, k):
+			v.fail(at("ulimits", k), "%q is not a limit the engine sets (%s)", k, strings.Join(knownUlimits, ", "))
+		case u.Soft < -1 || u.Hard < -1 || u.Hard != -1 && (u.Soft == -1 || u.Soft > u.Hard):
+			v.fail(at("ulimits", k), "soft %d, hard %d: give 0 ≤ soft ≤ hard (-1 is unlimited)", u.Soft, u.Hard)
+		}
+	}
+	for i, s := range c.DNS {
+		if net.ParseIP(s) == nil {
+			v.fail(at("dns", index(i)), "%q is not an IP address", s)
+		}
+	}
+}
+
+// m1 is submatch i of m, "" when m did not match.
+func m1(m []string, i int) string {
+	if m == nil {
+		return ""
+	}
+	return m[i]
 }

@@ -130,6 +130,9 @@ func fieldOf(root *yaml.Node, line int, msg string) string {
 // fieldHint is what follows `unknown field "key"`: the field meant, or the
 // fields there are.
 func fieldHint(key string, known []string) string {
+	if why, ok := noField[strings.ReplaceAll(key, "_", "-")]; ok {
+		return "; " + why
+	}
 	if len(known) == 0 {
 		return ""
 	}
@@ -137,6 +140,17 @@ func fieldHint(key string, known []string) string {
 		return fmt.Sprintf("; did you mean %q?", s)
 	}
 	return " (fields here: " + strings.Join(known, ", ") + ")"
+}
+
+// noField says why a container has no field of Compose's that a user may
+// write, and what to do instead.
+var noField = map[string]string{
+	"container-name": "meshctl names every container MODULE.NAME (the key of its module and of the container " +
+		"under containers:), which is how it finds its own: remove it, and reach the container by that name",
+	"platform": "meshctl runs the image built for the host's platform: remove it, or name an image of that " +
+		"platform (pinned by digest)",
+	"runtime": "meshctl runs containers with the engine's default runtime: remove it, or make that runtime " +
+		"the engine's default (dockerd --default-runtime)",
 }
 
 // knownFields returns the fields of the map that holds the key at path.
@@ -249,6 +263,10 @@ func wantedFor(field, goType string) string {
 		return "a duration, like 30m or 2h"
 	case "EnvVars":
 		return `a map like {KEY: value} or a list like ["KEY=value"]`
+	case "FileMount":
+		return "a map like {name: db_password, file: db_password.txt} (the file on the host itself)"
+	case "Ulimit":
+		return "a number, or a map like {soft: 1024, hard: 4096}"
 	}
 	return goType
 }

@@ -94,7 +94,11 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// A module whose env-file cannot be read is reported, not the end of
 	// the report: the other modules' status does not depend on its files.
-	desired, unreadable := app.DesiredEach()
+	key, err := applied.SecretKey(d, app.File, false)
+	if err != nil {
+		return nil, err
+	}
+	desired, unreadable := app.DesiredEach(key)
 	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err

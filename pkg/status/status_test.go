@@ -82,7 +82,7 @@ func newFixture(t *testing.T, src string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := applied.Desire(f, nil, nil)
+	desired, err := applied.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestContainerStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	od, err := applied.Desire(other, nil, nil)
+	od, err := applied.Desire(other, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

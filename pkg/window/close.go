@@ -184,7 +184,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 	if !ok {
 		return w.desired, nil
 	}
-	all, err := desiredByName(&a, w.module)
+	all, err := desiredByName(w.d, &a, w.module)
 	if err != nil {
 		return nil, err
 	}

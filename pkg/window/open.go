@@ -13,6 +13,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // open records the hold under the state lock, then stops the held
@@ -76,7 +77,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// Another module's unreadable env-file is not this window's concern:
 	// its containers only lose their policy for a dead window's release,
 	// which then keeps the one recorded at that window's open.
-	all, errs := a.DesiredEach()
+	key, err := applied.SecretKey(w.d, a.File, false)
+	if err != nil {
+		return nil, err
+	}
+	all, errs := a.DesiredEach(key)
 	if err := errs[w.module]; err != nil {
 		return nil, err
 	}
@@ -191,9 +196,14 @@ func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied. Only module's own files can fail
-// it (DesiredEach).
-func desiredByName(a *applied.Applied, module string) (map[string]*lifecycle.Desired, error) {
-	all, errs := a.DesiredEach()
+// it (DesiredEach). d is the state directory, whose secret key hashes
+// secret files.
+func desiredByName(d *state.Dir, a *applied.Applied, module string) (map[string]*lifecycle.Desired, error) {
+	key, err := applied.SecretKey(d, a.File, false)
+	if err != nil {
+		return nil, err
+	}
+	all, errs := a.DesiredEach(key)
 	if err := errs[module]; err != nil {
 		return nil, err
 	}

@@ -257,7 +257,11 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		desired, errs := a.DesiredEach()
+		key, err := applied.SecretKey(d, a.File, false)
+		if err != nil {
+			return nil, err
+		}
+		desired, errs := a.DesiredEach(key)
 		if err := errs[opts.Module]; err != nil {
 			return nil, err // only this module's own files count
 		}

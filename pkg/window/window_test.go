@@ -78,7 +78,7 @@ func openTemp(t *testing.T) *state.Dir {
 // recordApplied writes applied.json as an apply of f would.
 func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	t.Helper()
-	desired, err := applied.Desire(f, nil, nil)
+	desired, err := applied.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := applied.Desire(f, nil, nil)
+	desired, err := applied.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,30 @@
+package applied
+
+import (
+	"crypto/rand"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// SecretKey returns the key that f's secret and config files are hashed
+// with: the state directory's (made, with create, when it has none yet),
+// or nil when f has none. Without create (a dry run, status, a window), a
+// directory without a key gets a key of this run's own: no container can
+// have been created with a hash of the missing one, so every container
+// with a secret differs from the file either way.
+func SecretKey(d *state.Dir, f *mesh.File, create bool) ([]byte, error) {
+	if f == nil || !f.HasFileMounts() {
+		return nil, nil
+	}
+	if create {
+		return d.SecretKey()
+	}
+	key, ok, err := d.PeekSecretKey()
+	if err != nil || ok {
+		return key, err
+	}
+	key = make([]byte, 32)
+	_, err = rand.Read(key)
+	return key, err
+}
