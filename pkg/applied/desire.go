@@ -40,6 +40,7 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved) ([]lifec
 			}
 			d.Def.Env = env
 			d.Spec = d.Def.Spec(d.Image)
+			d.Spec.Networks = f.SpecNetworks(mn, cn)
 			out = append(out, d)
 		}
 	}

@@ -90,3 +90,41 @@ func (e *FailedError) Unwrap() error { return e.Err }
 
 // Fault says a failed apply is a failure.
 func (e *FailedError) Fault() fault.Kind { return fault.Failed }
+
+// NetworkConflictError is an apply refused before any change because a
+// network meshctl did not create (or another state directory did: Owner is
+// its ID) has the name of a module network it would create (exit 1).
+type NetworkConflictError struct{ Name, Owner string }
+
+func (e *NetworkConflictError) Error() string {
+	if e.Owner != "" {
+		return "nothing changed: network " + e.Name + " is managed by another meshctl state directory (id " + e.Owner + "); check --state-dir, or rename the network in the mesh file"
+	}
+	return "nothing changed: a network meshctl did not create is named " + e.Name +
+		"; remove or rename it, declare it external (networks: {NAME: {external: " + e.Name + "}}), or rename the network in the mesh file"
+}
+
+// ChangedNetworkError is a module network whose definition the file
+// changes (exit 2): the engine changes no network in place, and meshctl
+// does not remove one its containers use.
+type ChangedNetworkError struct{ Name, Module, Change string }
+
+func (e *ChangedNetworkError) Error() string {
+	return fmt.Sprintf("nothing changed: network %s of module %s changed (%s), which the engine cannot change in place; "+
+		"rename the network in the mesh file (its containers are recreated on the new one, and --prune removes the old), "+
+		"or remove the module (apply --remove-module %s) and apply it again", e.Name, e.Module, e.Change, e.Module)
+}
+
+// Fault says it is bad input.
+func (e *ChangedNetworkError) Fault() fault.Kind { return fault.BadInput }
+
+// MissingJoinError is a container that joins a network that does not
+// exist and that this apply does not create (exit 2).
+type MissingJoinError struct{ Container, Network, Hint string }
+
+func (e *MissingJoinError) Error() string {
+	return "nothing changed: " + e.Container + " joins network " + e.Network + ", which does not exist; " + e.Hint
+}
+
+// Fault says it is bad input.
+func (e *MissingJoinError) Fault() fault.Kind { return fault.BadInput }

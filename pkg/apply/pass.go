@@ -38,6 +38,7 @@ type pass struct {
 	windows  *lifecycle.Windows
 	in       Input
 	items    []Item
+	netItems []NetItem
 	absent   map[string]string // image: why the engine lacks it for good
 	rep      *applied.Report
 	recorded *applied.Applied // the applied state this apply records
@@ -170,6 +171,9 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	if len(a.in.Taken) > 0 {
 		a.items = Plan(a.in)
 	}
+	if err := a.planNetworks(ctx); err != nil {
+		return nil, err
+	}
 	missing, absent, err := missingImages(ctx, a.eng, a.items, a.pulls.tried)
 	if err != nil {
 		return nil, err
@@ -192,7 +196,8 @@ func (a *pass) preview() (done bool, err error) {
 	}
 	if a.opts.DryRun {
 		fillReport(a.rep, a.items, a.absent)
-		a.rep.Changed = Changes(a.items)
+		a.fillNetworks()
+		a.rep.Changed = Changes(a.items) || netChanges(a.netItems)
 		a.rep.EngineCalls = a.eng.Calls()
 		return true, nil
 	}
@@ -225,7 +230,8 @@ func (a *pass) release(ctx context.Context) error {
 	}
 	fillReport(a.rep, a.items, a.absent)
 	markReleased(a.rep)
-	a.rep.Changed = Changes(a.items) || released > 0
+	a.fillNetworks()
+	a.rep.Changed = Changes(a.items) || netChanges(a.netItems) || released > 0
 	return nil
 }
 
@@ -262,9 +268,16 @@ func (a *pass) policies() map[string]string {
 // holds up no window. It returns the plan's error, and err when the lock
 // could not be had again.
 func (a *pass) execute(ctx context.Context) (runErr, err error) {
+	if err := a.createNetworks(ctx); err != nil {
+		// Before any container: nothing else changed.
+		return nil, &FailedError{Err: err}
+	}
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope, Settle: a.opts.Settle}
 	runErr, a.lock, a.claim, err = executeClaimed(ctx, a.d, a.lock, x, a.items, a.absent, a.rep, a.opts)
-	return runErr, err
+	if err != nil {
+		return runErr, err
+	}
+	return errors.Join(runErr, a.removeNetworks(ctx)), nil
 }
 
 // record writes the applied state and the report, and releases the claim.

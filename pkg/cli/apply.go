@@ -236,6 +236,7 @@ func printApplyReport(env *Env, rep *applied.Report) {
 		}
 	}
 	tw.Flush()
+	printNetworks(env, rep.Networks)
 	for _, w := range rep.Windows {
 		fmt.Fprintln(env.Stdout, w.Describe())
 	}
@@ -246,4 +247,22 @@ func printApplyReport(env *Env, rep *applied.Report) {
 	if rep.DryRun {
 		fmt.Fprintln(env.Stdout, "dry run: nothing was changed")
 	}
+}
+
+// printNetworks writes the report's network lines, as a table of its own
+// under the containers'.
+func printNetworks(env *Env, nets []applied.NetworkReport) {
+	if len(nets) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tACTION\tREASON")
+	for _, n := range nets {
+		reason := strings.Join(n.Reasons, ", ")
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.Action, reason)
+	}
+	tw.Flush()
 }

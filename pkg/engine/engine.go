@@ -19,7 +19,7 @@ import (
 //
 // Every method returns an *UnreachableError when the engine cannot be
 // reached, and an error matching ErrNotFound (errors.Is) when the container
-// or image it names does not exist.
+// image or network it names does not exist.
 type Client interface {
 	// Ping checks that the engine answers and negotiates the API version
 	// from its answer, in exactly one request.
@@ -69,6 +69,17 @@ type Client interface {
 	// code. A container that was created but not started yet is not
 	// running: start it first.
 	Wait(ctx context.Context, id string) (exitCode int, err error)
+	// Networks returns every network that carries all of labels (as
+	// List), sorted by name, without their containers.
+	Networks(ctx context.Context, labels map[string]string) ([]Network, error)
+	// InspectNetwork returns the network named or identified by
+	// idOrName, with the containers attached to it.
+	InspectNetwork(ctx context.Context, idOrName string) (Network, error)
+	// CreateNetwork creates a bridge network called name.
+	CreateNetwork(ctx context.Context, name string, spec NetworkSpec) (id string, err error)
+	// RemoveNetwork removes a network; the engine refuses while a
+	// running container is attached.
+	RemoveNetwork(ctx context.Context, idOrName string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64
 	// Host returns the engine address in use, such as
@@ -121,6 +132,9 @@ type Spec struct {
 	// NetworkMode is "host", "none", "bridge" or a network name; "" leaves
 	// the engine's default.
 	NetworkMode string
+	// Networks are the networks the container joins, by name, each with
+	// the aliases it answers to there; NetworkMode stays "".
+	Networks    map[string][]string
 	Ports       []string // docker -p style: "127.0.0.1:5000:5000[/tcp]"
 	Restart     string   // "" means "no"
 	Labels      map[string]string
@@ -144,6 +158,22 @@ type Spec struct {
 	LogDriver   string
 	LogOptions  map[string]string
 	ExtraHosts  []string // "host:ip"
+}
+
+// Network is what meshctl knows of one network.
+type Network struct {
+	ID, Name string
+	Labels   map[string]string
+	Internal bool
+	// Containers are the names of the containers attached, known from
+	// InspectNetwork only.
+	Containers []string
+}
+
+// NetworkSpec is what CreateNetwork needs.
+type NetworkSpec struct {
+	Internal bool
+	Labels   map[string]string
 }
 
 // Healthcheck is a container's probe, as the engine runs it: every

@@ -41,9 +41,12 @@ type Spec struct {
 	Env        map[string]string `json:"env,omitempty"` // name → "sha256:…" of the value
 	Volumes    []string          `json:"volumes,omitempty"`
 	Network    string            `json:"network,omitempty"`
-	Ports      []string          `json:"ports,omitempty"`
-	Restart    string            `json:"restart,omitempty"`
-	Labels     map[string]string `json:"labels,omitempty"`
+	// Networks are the networks the container joins, by engine name (set
+	// by the file, which knows the modules: File.SpecNetworks).
+	Networks map[string]SpecNetwork `json:"networks,omitempty"`
+	Ports    []string               `json:"ports,omitempty"`
+	Restart  string                 `json:"restart,omitempty"`
+	Labels   map[string]string      `json:"labels,omitempty"`
 	// SpecFields are the container fields added in version 3; each zero
 	// value is the default, so an older spec reads as the defaults.
 	SpecFields
@@ -101,6 +104,7 @@ func (s Spec) Normalize() Spec {
 	if len(s.Labels) == 0 {
 		s.Labels = nil
 	}
+	s.Networks = normNetworks(s.Networks)
 	s.SpecFields = s.SpecFields.normalize()
 	return s
 }
@@ -134,7 +138,7 @@ func DecodeSpec(label string) (Spec, error) {
 }
 
 // Diff names each field in which have differs from want: image, entrypoint,
-// command, env.KEY, volumes, network, ports, restart, labels.KEY. It never
+// command, env.KEY, volumes, network, networks.NAME, ports, restart, labels.KEY. It never
 // names an env value. Empty means equal.
 func Diff(have, want Spec) []string {
 	have, want = have.Normalize(), want.Normalize()
@@ -155,6 +159,7 @@ func Diff(have, want Spec) []string {
 	if have.Network != want.Network {
 		d = append(d, "network")
 	}
+	d = append(d, diffNetworks(have.Networks, want.Networks)...)
 	if !slices.Equal(have.Ports, want.Ports) {
 		d = append(d, "ports")
 	}
