@@ -179,7 +179,7 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 //	ctr network NAME            print "network=… internal=… managed=… containers=…" (fails if missing)
 //	ctr nonetwork NAME          fail unless the network NAME does not exist
 //	ctr netcreate NAME          create a network meshctl does not manage, removed when the script ends
-//	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET
+//	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET; removed when the script ends
 func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 1 {
 		ts.Fatalf("usage: ctr SUBCOMMAND ...")
@@ -233,6 +233,12 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		id, err := c.Create(ctx, rest[1], spec)
 		if err == nil {
 			err = c.Start(ctx, id)
+			ts.Defer(func() {
+				if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+					_ = c.Remove(context.Background(), id)
+					c.Close()
+				}
+			})
 		}
 		check(err)
 	case "network":

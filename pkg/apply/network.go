@@ -99,6 +99,22 @@ func usesNetworks(f *mesh.File, desired []lifecycle.Desired, opts Options) bool 
 	return slices.ContainsFunc(desired, func(d lifecycle.Desired) bool { return len(d.Spec.Networks) > 0 })
 }
 
+// observeNetworks lists the networks this state directory created, in one
+// engine call, when the apply needs them (usesNetworks): an apply of a file
+// without networks makes no request for them.
+func (a *pass) observeNetworks(ctx context.Context) error {
+	a.netObserved = nil
+	if !usesNetworks(a.file, a.desired, a.opts) {
+		return nil
+	}
+	observed, err := a.eng.Networks(ctx, lifecycle.Managed(a.scope))
+	if err != nil {
+		return err
+	}
+	a.netObserved = slices.DeleteFunc(observed, func(n engine.Network) bool { return !lifecycle.IsOwnNetwork(n, a.scope) })
+	return nil
+}
+
 // planNetworks plans the networks (PlanNetworks) and checks, before
 // anything changes, what the plan cannot do: a network to create whose name
 // a network meshctl did not create has, a changed definition, and a joined
@@ -108,11 +124,7 @@ func (a *pass) planNetworks(ctx context.Context) error {
 	if !usesNetworks(a.file, a.desired, a.opts) {
 		return nil
 	}
-	observed, err := a.eng.Networks(ctx, lifecycle.Managed(a.scope))
-	if err != nil {
-		return err
-	}
-	observed = slices.DeleteFunc(observed, func(n engine.Network) bool { return !lifecycle.IsOwnNetwork(n, a.scope) })
+	observed := a.netObserved
 	a.netItems = PlanNetworks(NetInput{Desired: a.file.DesiredNetworks(), Observed: observed,
 		Modules: a.in.Modules, Remove: a.in.Remove, Prune: a.opts.Prune})
 	have := map[string]bool{}
@@ -223,8 +235,12 @@ func (a *pass) removeNetworks(ctx context.Context) error {
 				slices.Sort(users)
 				it.Action = Kept
 				it.Reasons = append(it.Reasons, "still in use by "+strings.Join(users, ", "))
-				a.opts.Warn("warning: network %s kept: containers are attached to it (%s); it is removed by the next apply that finds it unused\n",
-					it.Name, strings.Join(users, ", "))
+				again := "apply --prune"
+				if a.in.Remove[it.Module] {
+					again = "apply --remove-module " + it.Module
+				}
+				a.opts.Warn("network %s kept: containers are attached to it (%s); once they are gone, %s removes it\n",
+					it.Name, strings.Join(users, ", "), again)
 				continue
 			}
 			a.opts.Progress("removing network %s\n", it.Name)

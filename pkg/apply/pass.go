@@ -39,6 +39,9 @@ type pass struct {
 	in       Input
 	items    []Item
 	netItems []NetItem
+	// netObserved are the networks this state directory created; nil
+	// when the apply has no need to look (usesNetworks).
+	netObserved []engine.Network
 	absent   map[string]string // image: why the engine lacks it for good
 	rep      *applied.Report
 	recorded *applied.Applied // the applied state this apply records
@@ -152,8 +155,11 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	for m := range a.file.Modules {
 		a.in.Modules[m] = true
 	}
+	if err := a.observeNetworks(ctx); err != nil {
+		return nil, err
+	}
 	for _, m := range a.opts.RemoveModules {
-		if err := checkRemovable(m, &a.prev, a.windows.Observed); err != nil {
+		if err := checkRemovable(m, &a.prev, a.windows.Observed, a.netObserved); err != nil {
 			return nil, err
 		}
 		a.in.Modules[m], a.in.Remove[m] = true, true
@@ -342,7 +348,7 @@ func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
 
 // checkRemovable refuses to remove a module this state directory knows
 // nothing of: a typo must not read as done.
-func checkRemovable(m string, prev *applied.Applied, observed []engine.Container) error {
+func checkRemovable(m string, prev *applied.Applied, observed []engine.Container, nets []engine.Network) error {
 	if prev.File != nil && prev.File.Modules[m] != nil {
 		return nil
 	}
@@ -351,6 +357,12 @@ func checkRemovable(m string, prev *applied.Applied, observed []engine.Container
 	}
 	for _, c := range observed {
 		if c.Labels[lifecycle.LabelModule] == m {
+			return nil
+		}
+	}
+	// A network kept, in use, when its module was removed.
+	for _, n := range nets {
+		if n.Labels[lifecycle.LabelModule] == m {
 			return nil
 		}
 	}
