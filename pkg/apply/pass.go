@@ -42,9 +42,9 @@ type pass struct {
 	// netObserved are the networks this state directory created; nil
 	// when the apply has no need to look (usesNetworks).
 	netObserved []engine.Network
-	absent   map[string]string // image: why the engine lacks it for good
-	rep      *applied.Report
-	recorded *applied.Applied // the applied state this apply records
+	absent      map[string]string // image: why the engine lacks it for good
+	rep         *applied.Report
+	recorded    *applied.Applied // the applied state this apply records
 }
 
 // takeLock takes the state lock, and fails with a *claims.ClaimedError if
