@@ -38,12 +38,7 @@ func (n *ContainerNetworks) UnmarshalYAML(node *yaml.Node) error {
 	}
 	switch node.Kind {
 	case yaml.MappingNode:
-		var m map[string]*NetworkJoin
-		if err := node.Decode(&m); err != nil {
-			return err
-		}
-		*n = m
-		return nil
+		return n.fromMap(node)
 	case yaml.SequenceNode:
 		m := ContainerNetworks{}
 		var errs []string
@@ -64,6 +59,44 @@ func (n *ContainerNetworks) UnmarshalYAML(node *yaml.Node) error {
 		return nil
 	}
 	return &yaml.TypeError{Errors: []string{nodeError(node, "networks: want a list of network names or a map NAME: {aliases: […]}")}}
+}
+
+// fromMap reads networks in map form, as strictly as the rest of the file
+// (a node's own Decode would take an unknown field silently).
+func (n *ContainerNetworks) fromMap(node *yaml.Node) error {
+	m := ContainerNetworks{}
+	var errs []string
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		k, v := node.Content[i], node.Content[i+1]
+		if v.Kind == yaml.AliasNode && v.Alias != nil {
+			v = v.Alias
+		}
+		join := &NetworkJoin{}
+		switch {
+		case m[k.Value] != nil:
+			errs = append(errs, nodeError(k, "networks: %q is listed twice", k.Value))
+		case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null":
+		case v.Kind != yaml.MappingNode:
+			errs = append(errs, nodeError(v, "networks.%s: want {aliases: […]} or nothing", k.Value))
+		default:
+			for j := 0; j+1 < len(v.Content); j += 2 {
+				field := v.Content[j]
+				if field.Value != "aliases" {
+					errs = append(errs, nodeError(field, "field %s not found in type mesh.NetworkJoin", field.Value))
+					continue
+				}
+				if err := v.Content[j+1].Decode(&join.Aliases); err != nil {
+					errs = append(errs, nodeError(v.Content[j+1], "networks.%s.aliases: want a list of names", k.Value))
+				}
+			}
+		}
+		m[k.Value] = join
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	*n = m
+	return nil
 }
 
 // NetworkName is the engine name of a module's network: "meshctl.MODULE.NET".

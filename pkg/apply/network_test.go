@@ -1,0 +1,176 @@
+package apply
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// TestPlanNetworks is the network plan's rules, one per row.
+func TestPlanNetworks(t *testing.T) {
+	want := func(module, net string, internal bool) mesh.DesiredNetwork {
+		return mesh.DesiredNetwork{Name: mesh.NetworkName(module, net), Module: module, Net: net, Internal: internal}
+	}
+	have := func(module, net string, internal bool) engine.Network {
+		return engine.Network{ID: "id-" + net, Name: mesh.NetworkName(module, net), Internal: internal,
+			Labels: map[string]string{lifecycle.LabelModule: module, lifecycle.LabelNetwork: net}}
+	}
+	owns := map[string]bool{"m": true, "gone": true}
+	for _, tt := range []struct {
+		name string
+		in   NetInput
+		want map[string]string // engine name → action
+	}{
+		{"missing is created", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", false)}, Modules: owns},
+			map[string]string{"meshctl.m.a": Create}},
+		{"present is unchanged", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
+			Observed: []engine.Network{have("m", "a", true)}, Modules: owns}, map[string]string{"meshctl.m.a": Unchanged}},
+		{"changed definition is refused", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
+			Observed: []engine.Network{have("m", "a", false)}, Modules: owns}, map[string]string{"meshctl.m.a": Conflict}},
+		{"left out is an orphan", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns},
+			map[string]string{"meshctl.m.a": Orphan}},
+		{"left out, pruned", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns, Prune: true},
+			map[string]string{"meshctl.m.a": Remove}},
+		{"module removed", NetInput{Observed: []engine.Network{have("gone", "a", false)}, Modules: owns,
+			Remove: map[string]bool{"gone": true}}, map[string]string{"meshctl.gone.a": Remove}},
+		{"another module's is left alone, pruned or not", NetInput{Observed: []engine.Network{have("other", "a", false)},
+			Modules: owns, Prune: true}, map[string]string{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := map[string]string{}
+			for _, it := range PlanNetworks(tt.in) {
+				got[it.Name] = it.Action
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("PlanNetworks = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+const netFile = `
+modules:
+  m:
+    networks:
+      default: {}
+    containers:
+      db: {image: meshtest/busybox:1, networks: [default]}
+      api:
+        image: meshtest/busybox:1
+        depends-on: [db]
+        networks:
+          default: {aliases: [backend]}
+`
+
+func decodeMesh(t *testing.T, src string) *mesh.File {
+	t.Helper()
+	f, err := mesh.Decode("mesh.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestRunNetworks: the network is created before the containers, each
+// container joins it under its short name, its engine name and its
+// aliases; the network is labelled as this state directory's; the same
+// file again asks for no network change; --remove-module removes it after
+// the containers.
+func TestRunNetworks(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	f := decodeMesh(t, netFile)
+	rep, err := run(t, d, eng, f, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes := eng.Changes()
+	if i := slices.Index(changes, "create-network meshctl.m.default"); i != 0 {
+		t.Errorf("engine changes %v: the network is not created first", changes)
+	}
+	if len(rep.Networks) != 1 || rep.Networks[0].Action != Create {
+		t.Errorf("report networks %+v, want one create", rep.Networks)
+	}
+	api, _ := eng.Get("m.api")
+	if got, want := api.Spec.Networks, map[string][]string{"meshctl.m.default": {"api", "m.api", "backend"}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("m.api joins %v, want %v", got, want)
+	}
+	nets := eng.NetworkList()
+	id, _ := d.ID()
+	if len(nets) != 1 || nets[0].Labels[lifecycle.LabelManaged] != id || nets[0].Labels[lifecycle.LabelModule] != "m" {
+		t.Errorf("networks %+v: want one, labelled as managed by %s, module m", nets, id)
+	}
+
+	if rep, err = run(t, d, eng, f, nil); err != nil || rep.Changed {
+		t.Fatalf("the same file again: changed %v, err %v", rep.Changed, err)
+	}
+	if c := eng.Changes(); len(c) > 0 {
+		t.Errorf("the same file again changed the engine: %v", c)
+	}
+
+	rep, err = run(t, d, eng, f, func(o *Options) { o.File, o.RemoveModules = decodeMesh(t, "modules: {}"), []string{"m"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes = eng.Changes()
+	if last := changes[len(changes)-1]; last != "remove-network meshctl.m.default" {
+		t.Errorf("engine changes %v: the network is not removed last", changes)
+	}
+	if len(eng.NetworkList()) != 0 {
+		t.Errorf("networks left: %v", eng.NetworkList())
+	}
+}
+
+// TestRunNetworkRefusals: what the network plan cannot do is refused
+// before anything changes.
+func TestRunNetworkRefusals(t *testing.T) {
+	t.Run("a network meshctl did not create has the name", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		eng.AddNetwork("meshctl.m.default", nil)
+		_, err := run(t, d, eng, decodeMesh(t, netFile), nil)
+		if ce := (*NetworkConflictError)(nil); !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a NetworkConflictError", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none", c)
+		}
+	})
+	t.Run("an external network is missing", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		f := decodeMesh(t, "modules:\n  m:\n    networks: {edge: {external: proxy}}\n    containers:\n      a: {image: meshtest/busybox:1, networks: [edge]}\n")
+		_, err := run(t, d, eng, f, nil)
+		if err == nil || !strings.Contains(err.Error(), "m.a joins network proxy, which does not exist; it is external") {
+			t.Fatalf("err = %v", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none", c)
+		}
+		eng.AddNetwork("proxy", nil)
+		if _, err := run(t, d, eng, f, nil); err != nil {
+			t.Fatal(err)
+		}
+		if c := eng.Changes(); slices.ContainsFunc(c, func(s string) bool { return strings.Contains(s, "network") }) {
+			t.Errorf("changes %v: an external network is never created", c)
+		}
+	})
+	t.Run("a changed definition", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.Changes()
+		_, err := run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) {
+			t.Fatalf("err = %v, want a ChangedNetworkError", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none", c)
+		}
+	})
+}
