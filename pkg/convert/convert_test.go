@@ -34,7 +34,7 @@ services:
     image: shop/web:1
     container_name: web
     secrets: [token]
-    networks: [front]
+    networks: {front: {ipv4_address: 198.18.9.9}}
     environment: [FROM_SHELL]
     expose: ["80"]
     healthcheck: {test: ["CMD", "true"], start_interval: 1s}
@@ -46,7 +46,7 @@ services:
     image: shop/web:1
     privileged: true
 networks:
-  front: {}
+  front: {driver: overlay}
 secrets:
   token: {file: ./token}
 `})
@@ -56,9 +56,9 @@ secrets:
 		t.Fatalf("Convert = %v, want a refusal", err)
 	}
 	for _, key := range []string{
-		"networks.front", "secrets", "services.migrate.privileged",
+		"networks.front.driver", "secrets", "services.migrate.privileged",
 		"services.web.container_name", "services.web.deploy.mode", "services.web.environment.FROM_SHELL",
-		"services.web.expose", "services.web.healthcheck.start_interval", "services.web.networks",
+		"services.web.expose", "services.web.healthcheck.start_interval", "services.web.networks.front.ipv4_address",
 		"services.web.secrets", "services.web.depends_on.migrate.condition",
 	} {
 		if !slices.ContainsFunc(re.Keys, func(k string) bool { return strings.HasPrefix(k, key+":") }) {

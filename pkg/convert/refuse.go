@@ -72,8 +72,6 @@ var nextSteps = map[string]string{
 		"(mode 600), or mount the file read-only with volumes: [/abs/path/FILE:/run/secrets/NAME:ro]",
 	"configs": "configs are not carried over yet (they come with secrets in a later meshctl): for now mount the file read-only " +
 		"with volumes: [/abs/path/FILE:/target:ro]",
-	"networks": "module networks are not carried over yet (they come in a later meshctl): for now remove networks, so that the " +
-		"containers share the engine's default bridge (no name resolution between them), or use network_mode: host",
 	"expose": "expose publishes nothing (it documents a port for containers on a shared network): remove it, or publish the port " +
 		`on the host with ports: ["127.0.0.1:PORT:PORT"]`,
 	"sysctls": "meshctl does not set sysctls: set them on the host (/etc/sysctl.d) if SERVICE needs them, or remove them",

@@ -98,7 +98,7 @@ secrets: {token: {file: ./token}}
 configs: {conf: {file: ./conf}}
 `})
 	_, err := Convert(context.Background(), Options{Files: []string{path}})
-	for _, key := range []string{"container_name", "ulimits", "privileged", "secrets", "configs", "networks", "expose", "sysctls",
+	for _, key := range []string{"container_name", "ulimits", "privileged", "secrets", "configs", "expose", "sysctls",
 		"runtime", "platform", "stdin_open", "tty", "dns"} {
 		msg, n := refusal(t, err, "services.web."+key)
 		if n != 1 || strings.HasPrefix(msg, "not carried over by meshctl") || !strings.Contains(msg, ": ") {
@@ -108,7 +108,7 @@ configs: {conf: {file: ./conf}}
 	if msg, _ := refusal(t, err, "services.web.container_name"); !strings.Contains(msg, "shop.web") {
 		t.Errorf("container_name does not say the container's name: %q", msg)
 	}
-	for _, key := range []string{"secrets", "configs", "networks.front"} {
+	for _, key := range []string{"secrets", "configs"} {
 		if msg, n := refusal(t, err, key); n != 1 || strings.HasPrefix(msg, "not carried over by meshctl") {
 			t.Errorf("%s: %q", key, msg)
 		}

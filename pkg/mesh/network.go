@@ -313,3 +313,14 @@ func hasKey[V any](m map[string]V, k string) bool {
 	_, ok := m[k]
 	return ok
 }
+
+// MarshalYAML writes networks as a list of names when none has aliases, as
+// a file would most often say it.
+func (n ContainerNetworks) MarshalYAML() (any, error) {
+	for _, j := range n {
+		if j != nil && len(j.Aliases) > 0 {
+			return map[string]*NetworkJoin(n), nil
+		}
+	}
+	return sortedKeys(n), nil
+}
