@@ -174,3 +174,31 @@ func TestRunNetworkRefusals(t *testing.T) {
 		}
 	})
 }
+
+// TestRunNetworkRenamed is the way a changed definition is carried out
+// (ChangedNetworkError says so): the network renamed, its containers are
+// recreated onto the new one, created first, and --prune removes the old
+// one once they have left it.
+func TestRunNetworkRenamed(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	eng.Changes()
+	renamed := strings.ReplaceAll(strings.Replace(netFile, "default: {}", "main: {internal: true}", 1), "default", "main")
+	rep, err := run(t, d, eng, decodeMesh(t, renamed), func(o *Options) { o.Prune = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := actions(rep); got["m.db"] != Recreate || got["m.api"] != Recreate {
+		t.Errorf("actions %v, want both recreated", got)
+	}
+	changes := eng.Changes()
+	if changes[0] != "create-network meshctl.m.main" || changes[len(changes)-1] != "remove-network meshctl.m.default" {
+		t.Errorf("engine changes %v: want the new network first, the old one removed last", changes)
+	}
+	nets := eng.NetworkList()
+	if len(nets) != 1 || nets[0].Name != "meshctl.m.main" || !nets[0].Internal {
+		t.Errorf("networks %+v, want only meshctl.m.main, internal", nets)
+	}
+}
