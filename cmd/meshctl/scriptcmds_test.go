@@ -176,7 +176,7 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 //	ctr run NAME IMAGE ARG...   create and start an unmanaged container (network none)
 //	ctr stop NAME | rm NAME | start NAME | kill NAME
 //	ctr wait NAME STATE [DUR]   wait until NAME is in STATE (running, exited, missing)
-//	ctr network NAME            print "network=… internal=… managed=… containers=…" (fails if missing)
+//	ctr network NAME            print "network=… subnet=… internal=… managed=… module=… containers=…" (fails if missing)
 //	ctr nonetwork NAME          fail unless the network NAME does not exist
 //	ctr netcreate NAME          create a network meshctl does not manage, removed when the script ends
 //	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET; removed when the script ends
@@ -245,8 +245,9 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		n, err := c.InspectNetwork(ctx, rest[0])
 		check(err)
 		if err == nil {
-			fmt.Fprintf(ts.Stdout(), "network=%s internal=%v managed=%v module=%s containers=%s\n", n.Name, n.Internal,
-				n.Labels["io.meshctl.managed"] != "", n.Labels["io.meshctl.module"], strings.Join(n.Containers, ","))
+			fmt.Fprintf(ts.Stdout(), "network=%s subnet=%s internal=%v managed=%v module=%s containers=%s\n", n.Name,
+				strings.Join(n.Subnets, ","), n.Internal, n.Labels["io.meshctl.managed"] != "", n.Labels["io.meshctl.module"],
+				strings.Join(n.Containers, ","))
 		}
 	case "nonetwork":
 		_, err := c.InspectNetwork(ctx, rest[0])

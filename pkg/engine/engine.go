@@ -165,6 +165,9 @@ type Network struct {
 	ID, Name string
 	Labels   map[string]string
 	Internal bool
+	// Subnets are the network's address ranges ("198.18.0.0/24"), as the
+	// engine's address pool gave them.
+	Subnets []string
 	// Containers are the names of the containers attached, known from
 	// InspectNetwork only.
 	Containers []string

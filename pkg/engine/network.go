@@ -30,7 +30,7 @@ func (c *dockerClient) Networks(ctx context.Context, labels map[string]string) (
 	}
 	out := make([]Network, 0, len(list))
 	for _, n := range list {
-		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal})
+		out = append(out, Network{ID: n.ID, Name: n.Name, Labels: n.Labels, Internal: n.Internal, Subnets: subnets(n.IPAM)})
 	}
 	slices.SortFunc(out, func(a, b Network) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
@@ -45,7 +45,7 @@ func (c *dockerClient) InspectNetwork(ctx context.Context, idOrName string) (Net
 	if err != nil {
 		return Network{}, err
 	}
-	n := Network{ID: r.ID, Name: r.Name, Labels: r.Labels, Internal: r.Internal}
+	n := Network{ID: r.ID, Name: r.Name, Labels: r.Labels, Internal: r.Internal, Subnets: subnets(r.IPAM)}
 	for _, e := range r.Containers {
 		n.Containers = append(n.Containers, e.Name)
 	}
@@ -95,4 +95,14 @@ func (c *dockerClient) connect(ctx context.Context, name, id string, spec Spec, 
 		}
 	}
 	return nil
+}
+
+func subnets(ipam network.IPAM) []string {
+	var out []string
+	for _, c := range ipam.Config {
+		if c.Subnet != "" {
+			out = append(out, c.Subnet)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +37,18 @@ func TestNetworks(t *testing.T) {
 	}
 	if len(list) != 2 || list[0].Name != nets[0] || list[1].Name != nets[1] || list[0].Internal || !list[1].Internal {
 		t.Fatalf("Networks(label) = %+v, want %v, the second internal", list, nets)
+	}
+	// The test engine's networks never take a private-range address
+	// (scripts/engine.sh gives it the pool 198.18.0.0/15).
+	for _, n := range list {
+		for _, s := range n.Subnets {
+			if p, err := netip.ParsePrefix(s); err != nil || p.Addr().IsPrivate() {
+				t.Errorf("network %s has subnet %s: a private range (%v)", n.Name, s, err)
+			}
+		}
+		if len(n.Subnets) == 0 {
+			t.Errorf("network %s: no subnet listed", n.Name)
+		}
 	}
 
 	name := prefix + "ctr"
