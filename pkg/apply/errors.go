@@ -105,18 +105,14 @@ func (e *NetworkConflictError) Error() string {
 }
 
 // ChangedNetworkError is a module network whose definition the file
-// changes (exit 2): the engine changes no network in place, and meshctl
-// does not remove one its containers use.
-type ChangedNetworkError struct{ Name, Module, Change string }
+// changes while a container that apply cannot take off it is attached
+// (Why says which, and what to do); nothing changed (exit 1).
+type ChangedNetworkError struct{ Name, Module, Change, Why string }
 
 func (e *ChangedNetworkError) Error() string {
-	return fmt.Sprintf("nothing changed: network %s of module %s changed (%s), which the engine cannot change in place; "+
-		"rename the network in the mesh file (its containers are recreated on the new one, and --prune removes the old), "+
-		"or remove the module (apply --remove-module %s) and apply it again", e.Name, e.Module, e.Change, e.Module)
+	return fmt.Sprintf("nothing changed: network %s of module %s changed (%s), which the engine can change only by making it again; %s",
+		e.Name, e.Module, e.Change, e.Why)
 }
-
-// Fault says it is bad input.
-func (e *ChangedNetworkError) Fault() fault.Kind { return fault.BadInput }
 
 // MissingJoinError is a container that joins a network that does not
 // exist and that this apply does not create (exit 2).

@@ -24,7 +24,7 @@ const Kept = "kept"
 type NetItem struct {
 	Name     string // engine name
 	Module   string
-	Action   string // Create, Unchanged, Remove or Orphan; Kept or Failed once carried out
+	Action   string // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
 	Reasons  []string
 	Desired  *mesh.DesiredNetwork
 	Observed *engine.Network
@@ -56,9 +56,9 @@ func PlanNetworks(in NetInput) []NetItem {
 		case o == nil:
 			it.Action = Create
 		case o.Internal != d.Internal:
-			// The engine changes no network in place, and one in use cannot
-			// be removed: refused, with the way to do it (ChangedNetworkError).
-			it.Action, it.Reasons = Conflict, []string{fmt.Sprintf("internal: %v → %v", o.Internal, d.Internal)}
+			// The engine changes no network in place: it is made again
+			// (replaceNetworks), and its containers recreated.
+			it.Action, it.Reasons = Recreate, []string{fmt.Sprintf("internal: %v → %v", o.Internal, d.Internal)}
 		default:
 			it.Action = Unchanged
 		}
@@ -117,8 +117,9 @@ func (a *pass) observeNetworks(ctx context.Context) error {
 
 // planNetworks plans the networks (PlanNetworks) and checks, before
 // anything changes, what the plan cannot do: a network to create whose name
-// a network meshctl did not create has, a changed definition, and a joined
-// network that does not exist and that this apply does not create.
+// a network meshctl did not create has, a changed definition on a network
+// apply cannot make again (checkReplaceable), and a joined network that
+// does not exist and that this apply does not create.
 func (a *pass) planNetworks(ctx context.Context) error {
 	a.netItems = nil
 	if !usesNetworks(a.file, a.desired, a.opts) {
@@ -133,8 +134,10 @@ func (a *pass) planNetworks(ctx context.Context) error {
 	}
 	for _, it := range a.netItems {
 		switch it.Action {
-		case Conflict:
-			return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0]}
+		case Recreate:
+			if err := a.checkReplaceable(ctx, it); err != nil {
+				return err
+			}
 		case Create:
 			n, err := a.eng.InspectNetwork(ctx, it.Name)
 			if err == nil {
@@ -267,7 +270,94 @@ func (a *pass) fillNetworks() {
 	}
 }
 
+// checkReplaceable refuses, before any change, to make network it again
+// while a container that this apply cannot take off it and put back is
+// attached: one outside this state directory, or one a live window holds.
+func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
+	n, err := a.eng.InspectNetwork(ctx, it.Name)
+	if err != nil {
+		return err
+	}
+	ours := map[string]bool{}
+	for _, c := range a.windows.Observed {
+		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
+			ours[c.Name] = true
+			if hold, held := a.in.Holds[c.Name]; held {
+				return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+					Why: c.Name + " joins it and window " + hold.Window + " holds it: apply again once the window has closed"}
+			}
+		}
+	}
+	for _, name := range n.Containers {
+		if !ours[name] {
+			return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+				Why: name + ", which meshctl does not manage here, is attached to it: take it off (docker network disconnect " + it.Name + " " + name + ") and apply again"}
+		}
+	}
+	return nil
+}
+
+// replaceNetworks makes again, before any container changes, each network
+// whose definition changed: the engine changes none in place. The
+// containers of this state directory on it are stopped, taken off it, and,
+// once it is made again, joined to it under the same names and started
+// again if they ran; the plan then recreates them, health-gated, with the
+// new definition in their spec. The network's containers are unreachable
+// there while it is replaced.
+func (a *pass) replaceNetworks(ctx context.Context) error {
+	for i := range a.netItems {
+		it := &a.netItems[i]
+		if it.Action != Recreate {
+			continue
+		}
+		a.opts.Progress("replacing network %s (%s)\n", it.Name, strings.Join(it.Reasons, ", "))
+		if err := a.replaceNetwork(ctx, it); err != nil {
+			it.Action, it.Reasons = Failed, append(it.Reasons, "replace failed: "+engine.Reason(err.Error()))
+			a.fillNetworks()
+			return fmt.Errorf("replace network %s: %w", it.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *pass) replaceNetwork(ctx context.Context, it *NetItem) error {
+	var users []engine.Container
+	for _, c := range a.windows.Observed {
+		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
+			users = append(users, c)
+		}
+	}
+	for _, c := range users {
+		if c.Running {
+			if err := a.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
+				return err
+			}
+		}
+		if err := a.eng.DisconnectNetwork(ctx, it.Name, c.ID); err != nil && !engine.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := a.eng.RemoveNetwork(ctx, it.Observed.ID); err != nil {
+		return err
+	}
+	spec := lifecycle.NetworkSpec(a.scope, it.Module, it.Desired.Net, it.Desired.Internal)
+	if _, err := a.eng.CreateNetwork(ctx, it.Name, spec); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range users {
+		err := a.eng.ConnectNetwork(ctx, it.Name, c.ID, lifecycle.RecordedAliases(c, it.Name))
+		if err == nil && c.Running {
+			err = a.eng.Start(ctx, c.ID)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // netChanges reports whether the network plan changes the engine.
 func netChanges(items []NetItem) bool {
-	return slices.ContainsFunc(items, func(it NetItem) bool { return it.Action == Create || it.Action == Remove })
+	return slices.ContainsFunc(items, func(it NetItem) bool {
+		return it.Action == Create || it.Action == Recreate || it.Action == Remove
+	})
 }

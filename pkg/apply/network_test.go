@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"slices"
@@ -32,8 +33,8 @@ func TestPlanNetworks(t *testing.T) {
 			map[string]string{"meshctl.m.a": Create}},
 		{"present is unchanged", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
 			Observed: []engine.Network{have("m", "a", true)}, Modules: owns}, map[string]string{"meshctl.m.a": Unchanged}},
-		{"changed definition is refused", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
-			Observed: []engine.Network{have("m", "a", false)}, Modules: owns}, map[string]string{"meshctl.m.a": Conflict}},
+		{"changed definition is made again", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
+			Observed: []engine.Network{have("m", "a", false)}, Modules: owns}, map[string]string{"meshctl.m.a": Recreate}},
 		{"left out is an orphan", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns},
 			map[string]string{"meshctl.m.a": Orphan}},
 		{"left out, pruned", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns, Prune: true},
@@ -159,15 +160,22 @@ func TestRunNetworkRefusals(t *testing.T) {
 			t.Errorf("changes %v: an external network is never created", c)
 		}
 	})
-	t.Run("a changed definition", func(t *testing.T) {
+	t.Run("a changed definition with a container outside meshctl on it", func(t *testing.T) {
 		d, eng := stateDir(t), enginetest.NewFake(busybox)
 		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
 			t.Fatal(err)
 		}
+		id, err := eng.Create(context.Background(), "foreign", engine.Spec{Image: busybox, Networks: map[string][]string{"meshctl.m.default": nil}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Start(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
 		eng.Changes()
-		_, err := run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
-		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) {
-			t.Fatalf("err = %v, want a ChangedNetworkError", err)
+		_, err = run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), "foreign, which meshctl does not manage here, is attached") {
+			t.Fatalf("err = %v, want a ChangedNetworkError naming foreign", err)
 		}
 		if c := eng.Changes(); len(c) > 0 {
 			t.Errorf("changes %v, want none", c)
@@ -175,8 +183,52 @@ func TestRunNetworkRefusals(t *testing.T) {
 	})
 }
 
-// TestRunNetworkRenamed is the way a changed definition is carried out
-// (ChangedNetworkError says so): the network renamed, its containers are
+// TestRunNetworkChanged: a changed internal flag makes the network again
+// (the engine changes none in place), before any container: its containers
+// are stopped, taken off it, joined to the new one under the same names and
+// started again; then recreated, health-gated, with the new definition in
+// their spec. A dry run says so and changes nothing.
+func TestRunNetworkChanged(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	eng.Changes()
+	changed := decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1))
+	rep, err := run(t, d, eng, changed, func(o *Options) { o.DryRun = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Networks) != 1 || rep.Networks[0].Action != Recreate || rep.Networks[0].Reasons[0] != "internal: false → true" {
+		t.Errorf("dry run: networks %+v, want a recreate, internal: false → true", rep.Networks)
+	}
+	if got := actions(rep); got["m.db"] != Recreate || got["m.api"] != Recreate {
+		t.Errorf("dry run: actions %v, want both recreated", got)
+	}
+	if c := eng.Changes(); len(c) > 0 {
+		t.Errorf("dry run changed %v", c)
+	}
+
+	if rep, err = run(t, d, eng, changed, nil); err != nil {
+		t.Fatal(err)
+	}
+	changes := strings.Join(eng.Changes(), "\n")
+	if !strings.HasPrefix(changes, "stop m.api\ndisconnect m.api meshctl.m.default\nstop m.db\ndisconnect m.db meshctl.m.default\n"+
+		"remove-network meshctl.m.default\ncreate-network meshctl.m.default\nconnect m.api meshctl.m.default\nstart m.api\n"+
+		"connect m.db meshctl.m.default\nstart m.db\n") {
+		t.Errorf("engine changes:\n%s", changes)
+	}
+	nets := eng.NetworkList()
+	if len(nets) != 1 || !nets[0].Internal || !slices.Equal(nets[0].Containers, []string{"m.api", "m.db"}) {
+		t.Errorf("networks %+v, want meshctl.m.default internal, with m.api and m.db", nets)
+	}
+	if rep, err = run(t, d, eng, changed, nil); err != nil || rep.Changed {
+		t.Errorf("the same file again: changed %v, %v", rep.Changed, err)
+	}
+}
+
+// TestRunNetworkRenamed is the way to change a network without a stop: the
+// network renamed (and its definition changed), its containers are
 // recreated onto the new one, created first, and --prune removes the old
 // one once they have left it.
 func TestRunNetworkRenamed(t *testing.T) {

@@ -274,6 +274,9 @@ func (a *pass) policies() map[string]string {
 // holds up no window. It returns the plan's error, and err when the lock
 // could not be had again.
 func (a *pass) execute(ctx context.Context) (runErr, err error) {
+	if err := a.replaceNetworks(ctx); err != nil {
+		return nil, &FailedError{Err: err}
+	}
 	if err := a.createNetworks(ctx); err != nil {
 		// Before any container: nothing else changed.
 		return nil, &FailedError{Err: err}

@@ -136,7 +136,8 @@ containers that join it, and removes it with its module (--remove-module; --prun
 removes one its module no longer declares), never while any container is
 attached (it is kept, with a warning) and never one it did not create:
   internal     true: its containers reach only each other; default false
-               (a change is refused: rename the network instead)
+               (a change makes the network again, its containers stopped
+               meanwhile, then recreates them)
   external     the engine name of an existing network to join instead;
                meshctl never creates or removes it
 

@@ -80,6 +80,11 @@ type Client interface {
 	// RemoveNetwork removes a network; the engine refuses while a
 	// running container is attached.
 	RemoveNetwork(ctx context.Context, idOrName string) error
+	// ConnectNetwork joins a container to a network, answering there to
+	// aliases too.
+	ConnectNetwork(ctx context.Context, network, container string, aliases []string) error
+	// DisconnectNetwork takes a container, running or not, off a network.
+	DisconnectNetwork(ctx context.Context, network, container string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64
 	// Host returns the engine address in use, such as

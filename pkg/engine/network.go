@@ -106,3 +106,15 @@ func subnets(ipam network.IPAM) []string {
 	}
 	return out
 }
+
+func (c *dockerClient) ConnectNetwork(ctx context.Context, net, container string, aliases []string) error {
+	return c.do(ctx, "connect "+container+" to network "+net, func(ctx context.Context) error {
+		return c.api.NetworkConnect(ctx, net, container, &network.EndpointSettings{Aliases: slices.Clone(aliases)})
+	})
+}
+
+func (c *dockerClient) DisconnectNetwork(ctx context.Context, net, container string) error {
+	return c.do(ctx, "disconnect "+container+" from network "+net, func(ctx context.Context) error {
+		return c.api.NetworkDisconnect(ctx, net, container, true)
+	})
+}

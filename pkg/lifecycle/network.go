@@ -100,3 +100,15 @@ func JoinsNetwork(c engine.Container, name string) bool {
 	_, ok := recordedNetworks(c)[name]
 	return ok
 }
+
+// RecordedAliases are the names c answers to on the network name, from
+// its recorded spec: its name in its module, its engine name, its aliases.
+func RecordedAliases(c engine.Container, name string) []string {
+	aliases := []string{c.Labels[LabelContainer], c.Name}
+	for _, a := range recordedNetworks(c)[name].Aliases {
+		if !slices.Contains(aliases, a) {
+			aliases = append(aliases, a)
+		}
+	}
+	return slices.DeleteFunc(aliases, func(a string) bool { return a == "" })
+}

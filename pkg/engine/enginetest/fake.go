@@ -74,6 +74,8 @@ const (
 	OpInspectNet    = "inspect-network"
 	OpCreateNetwork = "create-network"
 	OpRemoveNetwork = "remove-network"
+	OpConnect       = "connect"
+	OpDisconnect    = "disconnect"
 )
 
 // Event is one request that changed, or tried to change, the engine: a
@@ -465,6 +467,11 @@ func (f *Fake) Start(ctx context.Context, id string) (err error) {
 	defer func() { f.record(Event{Op: OpStart, Name: c.Name}, err) }()
 	if f.failStart[c.Spec.Image] {
 		return fmt.Errorf("start %s: exec: no such file", id)
+	}
+	for n := range c.Spec.Networks {
+		if _, err := f.findNet(n); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
 	}
 	c.run()
 	return nil

@@ -136,3 +136,47 @@ func (f *Fake) RemoveNetwork(ctx context.Context, idOrName string) (err error) {
 	delete(f.nets, n.ID)
 	return nil
 }
+
+// ConnectNetwork joins a container to a network.
+func (f *Fake) ConnectNetwork(ctx context.Context, net, container string, aliases []string) (err error) {
+	unlock, err := f.begin(ctx, OpConnect, container)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := f.find(container)
+	if err != nil {
+		return err
+	}
+	defer func() { f.record(Event{Op: OpConnect, Name: c.Name, Arg: net}, err) }()
+	if _, err := f.findNet(net); err != nil {
+		return err
+	}
+	if _, ok := c.Spec.Networks[net]; ok {
+		return fmt.Errorf("connect %s: already attached to network %s", c.Name, net)
+	}
+	if c.Spec.Networks == nil {
+		c.Spec.Networks = map[string][]string{}
+	}
+	c.Spec.Networks[net] = slices.Clone(aliases)
+	return nil
+}
+
+// DisconnectNetwork takes a container off a network.
+func (f *Fake) DisconnectNetwork(ctx context.Context, net, container string) (err error) {
+	unlock, err := f.begin(ctx, OpDisconnect, container)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := f.find(container)
+	if err != nil {
+		return err
+	}
+	defer func() { f.record(Event{Op: OpDisconnect, Name: c.Name, Arg: net}, err) }()
+	if _, ok := c.Spec.Networks[net]; !ok {
+		return fmt.Errorf("disconnect %s: not attached to network %s: %w", c.Name, net, engine.ErrNotFound)
+	}
+	delete(c.Spec.Networks, net)
+	return nil
+}
