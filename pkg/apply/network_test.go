@@ -111,6 +111,9 @@ func TestRunNetworks(t *testing.T) {
 	if rep, err = run(t, d, eng, f, nil); err != nil || rep.Changed {
 		t.Fatalf("the same file again: changed %v, err %v", rep.Changed, err)
 	}
+	if rep.EngineCalls != 3 {
+		t.Errorf("the same file again: %d engine calls, want 3 (ping, list, networks)", rep.EngineCalls)
+	}
 	if c := eng.Changes(); len(c) > 0 {
 		t.Errorf("the same file again changed the engine: %v", c)
 	}
