@@ -108,6 +108,7 @@ func TestRunNetworks(t *testing.T) {
 		t.Errorf("networks %+v: want one, labelled as managed by %s, module m", nets, id)
 	}
 
+	eng.ResetCalls()
 	if rep, err = run(t, d, eng, f, nil); err != nil || rep.Changed {
 		t.Fatalf("the same file again: changed %v, err %v", rep.Changed, err)
 	}
