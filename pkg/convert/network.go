@@ -17,6 +17,23 @@ var (
 	serviceNetKeys = set("aliases")
 )
 
+// networkSteps are the next steps of the networks' keys meshctl has no
+// field for (see nextSteps).
+var networkSteps = map[string]string{
+	"ipam": "meshctl takes a network's addresses from the engine's pool: remove ipam, and reach the containers by name " +
+		"(SERVICE, or MODULE.SERVICE)",
+	"ipv4_address":   "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
+	"ipv6_address":   "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
+	"link_local_ips": "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
+	"driver_opts":    "meshctl creates plain bridge networks: remove driver_opts, or keep this project under Compose",
+	"attachable":     "attachable is for Swarm's networks: remove it",
+	"enable_ipv6":    "meshctl creates IPv4 networks: remove enable_ipv6, or keep this project under Compose",
+	"priority":       "meshctl does not order a container's networks: remove priority",
+	"gw_priority":    "meshctl does not choose a container's gateway network: remove gw_priority",
+}
+
+func init() { maps.Copy(nextSteps, networkSteps) }
+
 // checkNetworks refuses, by path, the keys of the project's networks
 // (model, as written) that a module network cannot carry.
 func (c *converter) checkNetworks(model any) {
