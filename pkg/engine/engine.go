@@ -18,7 +18,7 @@ import (
 // Client is the narrow interface meshctl needs from a container engine.
 //
 // Every method returns an *UnreachableError when the engine cannot be
-// reached, and an error matching ErrNotFound (errors.Is) when the container
+// reached, and an error matching ErrNotFound (errors.Is) when the container,
 // image or network it names does not exist.
 type Client interface {
 	// Ping checks that the engine answers and negotiates the API version
@@ -137,9 +137,6 @@ type Spec struct {
 	// NetworkMode is "host", "none", "bridge" or a network name; "" leaves
 	// the engine's default.
 	NetworkMode string
-	// Networks are the networks the container joins, by name, each with
-	// the aliases it answers to there; NetworkMode stays "".
-	Networks    map[string][]string
 	Ports       []string // docker -p style: "127.0.0.1:5000:5000[/tcp]"
 	Restart     string   // "" means "no"
 	Labels      map[string]string
@@ -163,6 +160,9 @@ type Spec struct {
 	LogDriver   string
 	LogOptions  map[string]string
 	ExtraHosts  []string // "host:ip"
+	// Networks are the networks the container joins, by name, each with
+	// the aliases it answers to there; NetworkMode stays "".
+	Networks map[string][]string
 }
 
 // Network is what meshctl knows of one network.

@@ -13,19 +13,19 @@ type Container struct {
 	// Entrypoint overrides the image's; "entrypoint: []" (empty, not nil)
 	// clears it. omitzero, not omitempty: the applied.json a window's close
 	// reads must keep [] apart from no entrypoint at all.
-	Entrypoint []string `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
-	Command    []string `yaml:"command,omitempty" json:"command,omitempty"`
-	Env        EnvVars  `yaml:"env,omitempty" json:"env,omitempty"`
-	Volumes    []string `yaml:"volumes,omitempty" json:"volumes,omitempty"`
-	Network    string   `yaml:"network,omitempty" json:"network,omitempty"`
+	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
+	Env        EnvVars           `yaml:"env,omitempty" json:"env,omitempty"`
+	Volumes    []string          `yaml:"volumes,omitempty" json:"volumes,omitempty"`
+	Network    string            `yaml:"network,omitempty" json:"network,omitempty"`
+	Ports      []string          `yaml:"ports,omitempty" json:"ports,omitempty"`
+	Restart    string            `yaml:"restart,omitempty" json:"restart,omitempty"`
+	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
+	// Pull says when apply pulls the image: missing (default), always, never.
+	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
 	// Networks are the module networks the container joins (see
 	// ContainerNetworks); they cannot combine with Network.
 	Networks ContainerNetworks `yaml:"networks,omitempty" json:"networks,omitempty"`
-	Ports    []string          `yaml:"ports,omitempty" json:"ports,omitempty"`
-	Restart  string            `yaml:"restart,omitempty" json:"restart,omitempty"`
-	Labels   map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
-	// Pull says when apply pulls the image: missing (default), always, never.
-	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
 	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
 	// see ContainerFields.
 	ContainerFields `yaml:",inline"`

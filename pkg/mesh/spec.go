@@ -41,15 +41,16 @@ type Spec struct {
 	Env        map[string]string `json:"env,omitempty"` // name → "sha256:…" of the value
 	Volumes    []string          `json:"volumes,omitempty"`
 	Network    string            `json:"network,omitempty"`
-	// Networks are the networks the container joins, by engine name (set
-	// by the file, which knows the modules: File.SpecNetworks).
-	Networks map[string]SpecNetwork `json:"networks,omitempty"`
-	Ports    []string               `json:"ports,omitempty"`
-	Restart  string                 `json:"restart,omitempty"`
-	Labels   map[string]string      `json:"labels,omitempty"`
+	Ports      []string          `json:"ports,omitempty"`
+	Restart    string            `json:"restart,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
 	// SpecFields are the container fields added in version 3; each zero
 	// value is the default, so an older spec reads as the defaults.
 	SpecFields
+	// Networks are the networks the container joins, by engine name (set
+	// by the file, which knows the modules: File.SpecNetworks); none reads
+	// as a spec recorded before networks existed.
+	Networks map[string]SpecNetwork `json:"networks,omitempty"`
 }
 
 // Spec returns the canonical spec of c running image (the resolved image, for
