@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -256,5 +257,53 @@ func TestRunNetworkRenamed(t *testing.T) {
 	nets := eng.NetworkList()
 	if len(nets) != 1 || nets[0].Name != "meshctl.m.main" || !nets[0].Internal {
 		t.Errorf("networks %+v, want only meshctl.m.main, internal", nets)
+	}
+}
+
+// TestRunNetworkKept: a module's network that a container outside meshctl
+// is attached to is kept when the module is removed, with a warning that
+// says which container and what removes it; once unused, --remove-module of
+// that module (of which only the network is left) removes it.
+func TestRunNetworkKept(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	id, err := eng.Create(ctx, "foreign", engine.Spec{Image: busybox, Networks: map[string][]string{"meshctl.m.default": nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	eng.Changes()
+	var warned []string
+	remove := func(o *Options) {
+		o.File, o.RemoveModules = decodeMesh(t, "modules: {}"), []string{"m"}
+		o.Warn = func(format string, args ...any) { warned = append(warned, fmt.Sprintf(format, args...)) }
+	}
+	rep, err := run(t, d, eng, nil, remove)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Networks) != 1 || rep.Networks[0].Action != Kept || !slices.Contains(rep.Networks[0].Reasons, "still in use by foreign") {
+		t.Errorf("networks %+v, want meshctl.m.default kept, in use by foreign", rep.Networks)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "network meshctl.m.default kept: containers are attached to it (foreign); "+
+		"once they are gone, apply --remove-module m removes it") {
+		t.Errorf("warnings %q", warned)
+	}
+	if c := eng.Changes(); slices.ContainsFunc(c, func(s string) bool { return strings.HasPrefix(s, "remove-network") }) {
+		t.Errorf("changes %v: the network was removed under a container", c)
+	}
+	if err := eng.Remove(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = run(t, d, eng, nil, remove); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Networks) != 1 || rep.Networks[0].Action != Remove || len(eng.NetworkList()) != 0 {
+		t.Errorf("once unused: networks %+v, left %v", rep.Networks, eng.NetworkList())
 	}
 }
