@@ -304,6 +304,11 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 // again if they ran; the plan then recreates them, health-gated, with the
 // new definition in their spec. The network's containers are unreachable
 // there while it is replaced.
+//
+// It runs under the state lock, not under the plan's claim: it stops and
+// starts containers of other modules too, which no claim covers, and a
+// window must never find one of them half-done (planNetworks refused the
+// change while a window holds one).
 func (a *pass) replaceNetworks(ctx context.Context) error {
 	for i := range a.netItems {
 		it := &a.netItems[i]
