@@ -176,6 +176,10 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 //	ctr run NAME IMAGE ARG...   create and start an unmanaged container (network none)
 //	ctr stop NAME | rm NAME | start NAME | kill NAME
 //	ctr wait NAME STATE [DUR]   wait until NAME is in STATE (running, exited, missing)
+//	ctr network NAME            print "network=… subnet=… internal=… managed=… module=… containers=…" (fails if missing)
+//	ctr nonetwork NAME          fail unless the network NAME does not exist
+//	ctr netcreate NAME          create a network meshctl does not manage, removed when the script ends
+//	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET; removed when the script ends
 func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 1 {
 		ts.Fatalf("usage: ctr SUBCOMMAND ...")
@@ -224,6 +228,42 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 			err = c.Start(ctx, id)
 		}
 		check(err)
+	case "netrun":
+		spec := engine.Spec{Image: rest[2], Cmd: rest[3:], Networks: map[string][]string{rest[0]: nil}}
+		id, err := c.Create(ctx, rest[1], spec)
+		if err == nil {
+			err = c.Start(ctx, id)
+			ts.Defer(func() {
+				if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+					_ = c.Remove(context.Background(), id)
+					c.Close()
+				}
+			})
+		}
+		check(err)
+	case "network":
+		n, err := c.InspectNetwork(ctx, rest[0])
+		check(err)
+		if err == nil {
+			fmt.Fprintf(ts.Stdout(), "network=%s subnet=%s internal=%v managed=%v module=%s containers=%s\n", n.Name,
+				strings.Join(n.Subnets, ","), n.Internal, n.Labels["io.meshctl.managed"] != "", n.Labels["io.meshctl.module"],
+				strings.Join(n.Containers, ","))
+		}
+	case "nonetwork":
+		_, err := c.InspectNetwork(ctx, rest[0])
+		if engine.IsNotFound(err) == neg {
+			ts.Fatalf("ctr nonetwork %s: err = %v", rest[0], err)
+		}
+	case "netcreate":
+		_, err := c.CreateNetwork(ctx, rest[0], engine.NetworkSpec{})
+		check(err)
+		name := rest[0]
+		ts.Defer(func() {
+			if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+				_ = c.RemoveNetwork(context.Background(), name)
+				c.Close()
+			}
+		})
 	case "stop":
 		check(c.Stop(ctx, rest[0], 5*time.Second))
 	case "start":
@@ -268,6 +308,15 @@ func removeModules(ctx context.Context, ts *testscript.TestScript, c engine.Clie
 		}
 		for _, x := range list {
 			_ = c.Remove(ctx, x.ID)
+		}
+		// Then the module's networks, which only a container kept.
+		nets, err := c.Networks(ctx, map[string]string{"io.meshctl.module": m})
+		if err != nil {
+			ts.Logf("cleanup %s: %v", m, err)
+			return
+		}
+		for _, n := range nets {
+			_ = c.RemoveNetwork(ctx, n.ID)
 		}
 	}
 }

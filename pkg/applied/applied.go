@@ -172,6 +172,18 @@ type Report struct {
 	// Released are stale holds this apply released: windows that died
 	// without closing.
 	Released []holds.View `json:"released,omitempty"`
+	// Networks are the module networks the apply planned (none when no
+	// module has any).
+	Networks []NetworkReport `json:"networks,omitempty"`
+}
+
+// NetworkReport is one network's line of the report: create, unchanged,
+// remove, orphan, kept (in use, so not removed) or failed.
+type NetworkReport struct {
+	Name    string   `json:"name"`
+	Module  string   `json:"module"`
+	Action  string   `json:"action"`
+	Reasons []string `json:"reasons"`
 }
 
 // ContainerReport is one container's line of the report.

@@ -47,6 +47,7 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 				return nil, err
 			}
 			d.Spec = d.Def.Spec(d.Image)
+			d.Spec.Networks = f.SpecNetworks(mn, cn)
 			out = append(out, d)
 		}
 	}

@@ -53,7 +53,8 @@ type Options struct {
 // and if it needs an image the engine lacks, the lock is released, the image
 // pulled, and the plan made again. A slow pull never holds up a window's
 // open or close, and a no-op apply costs two engine requests (ping, list),
-// plus one per step that names its own run.image.
+// plus one per step that names its own run.image, and one listing of
+// networks where they matter (usesNetworks).
 // Every artifact: is resolved where the plan is made, under the lock, and so
 // again after every pull: a build recorded while this apply pulled wins.
 func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*applied.Report, error) {

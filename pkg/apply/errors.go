@@ -90,3 +90,37 @@ func (e *FailedError) Unwrap() error { return e.Err }
 
 // Fault says a failed apply is a failure.
 func (e *FailedError) Fault() fault.Kind { return fault.Failed }
+
+// NetworkConflictError is an apply refused before any change because a
+// network meshctl did not create (or another state directory did: Owner is
+// its ID) has the name of a module network it would create (exit 1).
+type NetworkConflictError struct{ Name, Owner string }
+
+func (e *NetworkConflictError) Error() string {
+	if e.Owner != "" {
+		return "nothing changed: network " + e.Name + " is managed by another meshctl state directory (id " + e.Owner + "); check --state-dir, or rename the network in the mesh file"
+	}
+	return "nothing changed: a network meshctl did not create is named " + e.Name +
+		"; remove or rename it, declare it external (networks: {NAME: {external: " + e.Name + "}}), or rename the network in the mesh file"
+}
+
+// ChangedNetworkError is a module network whose definition the file
+// changes while a container that apply cannot take off it is attached
+// (Why says which, and what to do); nothing changed (exit 1).
+type ChangedNetworkError struct{ Name, Module, Change, Why string }
+
+func (e *ChangedNetworkError) Error() string {
+	return fmt.Sprintf("nothing changed: network %s of module %s changed (%s), which the engine can change only by making it again; %s",
+		e.Name, e.Module, e.Change, e.Why)
+}
+
+// MissingJoinError is a container that joins a network that does not
+// exist and that this apply does not create (exit 2).
+type MissingJoinError struct{ Container, Network, Hint string }
+
+func (e *MissingJoinError) Error() string {
+	return "nothing changed: " + e.Container + " joins network " + e.Network + ", which does not exist; " + e.Hint
+}
+
+// Fault says it is bad input.
+func (e *MissingJoinError) Fault() fault.Kind { return fault.BadInput }

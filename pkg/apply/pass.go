@@ -38,9 +38,13 @@ type pass struct {
 	windows  *lifecycle.Windows
 	in       Input
 	items    []Item
-	absent   map[string]string // image: why the engine lacks it for good
-	rep      *applied.Report
-	recorded *applied.Applied // the applied state this apply records
+	netItems []NetItem
+	// netObserved are the networks this state directory created; nil
+	// when the apply has no need to look (usesNetworks).
+	netObserved []engine.Network
+	absent      map[string]string // image: why the engine lacks it for good
+	rep         *applied.Report
+	recorded    *applied.Applied // the applied state this apply records
 }
 
 // takeLock takes the state lock, and fails with a *claims.ClaimedError if
@@ -157,8 +161,11 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	for m := range a.file.Modules {
 		a.in.Modules[m] = true
 	}
+	if err := a.observeNetworks(ctx); err != nil {
+		return nil, err
+	}
 	for _, m := range a.opts.RemoveModules {
-		if err := checkRemovable(m, &a.prev, a.windows.Observed); err != nil {
+		if err := checkRemovable(m, &a.prev, a.windows.Observed, a.netObserved); err != nil {
 			return nil, err
 		}
 		a.in.Modules[m], a.in.Remove[m] = true, true
@@ -175,6 +182,9 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	}
 	if len(a.in.Taken) > 0 {
 		a.items = Plan(a.in)
+	}
+	if err := a.planNetworks(ctx); err != nil {
+		return nil, err
 	}
 	missing, absent, err := missingImages(ctx, a.eng, a.items, a.pulls.tried)
 	if err != nil {
@@ -198,7 +208,8 @@ func (a *pass) preview() (done bool, err error) {
 	}
 	if a.opts.DryRun {
 		fillReport(a.rep, a.items, a.absent)
-		a.rep.Changed = Changes(a.items)
+		a.fillNetworks()
+		a.rep.Changed = Changes(a.items) || netChanges(a.netItems)
 		a.rep.EngineCalls = a.eng.Calls()
 		return true, nil
 	}
@@ -231,7 +242,8 @@ func (a *pass) release(ctx context.Context) error {
 	}
 	fillReport(a.rep, a.items, a.absent)
 	markReleased(a.rep)
-	a.rep.Changed = Changes(a.items) || released > 0
+	a.fillNetworks()
+	a.rep.Changed = Changes(a.items) || netChanges(a.netItems) || released > 0
 	return nil
 }
 
@@ -271,9 +283,19 @@ func (a *pass) policies() map[string]string {
 // holds up no window. It returns the plan's error, and err when the lock
 // could not be had again.
 func (a *pass) execute(ctx context.Context) (runErr, err error) {
+	if err := a.replaceNetworks(ctx); err != nil {
+		return nil, &FailedError{Err: err}
+	}
+	if err := a.createNetworks(ctx); err != nil {
+		// Before any container: nothing else changed.
+		return nil, &FailedError{Err: err}
+	}
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope, Settle: a.opts.Settle}
 	runErr, a.lock, a.claim, err = executeClaimed(ctx, a.d, a.lock, x, a.items, a.absent, a.rep, a.opts)
-	return runErr, err
+	if err != nil {
+		return runErr, err
+	}
+	return errors.Join(runErr, a.removeNetworks(ctx)), nil
 }
 
 // record writes the applied state and the report, and releases the claim.
@@ -338,7 +360,7 @@ func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
 
 // checkRemovable refuses to remove a module this state directory knows
 // nothing of: a typo must not read as done.
-func checkRemovable(m string, prev *applied.Applied, observed []engine.Container) error {
+func checkRemovable(m string, prev *applied.Applied, observed []engine.Container, nets []engine.Network) error {
 	if prev.File != nil && prev.File.Modules[m] != nil {
 		return nil
 	}
@@ -347,6 +369,12 @@ func checkRemovable(m string, prev *applied.Applied, observed []engine.Container
 	}
 	for _, c := range observed {
 		if c.Labels[lifecycle.LabelModule] == m {
+			return nil
+		}
+	}
+	// A network kept, in use, when its module was removed.
+	for _, n := range nets {
+		if n.Labels[lifecycle.LabelModule] == m {
 			return nil
 		}
 	}

@@ -58,7 +58,14 @@ output>, exited 1 after 2s, restarting) and the new container's last log
 lines; exit 1. Containers change after those they depends-on; independent ones
 in parallel. Named volumes are never removed. Missing images are pulled, and
 health waited for, without holding the state lock: the containers being
-changed are claimed, and a window on them waits for the claim.`,
+changed are claimed, and a window on them waits for the claim.
+
+A module's networks (meshctl.MODULE.NET) are created before its containers and
+shown under them (NETWORK ACTION REASON): create, unchanged, recreate (its
+definition changed: made again, its containers stopped meanwhile, then
+recreated), orphan, remove (with its module, or --prune), kept (a container is
+still attached: a warning says which). A network meshctl did not create is never
+removed.`,
 		Example: `  meshctl apply -f mesh.yaml
   meshctl apply -f mesh.yaml --dry-run -o json   # what would change, changing nothing
   meshctl apply -f mesh.yaml --prune             # also remove containers its modules no longer name
@@ -97,7 +104,7 @@ changed are claimed, and a window on them waits for the claim.`,
 	f.BoolVar(&opts.dryRun, "dry-run", false, "plan and report; change neither the engine nor the state directory")
 	f.BoolVar(&opts.last, "last", false, "converge the host to its last applied state, without a file")
 	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
-	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
+	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers, its networks (once unused) and its part of the applied state (repeatable)")
 	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
 	return writesMetrics(cmd)
@@ -236,6 +243,7 @@ func printApplyReport(env *Env, rep *applied.Report) {
 		}
 	}
 	tw.Flush()
+	printNetworks(env, rep.Networks)
 	for _, w := range rep.Windows {
 		fmt.Fprintln(env.Stdout, w.Describe())
 	}
@@ -246,4 +254,22 @@ func printApplyReport(env *Env, rep *applied.Report) {
 	if rep.DryRun {
 		fmt.Fprintln(env.Stdout, "dry run: nothing was changed")
 	}
+}
+
+// printNetworks writes the report's network lines, as a table of its own
+// under the containers'.
+func printNetworks(env *Env, nets []applied.NetworkReport) {
+	if len(nets) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NETWORK\tACTION\tREASON")
+	for _, n := range nets {
+		reason := strings.Join(n.Reasons, ", ")
+		if reason == "" {
+			reason = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n.Name, n.Action, reason)
+	}
+	tw.Flush()
 }

@@ -85,6 +85,11 @@ modules.M.containers.C (a container) — give image or artifact, not both:
   volumes      ["NAME:/path[:ro|rw]", "/host/path:/path[:ro|rw]"]; named volumes
                are never removed by meshctl; default: none
   network      host | none | bridge | a network name; default: the engine's
+  networks     module networks it joins: a list of names, or a map NAME:
+               {aliases: [...]}; NAME is this module's network, OTHER/NET
+               another module's (or an external one declared here); on each
+               it answers to its name (C), MODULE.C and its aliases, through
+               the engine's DNS; not with network:; default: none
   ports        ["[IP:]HOST:CONTAINER[/tcp|udp|sctp]"] or ["CONTAINER"]; default: none
   restart      no | always | unless-stopped | on-failure; default unless-stopped
   labels       map; keys under io.meshctl. are meshctl's own; default: none
@@ -147,6 +152,17 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                        under /run/secrets; default /run/secrets/NAME
   configs            as secrets (name, file, target), seen at /NAME by
                      default; target must be absolute
+
+modules.M.networks.N (a module network; none unless declared) — apply creates it
+(engine name meshctl.M.N, labelled as this state directory's) before the
+containers that join it, and removes it with its module (--remove-module; --prune
+removes one its module no longer declares), never while any container is
+attached (it is kept, with a warning) and never one it did not create:
+  internal     true: its containers reach only each other; default false
+               (a change makes the network again, its containers stopped
+               meanwhile, then recreates them)
+  external     the engine name of an existing network to join instead;
+               meshctl never creates or removes it
 
 modules.M.steps.S (a maintenance step, run by meshctl window run M S) — give
 run or exec, not both:

@@ -26,8 +26,8 @@ services:
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Compose's default network is not carried, and convert says so.
-	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "Compose runs api, web on one network") {
+	// Compose's default network becomes the module's, and convert says so.
+	if len(r.Warnings) != 1 || !strings.Contains(r.Warnings[0], "Compose's default network (shop_default) becomes the module network default") {
 		t.Errorf("warnings: %q", r.Warnings)
 	}
 	for name, want := range map[string]string{"web": "REGISTRY/web@sha256:", "api": "registry.example:5000/shop/api@sha256:"} {

@@ -7,11 +7,9 @@ package convert
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"github.com/compose-spec/compose-go/v2/types"
 
@@ -72,6 +70,7 @@ func Convert(ctx context.Context, opts Options) (*Result, error) {
 	}
 	c.checkModel(l.model)
 	m, notes := c.containers()
+	c.networks(m)
 	if err := c.refused.err(); err != nil {
 		return r, err
 	}
@@ -80,29 +79,7 @@ func Convert(ctx context.Context, opts Options) (*Result, error) {
 	for _, w := range c.warnings {
 		r.Warnings = append(r.Warnings, firstFile(l.files)+": "+w)
 	}
-	if w := sharedNetworkWarning(firstFile(l.files), m); w != "" {
-		r.Warnings = append(r.Warnings, w)
-	}
 	return r, nil
-}
-
-// sharedNetworkWarning says what becomes of Compose's default network:
-// Compose runs a project's services on one network, PROJECT_default, where
-// each reaches the others by service name. meshctl has no module networks
-// yet, so where two containers would have shared it, convert says so.
-func sharedNetworkWarning(file string, m *mesh.Module) string {
-	var names []string
-	for _, name := range slices.Sorted(maps.Keys(m.Containers)) {
-		if m.Containers[name].Network == "" {
-			names = append(names, name)
-		}
-	}
-	if len(names) < 2 {
-		return ""
-	}
-	return fmt.Sprintf("%s: Compose runs %s on one network, where each reaches the others by service name; meshctl has no "+
-		"module networks yet, so they run on the engine's default bridge, where a service name does not resolve: "+
-		"reach them through published ports, or use network_mode: host and 127.0.0.1", file, strings.Join(names, ", "))
 }
 
 type converter struct {

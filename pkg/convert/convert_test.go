@@ -33,7 +33,7 @@ services:
     build: .
     image: shop/web:1
     secrets: [token]
-    networks: [front]
+    networks: {front: {ipv4_address: 198.18.9.9}}
     environment: [FROM_SHELL]
     dns_search: [example.com]
     healthcheck: {test: ["CMD", "true"], start_interval: 1s}
@@ -45,7 +45,7 @@ services:
     image: shop/web:1
     runtime: runsc
 networks:
-  front: {}
+  front: {driver: overlay}
 secrets:
   token: {environment: FROM_SHELL}
 `})
@@ -55,9 +55,9 @@ secrets:
 		t.Fatalf("Convert = %v, want a refusal", err)
 	}
 	for _, key := range []string{
-		"networks.front", "secrets.token.environment", "services.migrate.runtime",
+		"networks.front.driver", "secrets.token.environment", "services.migrate.runtime",
 		"services.web.deploy.mode", "services.web.environment.FROM_SHELL",
-		"services.web.dns_search", "services.web.healthcheck.start_interval", "services.web.networks",
+		"services.web.dns_search", "services.web.healthcheck.start_interval", "services.web.networks.front.ipv4_address",
 		"services.web.depends_on.migrate.condition",
 	} {
 		if !slices.ContainsFunc(re.Keys, func(k string) bool { return strings.HasPrefix(k, key+":") }) {

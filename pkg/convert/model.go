@@ -59,15 +59,7 @@ func (c *converter) checkModel(model map[string]any) {
 			c.nested("volumes."+name, v, topVolKeys)
 		}
 	}
-	if nets, ok := model["networks"].(map[string]any); ok {
-		for name, v := range nets {
-			vm, _ := v.(map[string]any)
-			// Compose adds "default" (named PROJECT_default) itself.
-			if _, named := vm["name"]; name != "default" || len(vm) > 1 || len(vm) == 1 && !named {
-				c.refused.add("networks."+name, "%s", notCarried("networks", "", ""))
-			}
-		}
-	}
+	c.checkNetworks(model["networks"])
 	for _, kind := range []string{"secrets", "configs"} {
 		if objs, ok := model[kind].(map[string]any); ok {
 			for name, v := range objs {
@@ -122,24 +114,8 @@ func (c *converter) checkService(name string, sm map[string]any) {
 			}
 		}
 	}
-	if nets, ok := sm["networks"]; ok && !defaultNetworkOnly(nets) {
-		c.refused.add(p+".networks", "%s", notCarried("networks", name, c.module+"."+name))
-	}
+	c.checkServiceNetworks(p+".networks", sm["networks"])
 	c.shellEnvironment(p+".environment", sm["environment"], c.shell)
-}
-
-// defaultNetworkOnly says whether a service's networks are Compose's
-// default network alone, without options: what a container without
-// networks gets.
-func defaultNetworkOnly(nets any) bool {
-	switch n := nets.(type) {
-	case []any:
-		return len(n) == 1 && n[0] == "default"
-	case map[string]any:
-		v, hasDefault := n["default"]
-		return len(n) == 1 && hasDefault && v == nil
-	}
-	return false
 }
 
 // keys refuses each key of m not allowed at path, with its reason and next

@@ -62,8 +62,6 @@ func (r refusals) err() error {
 // to do instead. CONTAINER stands for the container's mesh name
 // (MODULE.NAME), SERVICE for the service's.
 var nextSteps = map[string]string{
-	"networks": "module networks are not carried over yet (they come in a later meshctl): for now remove networks, so that the " +
-		"containers share the engine's default bridge (no name resolution between them), or use network_mode: host",
 	"runtime": "meshctl runs containers with the engine's default runtime: remove runtime, or make it the engine's default " +
 		"(dockerd --default-runtime)",
 	"platform": "meshctl runs the image built for the host's platform: remove platform, or name an image of that platform " +

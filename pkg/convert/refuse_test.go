@@ -90,14 +90,15 @@ services:
 networks: {front: {}}
 `})
 	_, err := Convert(context.Background(), Options{Files: []string{path}})
-	for _, key := range []string{"networks", "runtime", "platform", "dns_search", "dns_opt", "devices", "shm_size"} {
+	for _, key := range []string{"runtime", "platform", "dns_search", "dns_opt", "devices", "shm_size"} {
 		msg, n := refusal(t, err, "services.web."+key)
 		if n != 1 || strings.HasPrefix(msg, "not carried over by meshctl") || !strings.Contains(msg, ": ") {
 			t.Errorf("%s: %q", key, msg)
 		}
 	}
-	if msg, n := refusal(t, err, "networks.front"); n != 1 || strings.HasPrefix(msg, "not carried over by meshctl") {
-		t.Errorf("networks.front: %q", msg)
+	// Module networks are carried: a network is no longer refused.
+	if msg, n := refusal(t, err, "networks.front"); n != 0 {
+		t.Errorf("networks.front refused: %q", msg)
 	}
 }
 

@@ -122,8 +122,8 @@ func (c *converter) network(path, mode string) string {
 	case "", "host", "none", "bridge":
 		return mode
 	}
-	c.refused.add(path, "%q is not carried over (a container sharing another's network, or a network of "+
-		"Compose's, is not a meshctl network yet): use host, none or bridge", mode)
+	c.refused.add(path, "%q is not carried over (meshctl does not share one container's network with another): "+
+		"use host, none or bridge, or put both services on a network (networks:), where each reaches the other by name", mode)
 	return ""
 }
 

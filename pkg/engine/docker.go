@@ -279,12 +279,23 @@ func (c *dockerClient) Create(ctx context.Context, name string, spec Spec) (stri
 		RestartPolicy: restartPolicy(spec.Restart),
 	}
 	containerFields(cfg, host, spec)
+	first, netCfg, rest := networking(spec)
+	if first != "" {
+		host.NetworkMode = container.NetworkMode(first)
+	}
 	var id string
 	err = c.do(ctx, "create "+name, func(ctx context.Context) error {
-		r, err := c.api.ContainerCreate(ctx, cfg, host, nil, nil, name)
+		r, err := c.api.ContainerCreate(ctx, cfg, host, netCfg, nil, name)
 		id = r.ID
 		return err
 	})
+	if err == nil && len(rest) > 0 {
+		if err = c.connect(ctx, name, id, spec, rest); err != nil {
+			// Not left behind half-joined: the caller knows no id.
+			_ = c.Remove(context.WithoutCancel(ctx), id)
+			return "", err
+		}
+	}
 	return id, err
 }
 

@@ -18,8 +18,8 @@ import (
 // Client is the narrow interface meshctl needs from a container engine.
 //
 // Every method returns an *UnreachableError when the engine cannot be
-// reached, and an error matching ErrNotFound (errors.Is) when the container
-// or image it names does not exist.
+// reached, and an error matching ErrNotFound (errors.Is) when the container,
+// image or network it names does not exist.
 type Client interface {
 	// Ping checks that the engine answers and negotiates the API version
 	// from its answer, in exactly one request.
@@ -69,6 +69,22 @@ type Client interface {
 	// code. A container that was created but not started yet is not
 	// running: start it first.
 	Wait(ctx context.Context, id string) (exitCode int, err error)
+	// Networks returns every network that carries all of labels (as
+	// List), sorted by name, without their containers.
+	Networks(ctx context.Context, labels map[string]string) ([]Network, error)
+	// InspectNetwork returns the network named or identified by
+	// idOrName, with the containers attached to it.
+	InspectNetwork(ctx context.Context, idOrName string) (Network, error)
+	// CreateNetwork creates a bridge network called name.
+	CreateNetwork(ctx context.Context, name string, spec NetworkSpec) (id string, err error)
+	// RemoveNetwork removes a network; the engine refuses while a
+	// running container is attached.
+	RemoveNetwork(ctx context.Context, idOrName string) error
+	// ConnectNetwork joins a container to a network, answering there to
+	// aliases too.
+	ConnectNetwork(ctx context.Context, network, container string, aliases []string) error
+	// DisconnectNetwork takes a container, running or not, off a network.
+	DisconnectNetwork(ctx context.Context, network, container string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64
 	// Host returns the engine address in use, such as
@@ -153,6 +169,9 @@ type Spec struct {
 	StdinOpen  bool
 	Tty        bool
 	DNS        []string
+	// Networks are the networks the container joins, by name, each with
+	// the aliases it answers to there; NetworkMode stays "".
+	Networks map[string][]string
 }
 
 // Ulimit is a resource limit of the container's processes; -1 is
@@ -160,6 +179,25 @@ type Spec struct {
 type Ulimit struct {
 	Name       string
 	Soft, Hard int64
+}
+
+// Network is what meshctl knows of one network.
+type Network struct {
+	ID, Name string
+	Labels   map[string]string
+	Internal bool
+	// Subnets are the network's address ranges ("198.18.0.0/24"), as the
+	// engine's address pool gave them.
+	Subnets []string
+	// Containers are the names of the containers attached, known from
+	// InspectNetwork only.
+	Containers []string
+}
+
+// NetworkSpec is what CreateNetwork needs.
+type NetworkSpec struct {
+	Internal bool
+	Labels   map[string]string
 }
 
 // Healthcheck is a container's probe, as the engine runs it: every

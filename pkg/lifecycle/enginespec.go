@@ -38,6 +38,7 @@ func (d Desired) EngineSpec(scope string) engine.Spec {
 		Env:         envList(d.Def.Env),
 		Binds:       slices.Clone(d.Def.Volumes),
 		NetworkMode: d.Def.Network,
+		Networks:    d.networkAliases(),
 		Ports:       slices.Clone(d.Def.Ports),
 		Restart:     restart,
 		Labels:      labels,

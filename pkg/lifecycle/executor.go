@@ -36,6 +36,9 @@ type Executor struct {
 // Create creates and starts d, and waits until it is healthy
 // (WaitHealthy).
 func (x Executor) Create(ctx context.Context, d *Desired) error {
+	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
+		return fmt.Errorf("create %s: %w", d.Name, err)
+	}
 	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
 	if err != nil {
 		return err // the engine's error says "create NAME: …" already
@@ -72,6 +75,10 @@ func (x Executor) gate(ctx context.Context, id, name string) error {
 // bad image, or one that crashes or never becomes ready, never leaves the
 // host without the service.
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
+	// Before the old one stops: a network that cannot be had leaves it running.
+	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
+		return fmt.Errorf("create new %s: %w", d.Name, err)
+	}
 	if old.Running {
 		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
 			return fmt.Errorf("stop %s: %w", d.Name, err)

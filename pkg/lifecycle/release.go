@@ -27,6 +27,9 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 	if policy == "" {
 		policy = mesh.DefaultRestart
 	}
+	if err := x.EnsureNetworks(ctx, recordedNetworks(c)); err != nil {
+		return fmt.Errorf("start %s: %w", c.Name, err)
+	}
 	if err := x.Engine.SetRestart(ctx, c.ID, policy); err != nil {
 		return fmt.Errorf("restore restart policy %s of %s: %w", policy, c.Name, err)
 	}

@@ -23,6 +23,9 @@ type Container struct {
 	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 	// Pull says when apply pulls the image: missing (default), always, never.
 	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
+	// Networks are the module networks the container joins (see
+	// ContainerNetworks); they cannot combine with Network.
+	Networks ContainerNetworks `yaml:"networks,omitempty" json:"networks,omitempty"`
 	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
 	// see ContainerFields.
 	ContainerFields `yaml:",inline"`

@@ -15,6 +15,8 @@ type File struct {
 type Module struct {
 	Containers map[string]*Container `yaml:"containers" json:"containers"`
 	Steps      map[string]*Step      `yaml:"steps,omitempty" json:"steps,omitempty"`
+	// Networks are the module's networks, by name (see Network).
+	Networks map[string]*Network `yaml:"networks,omitempty" json:"networks,omitempty"`
 }
 
 // Step is a maintenance step run by `meshctl window run`.

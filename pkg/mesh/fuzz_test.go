@@ -29,6 +29,9 @@ func FuzzDecode(f *testing.F) {
 	for _, r := range runtimeRefusals() {
 		f.Add([]byte(src(r.src)))
 	}
+	for _, r := range networkRefusals() {
+		f.Add([]byte(src(r.src)))
+	}
 	f.Add([]byte(src(`
 modules:
   web:
@@ -44,6 +47,15 @@ modules:
         privileged: true
         stdin-open: true
         tty: true
+`)))
+	f.Add([]byte(src(`
+modules:
+  shop:
+    networks: {default: {}, back: {internal: true}, edge: {external: proxy}}
+    containers:
+      db: {image: x, networks: {back: {aliases: [&a database]}, default: ~}}
+      api: {image: x, networks: [default, back, edge, other/net]}
+      web: {image: x, networks: {default: {aliases: [*a]}}}
 `)))
 	f.Add([]byte(src(`
 modules:

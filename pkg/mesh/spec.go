@@ -50,6 +50,10 @@ type Spec struct {
 	// SpecFields are the container fields added in version 3; each zero
 	// value is the default, so an older spec reads as the defaults.
 	SpecFields
+	// Networks are the networks the container joins, by engine name (set
+	// by the file, which knows the modules: File.SpecNetworks); none reads
+	// as a spec recorded before networks existed.
+	Networks map[string]SpecNetwork `json:"networks,omitempty"`
 }
 
 // Spec returns the canonical spec of c running image (the resolved image, for
@@ -104,6 +108,7 @@ func (s Spec) Normalize() Spec {
 	if len(s.Labels) == 0 {
 		s.Labels = nil
 	}
+	s.Networks = normNetworks(s.Networks)
 	s.SpecFields = s.SpecFields.normalize()
 	return s
 }
@@ -137,8 +142,8 @@ func DecodeSpec(label string) (Spec, error) {
 }
 
 // Diff names each field in which have differs from want: image, entrypoint,
-// command, env.KEY, volumes, network, ports, restart, labels.KEY, the
-// container fields, secrets.NAME and configs.NAME. It never names an env
+// command, env.KEY, volumes, network, networks.NAME, ports, restart, labels.KEY,
+// the container fields, secrets.NAME and configs.NAME. It never names an env
 // value or a file's content. Empty means equal.
 func Diff(have, want Spec) []string {
 	have, want = have.Normalize(), want.Normalize()
@@ -159,6 +164,7 @@ func Diff(have, want Spec) []string {
 	if have.Network != want.Network {
 		d = append(d, "network")
 	}
+	d = append(d, diffNetworks(have.Networks, want.Networks)...)
 	if !slices.Equal(have.Ports, want.Ports) {
 		d = append(d, "ports")
 	}

@@ -76,9 +76,13 @@ func (v *validator) file_(f *File) {
 			v.fail(mp, "is empty")
 			continue
 		}
+		v.networks(mp, m)
 		for _, cn := range m.ContainerNames() {
 			v.name(append(mp, "containers", cn), "container", cn)
 			v.container(append(mp, "containers", cn), m.Containers[cn])
+			if c := m.Containers[cn]; c != nil {
+				v.containerNetworks(f, mn, append(mp, "containers", cn), c)
+			}
 		}
 		for _, sn := range sortedKeys(m.Steps) {
 			sp := append(mp, "steps", sn)

@@ -36,7 +36,8 @@ type Fake struct {
 	mu     sync.Mutex
 	calls  int64
 	nextID int
-	ctrs   map[string]*fakeCtr // by ID
+	ctrs   map[string]*fakeCtr        // by ID
+	nets   map[string]*engine.Network // by ID
 	images map[string]bool
 	// pullable is what Pull can fetch; failCreate and failStart make
 	// Create and Start of that image fail.
@@ -68,6 +69,13 @@ const (
 	OpRestart      = "restart" // SetRestart
 	OpLogs         = "logs"
 	OpWait         = "wait"
+	// The network requests.
+	OpNetworks      = "networks"
+	OpInspectNet    = "inspect-network"
+	OpCreateNetwork = "create-network"
+	OpRemoveNetwork = "remove-network"
+	OpConnect       = "connect"
+	OpDisconnect    = "disconnect"
 )
 
 // Event is one request that changed, or tried to change, the engine: a
@@ -118,7 +126,7 @@ var _ engine.Client = (*Fake)(nil)
 
 // NewFake returns a Fake holding images and no container.
 func NewFake(images ...string) *Fake {
-	f := &Fake{ctrs: map[string]*fakeCtr{}, images: map[string]bool{},
+	f := &Fake{ctrs: map[string]*fakeCtr{}, nets: map[string]*engine.Network{}, images: map[string]bool{},
 		failCreate: map[string]bool{}, failStart: map[string]bool{}, pullable: map[string]bool{},
 		imageIDs: map[string]string{}, pullIDs: map[string]string{}}
 	for _, im := range images {
@@ -301,6 +309,13 @@ func cloneSpec(s engine.Spec) engine.Spec {
 	s.Entrypoint, s.Cmd, s.Env = slices.Clone(s.Entrypoint), slices.Clone(s.Cmd), slices.Clone(s.Env)
 	s.Binds, s.VolumesFrom, s.Ports = slices.Clone(s.Binds), slices.Clone(s.VolumesFrom), slices.Clone(s.Ports)
 	s.Labels = maps.Clone(s.Labels)
+	if s.Networks != nil {
+		nets := make(map[string][]string, len(s.Networks))
+		for k, v := range s.Networks {
+			nets[k] = slices.Clone(v)
+		}
+		s.Networks = nets
+	}
 	return s
 }
 
@@ -419,6 +434,11 @@ func (f *Fake) Create(ctx context.Context, name string, spec engine.Spec) (id st
 	if f.failCreate[spec.Image] {
 		return "", fmt.Errorf("create %s: refused", name)
 	}
+	for n := range spec.Networks {
+		if _, err := f.findNet(n); err != nil {
+			return "", fmt.Errorf("create %s: %w", name, err)
+		}
+	}
 	f.nextID++
 	id = fmt.Sprintf("id%03d", f.nextID)
 	imageID, _ := f.imageID(spec.Image)
@@ -447,6 +467,11 @@ func (f *Fake) Start(ctx context.Context, id string) (err error) {
 	defer func() { f.record(Event{Op: OpStart, Name: c.Name}, err) }()
 	if f.failStart[c.Spec.Image] {
 		return fmt.Errorf("start %s: exec: no such file", id)
+	}
+	for n := range c.Spec.Networks {
+		if _, err := f.findNet(n); err != nil {
+			return fmt.Errorf("start %s: %w", id, err)
+		}
 	}
 	c.run()
 	return nil

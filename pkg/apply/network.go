@@ -1,0 +1,368 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// Kept is a network apply would remove but leaves, because a container is
+// still attached to it.
+const Kept = "kept"
+
+// NetItem is the plan for one network meshctl creates (external ones are
+// never planned: meshctl neither creates nor removes them).
+type NetItem struct {
+	Name     string // engine name
+	Module   string
+	Action   string // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
+	Reasons  []string
+	Desired  *mesh.DesiredNetwork
+	Observed *engine.Network
+}
+
+// NetInput is what the network plan is decided from.
+type NetInput struct {
+	Desired []mesh.DesiredNetwork
+	// Observed are the networks this state directory created.
+	Observed []engine.Network
+	// Modules, Remove and Prune are as for the containers (Input).
+	Modules map[string]bool
+	Remove  map[string]bool
+	Prune   bool
+}
+
+// PlanNetworks returns one item per desired or created network, in name
+// order. Like Plan, it is a pure function of its input.
+func PlanNetworks(in NetInput) []NetItem {
+	observed := map[string]*engine.Network{}
+	for i := range in.Observed {
+		observed[in.Observed[i].Name] = &in.Observed[i]
+	}
+	var items []NetItem
+	for i := range in.Desired {
+		d := &in.Desired[i]
+		it := NetItem{Name: d.Name, Module: d.Module, Desired: d, Observed: observed[d.Name]}
+		switch o := it.Observed; {
+		case o == nil:
+			it.Action = Create
+		case o.Internal != d.Internal:
+			// The engine changes no network in place: it is made again
+			// (replaceNetworks), and its containers recreated.
+			it.Action, it.Reasons = Recreate, []string{fmt.Sprintf("internal: %v → %v", o.Internal, d.Internal)}
+		default:
+			it.Action = Unchanged
+		}
+		items = append(items, it)
+		delete(observed, d.Name)
+	}
+	for _, o := range observed {
+		module := o.Labels[lifecycle.LabelModule]
+		if in.Modules != nil && !in.Modules[module] {
+			continue
+		}
+		it := NetItem{Name: o.Name, Module: module, Observed: o}
+		switch {
+		case in.Remove[module]:
+			it.Action, it.Reasons = Remove, []string{"module " + module + " removed"}
+		case in.Prune:
+			it.Action, it.Reasons = Remove, []string{"not in the mesh file"}
+		default:
+			it.Action, it.Reasons = Orphan, []string{"not in the mesh file; --prune removes it"}
+		}
+		items = append(items, it)
+	}
+	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
+	return items
+}
+
+// usesNetworks reports whether an apply must look at networks: the file
+// declares or joins some, or it may remove a module's.
+func usesNetworks(f *mesh.File, desired []lifecycle.Desired, opts Options) bool {
+	if opts.Prune || len(opts.RemoveModules) > 0 {
+		return true
+	}
+	for _, m := range f.Modules {
+		if len(m.Networks) > 0 {
+			return true
+		}
+	}
+	return slices.ContainsFunc(desired, func(d lifecycle.Desired) bool { return len(d.Spec.Networks) > 0 })
+}
+
+// observeNetworks lists the networks this state directory created, in one
+// engine call, when the apply needs them (usesNetworks): an apply of a file
+// without networks makes no request for them.
+func (a *pass) observeNetworks(ctx context.Context) error {
+	a.netObserved = nil
+	if !usesNetworks(a.file, a.desired, a.opts) {
+		return nil
+	}
+	observed, err := a.eng.Networks(ctx, lifecycle.Managed(a.scope))
+	if err != nil {
+		return err
+	}
+	a.netObserved = slices.DeleteFunc(observed, func(n engine.Network) bool { return !lifecycle.IsOwnNetwork(n, a.scope) })
+	return nil
+}
+
+// planNetworks plans the networks (PlanNetworks) and checks, before
+// anything changes, what the plan cannot do: a network to create whose name
+// a network meshctl did not create has, a changed definition on a network
+// apply cannot make again (checkReplaceable), and a joined network that
+// does not exist and that this apply does not create.
+func (a *pass) planNetworks(ctx context.Context) error {
+	a.netItems = nil
+	if !usesNetworks(a.file, a.desired, a.opts) {
+		return nil
+	}
+	observed := a.netObserved
+	a.netItems = PlanNetworks(NetInput{Desired: a.file.DesiredNetworks(), Observed: observed,
+		Modules: a.in.Modules, Remove: a.in.Remove, Prune: a.opts.Prune})
+	have := map[string]bool{}
+	for _, n := range observed {
+		have[n.Name] = true
+	}
+	for _, it := range a.netItems {
+		switch it.Action {
+		case Recreate:
+			if err := a.checkReplaceable(ctx, it); err != nil {
+				return err
+			}
+		case Create:
+			n, err := a.eng.InspectNetwork(ctx, it.Name)
+			if err == nil {
+				return &NetworkConflictError{Name: it.Name, Owner: n.Labels[lifecycle.LabelManaged]}
+			}
+			if !engine.IsNotFound(err) {
+				return err
+			}
+			have[it.Name] = true
+		}
+	}
+	return a.checkJoined(ctx, have)
+}
+
+// checkJoined checks that every network a container to create or recreate
+// joins exists, or is created by this apply (have).
+func (a *pass) checkJoined(ctx context.Context, have map[string]bool) error {
+	for _, it := range a.items {
+		if it.Desired == nil || it.Action != Create && it.Action != Recreate {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(it.Desired.Spec.Networks)) {
+			if have[name] {
+				continue
+			}
+			_, err := a.eng.InspectNetwork(ctx, name)
+			switch {
+			case err == nil:
+				have[name] = true
+			case !engine.IsNotFound(err):
+				return err
+			case strings.HasPrefix(name, "meshctl."):
+				owner, net, _ := mesh.NetworkOwner(name)
+				return &MissingJoinError{Container: it.Name, Network: name,
+					Hint: fmt.Sprintf("it is module %s's network %s, which is not applied here: apply module %s first", owner, net, owner)}
+			default:
+				return &MissingJoinError{Container: it.Name, Network: name,
+					Hint: fmt.Sprintf("it is external, and meshctl never creates one: create it (docker network create %s) or drop it from the mesh file", name)}
+			}
+		}
+	}
+	return nil
+}
+
+// createNetworks creates the networks the plan creates, before any
+// container: those that join them need them.
+func (a *pass) createNetworks(ctx context.Context) error {
+	for i := range a.netItems {
+		it := &a.netItems[i]
+		if it.Action != Create {
+			continue
+		}
+		a.opts.Progress("creating network %s\n", it.Name)
+		spec := lifecycle.NetworkSpec(a.scope, it.Module, it.Desired.Net, it.Desired.Internal)
+		if _, err := a.eng.CreateNetwork(ctx, it.Name, spec); err != nil {
+			it.Action, it.Reasons = Failed, append(it.Reasons, "create failed: "+engine.Reason(err.Error()))
+			a.fillNetworks()
+			return fmt.Errorf("create network %s: %w", it.Name, err)
+		}
+	}
+	return nil
+}
+
+// removeNetworks removes, once the containers are done, the networks the
+// plan removes: each only when no container is attached to it, running or
+// not, of this state directory or not (a stopped container outside
+// meshctl's state directory is not seen: the engine lists only running
+// ones). A network still in use is kept, with a warning.
+func (a *pass) removeNetworks(ctx context.Context) error {
+	var remove []int
+	for i, it := range a.netItems {
+		if it.Action == Remove {
+			remove = append(remove, i)
+		}
+	}
+	if len(remove) == 0 {
+		return nil
+	}
+	ours, err := a.eng.List(ctx, lifecycle.Managed(a.scope))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, i := range remove {
+		it := &a.netItems[i]
+		n, err := a.eng.InspectNetwork(ctx, it.Name)
+		if engine.IsNotFound(err) {
+			continue
+		}
+		if err == nil {
+			users := slices.Clone(n.Containers)
+			for _, c := range ours {
+				if lifecycle.JoinsNetwork(c, it.Name) && !slices.Contains(users, c.Name) {
+					users = append(users, c.Name)
+				}
+			}
+			if len(users) > 0 {
+				slices.Sort(users)
+				it.Action = Kept
+				it.Reasons = append(it.Reasons, "still in use by "+strings.Join(users, ", "))
+				again := "apply --prune"
+				if a.in.Remove[it.Module] {
+					again = "apply --remove-module " + it.Module
+				}
+				a.opts.Warn("network %s kept: containers are attached to it (%s); once they are gone, %s removes it\n",
+					it.Name, strings.Join(users, ", "), again)
+				continue
+			}
+			a.opts.Progress("removing network %s\n", it.Name)
+			err = a.eng.RemoveNetwork(ctx, n.ID)
+		}
+		if err != nil {
+			it.Action, it.Reasons = Failed, append(it.Reasons, "remove failed: "+engine.Reason(err.Error()))
+			errs = append(errs, fmt.Errorf("remove network %s: %w", it.Name, err))
+		}
+	}
+	a.fillNetworks()
+	if len(errs) > 0 {
+		return &FailedError{Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// fillNetworks writes the network plan into the report.
+func (a *pass) fillNetworks() {
+	a.rep.Networks = nil
+	for _, it := range a.netItems {
+		a.rep.Networks = append(a.rep.Networks, applied.NetworkReport{Name: it.Name, Module: it.Module,
+			Action: it.Action, Reasons: append([]string{}, it.Reasons...)})
+	}
+}
+
+// checkReplaceable refuses, before any change, to make network it again
+// while a container that this apply cannot take off it and put back is
+// attached: one outside this state directory, or one a live window holds.
+func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
+	n, err := a.eng.InspectNetwork(ctx, it.Name)
+	if err != nil {
+		return err
+	}
+	ours := map[string]bool{}
+	for _, c := range a.windows.Observed {
+		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
+			ours[c.Name] = true
+			if hold, held := a.in.Holds[c.Name]; held {
+				return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+					Why: c.Name + " joins it and window " + hold.Window + " holds it: apply again once the window has closed"}
+			}
+		}
+	}
+	for _, name := range n.Containers {
+		if !ours[name] {
+			return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+				Why: name + ", which meshctl does not manage here, is attached to it: take it off (docker network disconnect " + it.Name + " " + name + ") and apply again"}
+		}
+	}
+	return nil
+}
+
+// replaceNetworks makes again, before any container changes, each network
+// whose definition changed: the engine changes none in place. The
+// containers of this state directory on it are stopped, taken off it, and,
+// once it is made again, joined to it under the same names and started
+// again if they ran; the plan then recreates them, health-gated, with the
+// new definition in their spec. The network's containers are unreachable
+// there while it is replaced.
+//
+// It runs under the state lock, not under the plan's claim: it stops and
+// starts containers of other modules too, which no claim covers, and a
+// window must never find one of them half-done (planNetworks refused the
+// change while a window holds one).
+func (a *pass) replaceNetworks(ctx context.Context) error {
+	for i := range a.netItems {
+		it := &a.netItems[i]
+		if it.Action != Recreate {
+			continue
+		}
+		a.opts.Progress("replacing network %s (%s)\n", it.Name, strings.Join(it.Reasons, ", "))
+		if err := a.replaceNetwork(ctx, it); err != nil {
+			it.Action, it.Reasons = Failed, append(it.Reasons, "replace failed: "+engine.Reason(err.Error()))
+			a.fillNetworks()
+			return fmt.Errorf("replace network %s: %w", it.Name, err)
+		}
+	}
+	return nil
+}
+
+func (a *pass) replaceNetwork(ctx context.Context, it *NetItem) error {
+	var users []engine.Container
+	for _, c := range a.windows.Observed {
+		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
+			users = append(users, c)
+		}
+	}
+	for _, c := range users {
+		if c.Running {
+			if err := a.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
+				return err
+			}
+		}
+		if err := a.eng.DisconnectNetwork(ctx, it.Name, c.ID); err != nil && !engine.IsNotFound(err) {
+			return err
+		}
+	}
+	if err := a.eng.RemoveNetwork(ctx, it.Observed.ID); err != nil {
+		return err
+	}
+	spec := lifecycle.NetworkSpec(a.scope, it.Module, it.Desired.Net, it.Desired.Internal)
+	if _, err := a.eng.CreateNetwork(ctx, it.Name, spec); err != nil {
+		return err
+	}
+	var errs []error
+	for _, c := range users {
+		err := a.eng.ConnectNetwork(ctx, it.Name, c.ID, lifecycle.RecordedAliases(c, it.Name))
+		if err == nil && c.Running {
+			err = a.eng.Start(ctx, c.ID)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// netChanges reports whether the network plan changes the engine.
+func netChanges(items []NetItem) bool {
+	return slices.ContainsFunc(items, func(it NetItem) bool {
+		return it.Action == Create || it.Action == Recreate || it.Action == Remove
+	})
+}
