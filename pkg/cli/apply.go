@@ -52,8 +52,9 @@ meshctl does not manage has the name: nothing is changed, exit 1).
 A create or recreate succeeds only once the new container is healthy: its
 healthcheck passes (within start-period + retries x (interval + timeout)), or,
 without one, it runs --settle without exiting or being restarted. A recreate
-keeps the old container, stopped and renamed aside, until then, and puts it
-back if the new one fails: the line says failed, why (unhealthy: <probe
+creates the new container before the old one stops (the outage is the old
+one's stop and the new one's start), keeps the old one, stopped and renamed
+aside, until the new one is healthy, and puts it back if the new one fails: the line says failed, why (unhealthy: <probe
 output>, exited 1 after 2s, restarting) and the new container's last log
 lines; exit 1. Containers change after those they depends-on; independent ones
 in parallel. Named volumes are never removed. Missing images are pulled, and

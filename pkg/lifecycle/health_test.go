@@ -50,7 +50,8 @@ func TestRecreateUnhealthyPutsBack(t *testing.T) {
 	if n := len(f.Containers()); n != 1 {
 		t.Errorf("%d containers, want only the old one", n)
 	}
-	want := []string{"stop m.c", "rename m.c m.c.meshctl-old", "create m.c", "start m.c", "remove m.c", "rename m.c.meshctl-old m.c", "start m.c"}
+	want := []string{"create m.c.meshctl-new", "stop m.c", "start m.c.meshctl-new", "rename m.c m.c.meshctl-old",
+		"rename m.c.meshctl-new m.c", "remove m.c", "rename m.c.meshctl-old m.c", "start m.c"}
 	if ch := f.Changes(); !slices.Equal(ch, want) {
 		t.Errorf("events %q\nwant   %q", ch, want)
 	}
