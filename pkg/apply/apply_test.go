@@ -130,8 +130,8 @@ func TestRecreateRollsBack(t *testing.T) {
 			name:       "start fails, old was stopped: it stays stopped",
 			oldStopped: true,
 			setup:      func(f *enginetest.Fake) { f.AddImages(bad); f.FailStart(bad, true) },
-			wantLog: []string{"create m.a.meshctl-new", "start m.a.meshctl-new", "remove m.a.meshctl-new"},
-			wantErr: "start new m.a",
+			wantLog:    []string{"create m.a.meshctl-new", "start m.a.meshctl-new", "remove m.a.meshctl-new"},
+			wantErr:    "start new m.a",
 		},
 		{
 			name:    "pull fails: the old one is not even stopped",
