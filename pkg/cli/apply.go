@@ -57,7 +57,7 @@ one's stop and the new one's start), keeps the old one, stopped and renamed
 aside, until the new one is healthy, and puts it back if the new one fails: the line says failed, why (unhealthy: <probe
 output>, exited 1 after 2s, restarting) and the new container's last log
 lines; exit 1. Containers change after those they depends-on; independent ones
-in parallel. Named volumes are never removed. Missing images are pulled, and
+in parallel (--parallel counts engine work: a health wait holds no slot). Named volumes are never removed. Missing images are pulled, and
 health waited for, without holding the state lock: the containers being
 changed are claimed, and a window on them waits for the claim.`,
 		Example: `  meshctl apply -f mesh.yaml
@@ -99,7 +99,7 @@ changed are claimed, and a window on them waits for the claim.`,
 	f.BoolVar(&opts.last, "last", false, "converge the host to its last applied state, without a file")
 	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
 	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers and its part of the applied state (repeatable)")
-	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
+	f.IntVar(&opts.parallel, "parallel", 4, "how many containers' engine work (create, stop, start) runs at once; health waits hold no slot")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
 	return writesMetrics(cmd)
 }

@@ -31,6 +31,11 @@ type Executor struct {
 	// Health, when not nil, is told the health each container Create and
 	// Recreate start reaches.
 	Health func(name, health string)
+	// Watching, when not nil, runs wait, the health wait of Create and
+	// Recreate, outside the caller's share of the work done at once
+	// (apply's --parallel slot), and returns once wait has and that share
+	// is the caller's again: a health wait is watching, not engine work.
+	Watching func(wait func())
 }
 
 // Create creates and starts d, and waits until it is healthy
@@ -58,7 +63,14 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 // gate waits for the container id, just started, to be healthy, and tells
 // x.Health what it reached.
 func (x Executor) gate(ctx context.Context, id, name string) error {
-	h, err := x.WaitHealthy(ctx, id, name)
+	var h string
+	var err error
+	wait := func() { h, err = x.WaitHealthy(ctx, id, name) }
+	if x.Watching != nil {
+		x.Watching(wait)
+	} else {
+		wait()
+	}
 	if x.Health != nil && h != "" {
 		x.Health(name, h)
 	}
