@@ -9,12 +9,14 @@
 #     of 40 new ones at the same parallelism (4, apply's default), the engine's floor (target: at
 #     most 1.1x), and with the defaults (a 3 s settle each) against that floor plus one settle period
 #     (target: at most 1.1x: the health waits overlap, they hold no --parallel slot);
+#   - the same recreate by hand with the docker CLI (stop, run, rm), which shows what of the miss
+#     against `docker run` is the old containers' stop and removal;
 #   - with a `docker-compose` on PATH (Debian's package), `docker-compose up -d` recreating the same
 #     40 (it has no health gate).
 #
 # Run by scripts/bench (see apply.sh). MESHCTL_BENCH_DEPLOY_RUNS (default 7) gap runs and
 # MESHCTL_BENCH_CHANGE_RUNS (default 3) rounds of 40 changes. The client only ever calls
-# 127.0.0.1; the containers (modules dpbench, dpchange, label meshctl-bench-floor) are removed at the
+# 127.0.0.1; the containers (modules dpbench, dpchange, labels meshctl-bench-floor and -hand) are removed at the
 # end.
 set -euo pipefail
 
@@ -44,6 +46,7 @@ cleanup() {
 		"$compose" -p "$PROJECT" -f "$cfile" down -t 1 >/dev/null 2>&1 || true
 	fi
 	docker ps -aq --filter "label=meshctl-bench-floor=1" | xargs -r -n 16 docker rm -f >/dev/null || true
+	docker ps -aq --filter "label=meshctl-bench-hand=1" | xargs -r -n 16 docker rm -f >/dev/null || true
 	bench_cleanup
 	exit "$rc"
 }
@@ -152,6 +155,16 @@ floor_run() {
 			-e BENCH={} -e BENCH_V="$1" meshtest/busybox:1 sh -c "trap 'exit 0' TERM; sleep 86400 & wait" >/dev/null
 }
 floor_rm() { docker ps -aq --filter "label=meshctl-bench-floor=1" | xargs -r -n 16 docker rm -f >/dev/null; }
+# cli_recreate V: a stop-first recreate of the floor's 40 by hand, 4 at once: docker stop of the old
+# one, docker run of the new one, docker rm of the old one: the engine work a recreate does, less
+# the renames and the health look.
+cli_recreate() {
+	local i
+	for ((i = 1; i <= N; i++)); do echo "$i"; done |
+		xargs -P "$PAR" -I{} sh -c 'docker stop -t 10 dpfloor-{} >/dev/null && docker rename dpfloor-{} dpfloor-{}-old &&
+			docker run -d --name dpfloor-{} --label meshctl-bench-hand=1 --network none -e BENCH={} -e BENCH_V="$1" \
+				meshtest/busybox:1 sh -c "trap '"'"'exit 0'"'"' TERM; sleep 86400 & wait" >/dev/null && docker rm dpfloor-{}-old >/dev/null' _ "$1"
+}
 
 files a
 log "starting $N services"
@@ -165,6 +178,11 @@ fi
 : >"$work/mdef.ms"
 : >"$work/run.ms"
 : >"$work/cup.ms"
+: >"$work/cli.ms"
+# The by-hand recreate's 40, named dpfloor-N.
+for ((i = 1; i <= N; i++)); do echo "$i"; done |
+	xargs -P "$PAR" -I{} docker run -d --name dpfloor-{} --label meshctl-bench-hand=1 --network none \
+		meshtest/busybox:1 sh -c "trap 'exit 0' TERM; sleep 86400 & wait" >/dev/null
 c=0
 for ((r = 0; r < rounds; r++)); do
 	c=$((c + 1))
@@ -175,6 +193,7 @@ for ((r = 0; r < rounds; r++)); do
 	time_ms "${mc[@]}" -q apply -f "$mesh" >>"$work/mdef.ms"
 	time_ms floor_run "$c" >>"$work/run.ms"
 	floor_rm
+	time_ms cli_recreate "$c" >>"$work/cli.ms"
 	if [[ -n $compose ]]; then
 		time_ms "$compose" -p "$PROJECT" -f "$cfile" up -d >>"$work/cup.ms" 2>/dev/null
 	fi
@@ -186,6 +205,7 @@ echo "$N changed containers, $PAR at once ($rounds rounds, medians)"
 bench_row "recreate $N changed, --settle 0s" "$m0" "docker run -d x$N, $PAR at once" "$floor" ms 1.1
 bench_row "recreate $N changed, defaults (settle 3s)" "$mdef" "docker run -d x$N + one settle (3 s)" \
 	"$(awk -v f="$floor" -v s="$SETTLE_MS" 'BEGIN { printf "%.1f", f + s }')" ms 1.1
+bench_row "recreate $N changed, --settle 0s" "$m0" "docker stop + run + rm x$N by hand, $PAR at once" "$(median <"$work/cli.ms")" ms -
 if [[ -n $compose ]]; then
 	bench_row "recreate $N changed, defaults (settle 3s)" "$mdef" \
 		"docker-compose up -d ($("$compose" version --short 2>/dev/null || echo '?'), no health gate)" "$(median <"$work/cup.ms")" ms -
