@@ -3,6 +3,7 @@ package applied
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 
@@ -94,7 +95,7 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 func (a *Applied) KeepTimes(prev *Applied) (changed bool) {
 	// A file an older meshctl wrote, or none, is written anew.
 	changed = prev.Version != state.Version || prev.File == nil ||
-		len(a.Modules) != len(prev.Modules) || !sameJSON(a.Images, prev.Images)
+		len(a.Modules) != len(prev.Modules) || !maps.Equal(a.Images, prev.Images)
 	for name, rec := range a.Modules {
 		old, ok := prev.Modules[name]
 		if !ok || old.Source != rec.Source || prev.File == nil || a.File == nil ||
