@@ -1,6 +1,9 @@
 package applied
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"strings"
 	"time"
 
@@ -80,6 +83,64 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 		out.Images[d.Name] = Resolved{Image: d.Image, Build: d.Build}
 	}
 	return out
+}
+
+// KeepTimes makes a, the applied state an apply is about to record (Merge),
+// keep the times of prev, the one it replaces, where nothing changed:
+// applied_at is the last change, not the last check. A module whose
+// definition, images and source are prev's keeps prev's record; when no
+// module changed and none came or went, a keeps prev's time and source
+// (apply --last of an unchanged state is no change), and KeepTimes reports
+// false: prev need not be written again.
+func (a *Applied) KeepTimes(prev *Applied) (changed bool) {
+	// A file an older meshctl wrote, or none, is written anew.
+	changed = prev.Version != state.Version || prev.File == nil ||
+		len(a.Modules) != len(prev.Modules) || !maps.Equal(a.Images, prev.Images)
+	for name, rec := range a.Modules {
+		old, ok := prev.Modules[name]
+		if !ok || old.Source != rec.Source || prev.File == nil || a.File == nil ||
+			!sameJSON(a.File.Modules[name], prev.File.Modules[name]) || !sameImages(a.Images, prev.Images, name) {
+			changed = true
+			continue
+		}
+		a.Modules[name] = old
+	}
+	if !changed {
+		a.AppliedAt, a.Source = prev.AppliedAt, prev.Source
+	}
+	return changed
+}
+
+// sameImages reports whether module m's containers resolve to the same
+// images in a as in b.
+func sameImages(a, b map[string]Resolved, m string) bool {
+	prefix := m + "."
+	n := 0
+	for name, r := range a {
+		if strings.HasPrefix(name, prefix) {
+			if b[name] != r {
+				return false
+			}
+			n++
+		}
+	}
+	for name := range b {
+		if strings.HasPrefix(name, prefix) {
+			n--
+		}
+	}
+	return n == 0
+}
+
+// sameJSON reports whether a and b encode alike, as the state file holds
+// them; false when either cannot be encoded.
+func sameJSON(a, b any) bool {
+	ja, err := json.Marshal(a)
+	if err != nil {
+		return false
+	}
+	jb, err := json.Marshal(b)
+	return err == nil && bytes.Equal(ja, jb)
 }
 
 // Sources says which source a module an apply writes records (Merge).

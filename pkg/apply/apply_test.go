@@ -114,24 +114,24 @@ func TestRecreateRollsBack(t *testing.T) {
 		{
 			name:  "start fails",
 			setup: func(f *enginetest.Fake) { f.AddImages(bad); f.FailStart(bad, true) },
-			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a", "start m.a",
-				"remove m.a", "rename m.a.meshctl-old m.a", "start m.a"},
+			wantLog: []string{"create m.a.meshctl-new", "stop m.a", "start m.a.meshctl-new",
+				"remove m.a.meshctl-new", "start m.a"},
 			wantErr: "start new m.a",
 		},
 		{
-			name:  "create fails",
-			setup: func(f *enginetest.Fake) { f.AddImages(bad); f.FailCreate(bad, true) },
-			wantLog: []string{"stop m.a", "rename m.a m.a.meshctl-old", "create m.a",
-				"rename m.a.meshctl-old m.a", "start m.a"},
+			// The new one is made before the old one stops: a create that
+			// fails leaves the old one running, untouched.
+			name:    "create fails: the old one is not even stopped",
+			setup:   func(f *enginetest.Fake) { f.AddImages(bad); f.FailCreate(bad, true) },
+			wantLog: []string{"create m.a.meshctl-new"},
 			wantErr: "create new m.a",
 		},
 		{
 			name:       "start fails, old was stopped: it stays stopped",
 			oldStopped: true,
 			setup:      func(f *enginetest.Fake) { f.AddImages(bad); f.FailStart(bad, true) },
-			wantLog: []string{"rename m.a m.a.meshctl-old", "create m.a", "start m.a",
-				"remove m.a", "rename m.a.meshctl-old m.a"},
-			wantErr: "start new m.a",
+			wantLog:    []string{"create m.a.meshctl-new", "start m.a.meshctl-new", "remove m.a.meshctl-new"},
+			wantErr:    "start new m.a",
 		},
 		{
 			name:    "pull fails: the old one is not even stopped",
@@ -341,7 +341,8 @@ func TestRecreateClearsLeftoverAside(t *testing.T) {
 	if got := rep.Containers[0]; got.Name != "m.a" || got.Action != Recreate {
 		t.Fatalf("m.a: %+v", got)
 	}
-	want := []string{"stop m.a", "remove m.a.meshctl-old", "rename m.a m.a.meshctl-old", "create m.a", "start m.a", "remove m.a.meshctl-old"}
+	want := []string{"create m.a.meshctl-new", "stop m.a", "start m.a.meshctl-new", "remove m.a.meshctl-old",
+		"rename m.a m.a.meshctl-old", "rename m.a.meshctl-new m.a", "remove m.a.meshctl-old"}
 	if got := eng.Changes(); !slices.Equal(got, want) {
 		t.Fatalf("changes:\n got %q\nwant %q", got, want)
 	}

@@ -21,6 +21,7 @@ func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map
 	r := &execution{x: x, items: items, absent: absent, rep: rep, opts: opts, ord: orderOf(items),
 		sem: make(chan struct{}, opts.Parallel)}
 	r.x.Health = r.health
+	r.x.Watching = r.unslotted
 	var wg sync.WaitGroup
 	for i := range items {
 		if !items[i].ChangesEngine() {
@@ -68,6 +69,17 @@ func (r *execution) health(name, health string) {
 			r.rep.Containers[i].Health = health
 		}
 	}
+}
+
+// unslotted runs wait, a health wait, without the slot the caller holds,
+// and takes a slot again for what follows (the put-back, or the old one's
+// removal): N containers settling at once cost one settle period, not one
+// per wave of --parallel. Taking it again cannot starve: every slot holder
+// does engine work that ends, or gives its slot up the same way.
+func (r *execution) unslotted(wait func()) {
+	<-r.sem
+	defer func() { r.sem <- struct{}{} }()
+	wait()
 }
 
 // carryOut carries out item i after its dependencies, and without a slot

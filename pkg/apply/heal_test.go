@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -77,4 +78,91 @@ func desiredOf(t *testing.T, image string) *lifecycle.Desired {
 		t.Fatal(err)
 	}
 	return &ds[0]
+}
+
+// TestApplyHealsARecreateKilledAtAnyInstant: an apply that died at any
+// instant of a recreate (Executor.Recreate: the new one is made under
+// m.c.meshctl-new before the old one stops) is healed by the next apply,
+// and the old container, what last ran healthy, is what that apply puts
+// back when the new version cannot start: the same container, running, and
+// nothing else of the service left, whether the death left the new one
+// created, started, or already under the name, and the old one running,
+// stopped, or aside.
+func TestApplyHealsARecreateKilledAtAnyInstant(t *testing.T) {
+	for _, tt := range []struct {
+		instant string
+		// die brings the engine to the instant: old is the old container,
+		// newID the new one, made under m.c.meshctl-new.
+		die func(ctx context.Context, f *enginetest.Fake, oldID, newID string)
+	}{
+		{"new created", func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {}},
+		{"old stopped", func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+			f.Stop(ctx, oldID, 0)
+		}},
+		{"new started", func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+			f.Stop(ctx, oldID, 0)
+			f.Start(ctx, newID)
+		}},
+		{"old aside", func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+			f.Stop(ctx, oldID, 0)
+			f.Start(ctx, newID)
+			f.Rename(ctx, oldID, "m.c.meshctl-old")
+		}},
+		{"new under the name", func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+			f.Stop(ctx, oldID, 0)
+			f.Start(ctx, newID)
+			f.Rename(ctx, oldID, "m.c.meshctl-old")
+			f.Rename(ctx, newID, "m.c")
+		}},
+	} {
+		t.Run(tt.instant, func(t *testing.T) {
+			d := stateDir(t)
+			f := enginetest.NewFake("old:1", "new:1", "bad:1")
+			ctx := context.Background()
+			if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+				t.Fatal(err)
+			}
+			l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := claims.Take(l, []string{"m.c"}, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Unlock()
+			scope, _ := d.ID()
+			old, _ := f.Get("m.c")
+			newID, err := f.Create(ctx, "m.c.meshctl-new", desiredOf(t, "new:1").EngineSpec(scope))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.die(ctx, f, old.ID, newID)
+			h.Abandon()
+			_, tmpLeft := f.Get("m.c.meshctl-new")
+			f.Changes()
+
+			// The healing apply asks for a version that cannot start: what
+			// it leaves running is what it put back.
+			f.FailStart("bad:1", true)
+			rep, err := run(t, d, f, meshOf(t, "c: {image: bad:1}"), nil)
+			if fe := (*FailedError)(nil); !errors.As(err, &fe) {
+				t.Fatalf("the healing apply: %v, want it to fail on the version that cannot start", err)
+			}
+			if a := actions(rep); len(a) != 1 {
+				t.Errorf("report rows %v, want m.c alone (the unverified new one healed away, not an orphan)", a)
+			}
+			// The unverified new one goes before anything starts: never
+			// two copies of the service at once.
+			if ch := f.Changes(); tmpLeft && (len(ch) == 0 || ch[0] != "remove m.c.meshctl-new") {
+				t.Errorf("the healing apply's changes %q, want the removal of m.c.meshctl-new first", ch)
+			}
+			if c, ok := f.Get("m.c"); !ok || c.ID != old.ID || !c.Running {
+				t.Errorf("m.c = %+v, want the old container %s running", c, old.ID)
+			}
+			if cs := f.Containers(); len(cs) != 1 {
+				t.Errorf("containers left: %+v, want only the old m.c", cs)
+			}
+		})
+	}
 }

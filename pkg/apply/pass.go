@@ -45,6 +45,9 @@ type pass struct {
 	absent      map[string]string // image: why the engine lacks it for good
 	rep         *applied.Report
 	recorded    *applied.Applied // the applied state this apply records
+	// appliedChanged says whether recorded differs from prev: else
+	// applied.json is not written again.
+	appliedChanged bool
 }
 
 // takeLock takes the state lock, and fails with a *claims.ClaimedError if
@@ -231,6 +234,7 @@ func (a *pass) release(ctx context.Context) error {
 		sources = applied.KeepSources
 	}
 	a.recorded = a.prev.Merge(a.file, a.opts.RemoveModules, a.desired, a.opts.Source, a.now.UTC(), sources)
+	a.appliedChanged = a.recorded.KeepTimes(&a.prev)
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
 	released, err := a.windows.Release(ctx, a.lock, x, a.policies, a.now, a.opts.Progress)
 	if err != nil {
@@ -301,7 +305,11 @@ func (a *pass) execute(ctx context.Context) (runErr, err error) {
 // record writes the applied state and the report, and releases the claim.
 func (a *pass) record(runErr error) error {
 	a.rep.EngineCalls = a.eng.Calls()
-	err := writeRecord(a.lock, a.recorded, a.rep, a.opts, runErr)
+	recorded := a.recorded
+	if !a.appliedChanged {
+		recorded = nil
+	}
+	err := writeRecord(a.lock, recorded, a.rep, a.opts, runErr)
 	if a.claim != nil {
 		err = errors.Join(err, a.claim.Release(a.lock))
 	}
@@ -382,11 +390,14 @@ func checkRemovable(m string, prev *applied.Applied, observed []engine.Container
 }
 
 // writeRecord writes the applied desired state, a's modules merged with this
-// apply's, and the report.
+// apply's (nil: it did not change, and applied.json stays as it is), and
+// the report, whose finished_at is the time of this apply's check.
 func writeRecord(lock *state.Lock, a *applied.Applied, rep *applied.Report, opts Options, runErr error) error {
 	now := opts.Now().UTC()
-	if err := lock.Write(applied.AppliedFile, a); err != nil {
-		return err
+	if a != nil {
+		if err := lock.Write(applied.AppliedFile, a); err != nil {
+			return err
+		}
 	}
 	last := &applied.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
 	if runErr != nil {

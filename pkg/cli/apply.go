@@ -52,11 +52,12 @@ meshctl does not manage has the name: nothing is changed, exit 1).
 A create or recreate succeeds only once the new container is healthy: its
 healthcheck passes (within start-period + retries x (interval + timeout)), or,
 without one, it runs --settle without exiting or being restarted. A recreate
-keeps the old container, stopped and renamed aside, until then, and puts it
-back if the new one fails: the line says failed, why (unhealthy: <probe
+creates the new container before the old one stops (the outage is the old
+one's stop and the new one's start), keeps the old one, stopped and renamed
+aside, until the new one is healthy, and puts it back if the new one fails: the line says failed, why (unhealthy: <probe
 output>, exited 1 after 2s, restarting) and the new container's last log
 lines; exit 1. Containers change after those they depends-on; independent ones
-in parallel. Named volumes are never removed. Missing images are pulled, and
+in parallel (--parallel counts engine work: a health wait holds no slot). Named volumes are never removed. Missing images are pulled, and
 health waited for, without holding the state lock: the containers being
 changed are claimed, and a window on them waits for the claim.
 
@@ -105,7 +106,7 @@ removed.`,
 	f.BoolVar(&opts.last, "last", false, "converge the host to its last applied state, without a file")
 	f.BoolVar(&opts.prune, "prune", false, "remove the containers of the file's modules that the file no longer names")
 	f.StringArrayVar(&opts.removeModules, "remove-module", nil, "remove a whole module: its containers, its networks (once unused) and its part of the applied state (repeatable)")
-	f.IntVar(&opts.parallel, "parallel", 4, "how many containers to change at once")
+	f.IntVar(&opts.parallel, "parallel", 4, "how many containers' engine work (create, stop, start) runs at once; health waits hold no slot")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a new container without a healthcheck must keep running, not restarting, to count as started")
 	return writesMetrics(cmd)
 }

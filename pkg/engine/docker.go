@@ -7,15 +7,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/jsonmessage"
@@ -60,7 +59,8 @@ func New(host string) (Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker host %q: %w", host, err)
 	}
-	return &dockerClient{api: api, host: host, tr: tr, base: base}, nil
+	return &dockerClient{api: api, host: host, tr: tr, base: base,
+		http: &http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}, url: u}, nil
 }
 
 // countingTransport counts round trips and keeps, for the caller, the network
@@ -89,6 +89,10 @@ type dockerClient struct {
 	host string
 	tr   *countingTransport
 	base *http.Transport
+	// http and url send the requests meshctl makes without the Docker
+	// client (List), through the same counting transport.
+	http *http.Client
+	url  *url.URL
 }
 
 // do runs f and gives its error the context op, or turns it into an
@@ -130,40 +134,6 @@ func (c *dockerClient) Ping(ctx context.Context) error {
 		c.api.NegotiateAPIVersionPing(p)
 		return nil
 	})
-}
-
-func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Container, error) {
-	args := filters.NewArgs()
-	for k, v := range labels {
-		if v == "" {
-			args.Add("label", k)
-		} else {
-			args.Add("label", k+"="+v)
-		}
-	}
-	var list []container.Summary
-	err := c.do(ctx, "list containers", func(ctx context.Context) (err error) {
-		list, err = c.api.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Container, 0, len(list))
-	for _, s := range list {
-		out = append(out, Container{
-			ID:      s.ID,
-			Name:    summaryName(s.Names),
-			Image:   s.Image,
-			ImageID: s.ImageID,
-			State:   s.State,
-			Running: s.State == "running" || s.State == "paused" || s.State == "restarting",
-			Labels:  s.Labels,
-			Health:  summaryHealth(s.Status),
-		})
-	}
-	slices.SortFunc(out, func(a, b Container) int { return strings.Compare(a.Name, b.Name) })
-	return out, nil
 }
 
 // summaryName picks the container's own name among a list entry's names,

@@ -26,8 +26,7 @@ type Client interface {
 	Ping(ctx context.Context) error
 	// List returns every container, running or not, that carries all of
 	// labels (key=value, or just the key where the value is ""), sorted by
-	// name. It costs one request, plus one to negotiate the API version if
-	// nothing did before.
+	// name. It costs one request, and needs no API version negotiated.
 	List(ctx context.Context, labels map[string]string) ([]Container, error)
 	// Inspect returns the container named or identified by idOrName.
 	Inspect(ctx context.Context, idOrName string) (Container, error)

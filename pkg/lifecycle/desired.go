@@ -50,3 +50,7 @@ func Managed(scope string) map[string]string { return map[string]string{LabelMan
 
 // OldName is the name a container takes while its replacement starts.
 func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-old" }
+
+// NewName is the name a replacement is created under, before the container
+// it replaces stops (Executor.Recreate).
+func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }

@@ -31,6 +31,11 @@ type Executor struct {
 	// Health, when not nil, is told the health each container Create and
 	// Recreate start reaches.
 	Health func(name, health string)
+	// Watching, when not nil, runs wait, the health wait of Create and
+	// Recreate, outside the caller's share of the work done at once
+	// (apply's --parallel slot), and returns once wait has and that share
+	// is the caller's again: a health wait is watching, not engine work.
+	Watching func(wait func())
 }
 
 // Create creates and starts d, and waits until it is healthy
@@ -61,44 +66,61 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 // gate waits for the container id, just started, to be healthy, and tells
 // x.Health what it reached.
 func (x Executor) gate(ctx context.Context, id, name string) error {
-	h, err := x.WaitHealthy(ctx, id, name)
+	var h string
+	var err error
+	wait := func() { h, err = x.WaitHealthy(ctx, id, name) }
+	if x.Watching != nil {
+		x.Watching(wait)
+	} else {
+		wait()
+	}
 	if x.Health != nil && h != "" {
 		x.Health(name, h)
 	}
 	return err
 }
 
-// Recreate replaces old with a new container for d. The old container is
-// kept (stopped, renamed aside) until the new one is created, started and
-// healthy (WaitHealthy); if that fails, the new one is removed and the old
-// one put back as it was: renamed back, and started if it was running. A
-// bad image, or one that crashes or never becomes ready, never leaves the
-// host without the service.
+// Recreate replaces old with a new container for d. The new container is
+// created, under a temporary name (NewName), before the old one stops, so
+// that the service is down only for the old one's stop and the new one's
+// start: then the old one is renamed aside (OldName) and the new one takes
+// the name. The old container is kept (stopped, aside) until the new one
+// is healthy (WaitHealthy); if that fails, the new one is removed and the
+// old one put back as it was: under its name, and started if it was
+// running. A bad image, or one that crashes or never becomes ready, never
+// leaves the host without the service.
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
 	// Before the old one stops: a network that cannot be had leaves it running.
 	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
-		return fmt.Errorf("create new %s: %w", d.Name, err)
+		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
+	}
+	id, err := x.createNew(ctx, d)
+	if err != nil {
+		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
 	if old.Running {
 		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
-			return fmt.Errorf("stop %s: %w", d.Name, err)
+			return errors.Join(fmt.Errorf("stop %s: %w", d.Name, err), x.RemoveNew(ctx, d.Name, id))
 		}
+	}
+	// Started under its temporary name: the renames, which the service
+	// needs no longer wait for, come after.
+	if err := x.Engine.Start(ctx, id); err != nil {
+		return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("start new %s: %w", d.Name, err))
 	}
 	if err := x.renameAside(ctx, d.Name, old); err != nil {
-		return errors.Join(fmt.Errorf("rename %s aside: %w", d.Name, err), x.restart(ctx, old))
+		return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("rename %s aside: %w", d.Name, err))
 	}
-	id, err := x.Engine.Create(ctx, d.Name, d.EngineSpec(x.Scope))
-	if err == nil {
-		if err = x.Engine.Start(ctx, id); err != nil {
-			err = fmt.Errorf("start new %s: %w", d.Name, err)
-		} else {
-			err = x.gate(ctx, id, d.Name)
-		}
+	aside := old
+	aside.Name = OldName(d.Name)
+	err = x.Engine.Rename(ctx, id, d.Name)
+	if err != nil {
+		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 	} else {
-		err = fmt.Errorf("create new %s: %w", d.Name, err)
+		err = x.gate(ctx, id, d.Name)
 	}
 	if err != nil {
-		if perr := x.PutBack(ctx, d.Name, id, old); perr != nil {
+		if perr := x.PutBack(ctx, d.Name, id, aside); perr != nil {
 			return errors.Join(err, perr)
 		}
 		return fmt.Errorf("%w; the old container was put back", err)
@@ -107,6 +129,56 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		return &OldLeftError{Name: d.Name, Err: err}
 	}
 	return nil
+}
+
+// createNew creates d's container under its temporary name, NewName. One
+// already there of this state directory is a leftover of a recreate that
+// died half way: it never passed a health gate under the name, and whoever
+// recreates the name now (under a claim, or a live window's hold) owns it.
+// It goes.
+func (x Executor) createNew(ctx context.Context, d *Desired) (string, error) {
+	tmp := NewName(d.Name)
+	id, err := x.Engine.Create(ctx, tmp, d.EngineSpec(x.Scope))
+	if err == nil {
+		return id, nil
+	}
+	left, ierr := x.Engine.Inspect(ctx, tmp)
+	if ierr != nil || left.Labels[LabelManaged] != x.Scope {
+		return "", err
+	}
+	if rerr := x.removeGone(ctx, left.ID); rerr != nil {
+		return "", errors.Join(err, fmt.Errorf("remove leftover %s: %w", tmp, rerr))
+	}
+	return x.Engine.Create(ctx, tmp, d.EngineSpec(x.Scope))
+}
+
+// RemoveNew removes the container id made under name's temporary name
+// (NewName), which never passed a health gate under the name: a recreate
+// that failed before the new one took the name, and apply's
+// healInterrupted, for one whose recreate died, call it before starting
+// any old container. It runs even after a signal.
+func (x Executor) RemoveNew(ctx context.Context, name, id string) error {
+	return wrapErr("remove the new "+NewName(name), x.removeGone(cleanupContext(ctx), id))
+}
+
+// StartOld starts old, the container under name that a recreate which died
+// before renaming it aside left stopped, as PutBack would have.
+func (x Executor) StartOld(ctx context.Context, name string, old engine.Container) error {
+	old.Running = true
+	return x.restart(ctx, name, old)
+}
+
+// putBackUnmoved undoes a recreate that failed (err) while the old
+// container still had its name: the new one goes first, and only then is
+// the old one started again, if it ran, so that never two copies run.
+func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old engine.Container, err error) error {
+	if derr := x.RemoveNew(ctx, name, newID); derr != nil {
+		return errors.Join(err, derr, fmt.Errorf("the old %s stays stopped", name))
+	}
+	if rerr := x.restart(ctx, name, old); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return fmt.Errorf("%w; the old container was put back", err)
 }
 
 // OldLeftError is a recreate that replaced its container (the new one runs,
@@ -179,17 +251,17 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 	if err := x.Engine.Rename(ctx, old.ID, name); err != nil {
 		return fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name))
 	}
-	if err := x.restart(ctx, old); err != nil {
+	if err := x.restart(ctx, name, old); err != nil {
 		return fmt.Errorf("put the old %s back: %w", name, err)
 	}
 	return nil
 }
 
-func (x Executor) restart(ctx context.Context, old engine.Container) error {
+func (x Executor) restart(ctx context.Context, name string, old engine.Container) error {
 	if !old.Running {
 		return nil
 	}
-	return wrapErr("start the old "+old.Name+" again", x.Engine.Start(cleanupContext(ctx), old.ID))
+	return wrapErr("start the old "+name+" again", x.Engine.Start(cleanupContext(ctx), old.ID))
 }
 
 // Remove stops and removes c. Its named volumes stay.

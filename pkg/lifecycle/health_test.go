@@ -50,7 +50,8 @@ func TestRecreateUnhealthyPutsBack(t *testing.T) {
 	if n := len(f.Containers()); n != 1 {
 		t.Errorf("%d containers, want only the old one", n)
 	}
-	want := []string{"stop m.c", "rename m.c m.c.meshctl-old", "create m.c", "start m.c", "remove m.c", "rename m.c.meshctl-old m.c", "start m.c"}
+	want := []string{"create m.c.meshctl-new", "stop m.c", "start m.c.meshctl-new", "rename m.c m.c.meshctl-old",
+		"rename m.c.meshctl-new m.c", "remove m.c", "rename m.c.meshctl-old m.c", "start m.c"}
 	if ch := f.Changes(); !slices.Equal(ch, want) {
 		t.Errorf("events %q\nwant   %q", ch, want)
 	}
@@ -140,5 +141,34 @@ func TestRestartedReasonNeverSaysTheResetCode(t *testing.T) {
 		if got := restartedReason(tt.c); got != tt.want {
 			t.Errorf("restartedReason(%+v) = %q, want %q", tt.c, got, tt.want)
 		}
+	}
+}
+
+// TestRecreateOutageIsStopAndStart: a stop-first recreate makes the new
+// container, under its temporary name, before the old one stops, and
+// starts it with the very next engine request after the old one's stop:
+// the service is down for the stop and the start, nothing else (issue 21).
+func TestRecreateOutageIsStopAndStart(t *testing.T) {
+	ctx := context.Background()
+	f := enginetest.NewFake("old:1", "new:1")
+	x := Executor{Engine: f, Scope: "s"}
+	if err := x.Create(ctx, desiredOf(t, "old:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Inspect(ctx, "m.c")
+	var mu sync.Mutex
+	var ops []string
+	f.Hook = func(op, target string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ops = append(ops, op+" "+target)
+	}
+	if err := x.Recreate(ctx, desiredOf(t, "new:1", nil), old); err != nil {
+		t.Fatal(err)
+	}
+	stop := slices.Index(ops, "stop m.c")
+	create := slices.Index(ops, "create m.c.meshctl-new")
+	if stop < 0 || create < 0 || create > stop || stop+1 >= len(ops) || ops[stop+1] != "start m.c.meshctl-new" {
+		t.Errorf("engine requests %q: want the new one created before the old one's stop, and started right after it", ops)
 	}
 }

@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/client"
+)
+
+// listed is one entry of the engine's container list, with only the fields
+// meshctl reads: the engine's answer also carries ports, mounts, networks
+// and more, which the Docker client's container.Summary decodes, for
+// nothing, on every no-op apply.
+type listed struct {
+	ID      string            `json:"Id"`
+	Names   []string          `json:"Names"`
+	Image   string            `json:"Image"`
+	ImageID string            `json:"ImageID"`
+	State   string            `json:"State"`
+	Status  string            `json:"Status"`
+	Labels  map[string]string `json:"Labels"`
+}
+
+func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Container, error) {
+	args := filters.NewArgs()
+	for k, v := range labels {
+		if v == "" {
+			args.Add("label", k)
+		} else {
+			args.Add("label", k+"="+v)
+		}
+	}
+	var list []listed
+	err := c.do(ctx, "list containers", func(ctx context.Context) error {
+		return c.getJSON(ctx, "/containers/json", args, &list)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Container, 0, len(list))
+	for _, s := range list {
+		out = append(out, Container{
+			ID:      s.ID,
+			Name:    summaryName(s.Names),
+			Image:   s.Image,
+			ImageID: s.ImageID,
+			State:   s.State,
+			Running: s.State == "running" || s.State == "paused" || s.State == "restarting",
+			Labels:  s.Labels,
+			Health:  summaryHealth(s.Status),
+		})
+	}
+	slices.SortFunc(out, func(a, b Container) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// getJSON sends GET p (all=1, and the filters args) and decodes the answer
+// into v. The path has no API version: the engine answers in its own, which
+// needs no negotiation first, and the fields listed reads are the same in
+// every version meshctl supports (1.41 and newer).
+func (c *dockerClient) getJSON(ctx context.Context, p string, args filters.Args, v any) error {
+	q := url.Values{"all": {"1"}}
+	if args.Len() > 0 {
+		f, err := filters.ToJSON(args)
+		if err != nil {
+			return err
+		}
+		q.Set("filters", f)
+	}
+	host := c.url.Host
+	if c.url.Scheme == "unix" || c.url.Scheme == "npipe" {
+		// The transport dials the socket; the host is a dummy.
+		host = client.DummyHost
+	}
+	u := url.URL{Scheme: "http", Host: host, Path: path.Join(c.url.Path, p), RawQuery: q.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		var msg struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(body, &msg) != nil || msg.Message == "" {
+			msg.Message = strings.TrimSpace(string(body))
+		}
+		err := fmt.Errorf("Error response from daemon: %s", msg.Message)
+		if resp.StatusCode == http.StatusNotFound {
+			return notFoundError{err}
+		}
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return errors.Join(fmt.Errorf("decode the answer of GET %s", p), err)
+	}
+	return nil
+}

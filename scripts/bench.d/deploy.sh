@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# deploy.sh: what a deploy costs beyond the engine's own work (issue 21), each figure against its
+# peer in the same run:
+#   - the stop-first gap: a client asks the service on 127.0.0.1 every 50 ms through a
+#     `meshctl apply` that recreates it (defaults); the longest time without an answer, against the
+#     same client's longest gap through `docker stop` + `docker start` of the same container, the
+#     engine's floor (target: at most 1.1x);
+#   - 40 changed containers: `meshctl apply` recreating them with --settle 0s against `docker run -d`
+#     of 40 new ones at the same parallelism (4, apply's default), the engine's floor (target: at
+#     most 1.1x), and with the defaults (a 3 s settle each) against that floor plus one settle period
+#     (target: at most 1.1x: the health waits overlap, they hold no --parallel slot);
+#   - the same recreate by hand with the docker CLI (stop, run, rm), which shows what of the miss
+#     against `docker run` is the old containers' stop and removal;
+#   - with a `docker-compose` on PATH (Debian's package), `docker-compose up -d` recreating the same
+#     40 (it has no health gate).
+#
+# Run by scripts/bench (see apply.sh). MESHCTL_BENCH_DEPLOY_RUNS (default 7) gap runs and
+# MESHCTL_BENCH_CHANGE_RUNS (default 3) rounds of 40 changes. The client only ever calls
+# 127.0.0.1; the containers (modules dpbench, dpchange, labels meshctl-bench-floor and -hand) are removed at the
+# end.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=scripts/lib.sh
+. "$here/../lib.sh"
+
+readonly N=40 PAR=4 SETTLE_MS=3000 PROJECT=dpbench-compose
+export LC_ALL=C
+runs=${MESHCTL_BENCH_DEPLOY_RUNS:-7}
+rounds=${MESHCTL_BENCH_CHANGE_RUNS:-3}
+
+bench_env deploy
+state=$work/state
+mesh=$work/mesh.yaml
+cfile=$work/compose.yaml
+
+bench_meshctl
+command -v curl >/dev/null || die "curl is needed for the client"
+compose=$(command -v docker-compose || true)
+
+# shellcheck disable=SC2317 # run by the EXIT trap
+cleanup() {
+	local rc=$?
+	[[ -n ${poller:-} ]] && kill "$poller" 2>/dev/null
+	if [[ -n $compose && -e $cfile ]]; then
+		"$compose" -p "$PROJECT" -f "$cfile" down -t 1 >/dev/null 2>&1 || true
+	fi
+	docker ps -aq --filter "label=meshctl-bench-floor=1" | xargs -r -n 16 docker rm -f >/dev/null || true
+	docker ps -aq --filter "label=meshctl-bench-hand=1" | xargs -r -n 16 docker rm -f >/dev/null || true
+	bench_cleanup
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mc=("$meshctl" --state-dir "$state" --docker-host "$DOCKER_HOST")
+
+# --- the stop-first gap -------------------------------------------------------------------------
+
+port=$((20000 + RANDOM % 20000))
+name=dpbench.web
+# The service answers on 127.0.0.1:$port (host network: the test engine has no bridge to publish
+# a port through) and stops at once on SIGTERM, so that neither side waits
+# out a stop timeout; V changes on each deploy.
+web_file() {
+	cat >"$mesh" <<YAML
+modules:
+  dpbench:
+    containers:
+      web:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["mkdir -p /w && echo ok >/w/index.html; httpd -f -p 127.0.0.1:$port -h /w & trap 'kill \$!; exit 0' TERM; wait"]
+        env: {V: "$1"}
+        network: host
+YAML
+}
+
+# poll OUT: every 50 ms, ask the service; write the time of each answer to OUT, until $work/stop.
+poll() {
+	rm -f "$work/stop"
+	while [[ ! -e $work/stop ]]; do
+		if curl -sf -o /dev/null -m 0.5 "http://127.0.0.1:$port/"; then now_ms; fi
+		sleep 0.05
+	done >"$1"
+}
+
+# gap CMD...: the longest time without an answer, in ms, while CMD runs, the client asking from
+# half a second before it to half a second after.
+gap() {
+	poll "$work/answers" &
+	poller=$!
+	sleep 0.5
+	"$@" >/dev/null
+	sleep 0.5
+	touch "$work/stop"
+	wait "$poller"
+	poller=
+	awk 'NR > 1 && $1 - p > g { g = $1 - p } { p = $1 } END { printf "%.1f\n", g }' "$work/answers"
+}
+
+v=0
+deploy() {
+	v=$((v + 1))
+	web_file "$v"
+	"${mc[@]}" -q apply -f "$mesh"
+}
+engine_only() { docker stop "$name" >/dev/null && docker start "$name" >/dev/null; }
+
+web_file 0
+"${mc[@]}" -q apply -f "$mesh" --settle 0s
+for ((i = 0; i < 2; i++)); do deploy; engine_only; done
+: >"$work/deploy.ms"
+: >"$work/floor.ms"
+for ((i = 0; i < runs; i++)); do
+	gap deploy >>"$work/deploy.ms"
+	gap engine_only >>"$work/floor.ms"
+done
+echo "stop-first deploy gap seen by a client every 50 ms ($runs runs each, interleaved, medians)"
+bench_row "stop-first deploy: longest gap" "$(median <"$work/deploy.ms")" "docker stop + docker start" "$(median <"$work/floor.ms")" ms 1.1
+"${mc[@]}" -q apply --remove-module dpbench
+
+# --- 40 changed containers ----------------------------------------------------------------------
+
+# files V writes the mesh file and the compose file of the same N services, env BENCH_V=V.
+files() {
+	{
+		echo "modules:"
+		echo "  dpchange:"
+		echo "    containers:"
+		for ((i = 1; i <= N; i++)); do
+			printf '      c%02d:\n' "$i"
+			echo "        image: meshtest/busybox:1"
+			echo "        command: [sh, -c, \"trap 'exit 0' TERM; sleep 86400 & wait\"]"
+			echo "        env: {BENCH: \"$i\", BENCH_V: \"$1\"}"
+			echo "        network: none"
+		done
+	} >"$mesh"
+	{
+		echo "services:"
+		for ((i = 1; i <= N; i++)); do
+			printf '  c%02d:\n' "$i"
+			echo "    image: meshtest/busybox:1"
+			echo "    command: [sh, -c, \"trap 'exit 0' TERM; sleep 86400 & wait\"]"
+			echo "    environment: {BENCH: \"$i\", BENCH_V: \"$1\"}"
+			echo "    network_mode: none"
+		done
+	} >"$cfile"
+}
+floor_run() {
+	local i
+	for ((i = 1; i <= N; i++)); do echo "$i"; done |
+		xargs -P "$PAR" -I{} docker run -d --label meshctl-bench-floor=1 --network none \
+			-e BENCH={} -e BENCH_V="$1" meshtest/busybox:1 sh -c "trap 'exit 0' TERM; sleep 86400 & wait" >/dev/null
+}
+floor_rm() { docker ps -aq --filter "label=meshctl-bench-floor=1" | xargs -r -n 16 docker rm -f >/dev/null; }
+# cli_recreate V: a stop-first recreate of the floor's 40 by hand, 4 at once: docker stop of the old
+# one, docker run of the new one, docker rm of the old one: the engine work a recreate does, less
+# the renames and the health look.
+cli_recreate() {
+	local i
+	for ((i = 1; i <= N; i++)); do echo "$i"; done |
+		xargs -P "$PAR" -I{} sh -c 'docker stop -t 10 dpfloor-{} >/dev/null && docker rename dpfloor-{} dpfloor-{}-old &&
+			docker run -d --name dpfloor-{} --label meshctl-bench-hand=1 --network none -e BENCH={} -e BENCH_V="$1" \
+				meshtest/busybox:1 sh -c "trap '"'"'exit 0'"'"' TERM; sleep 86400 & wait" >/dev/null && docker rm dpfloor-{}-old >/dev/null' _ "$1"
+}
+
+files a
+log "starting $N services"
+"${mc[@]}" -q apply -f "$mesh" --settle 0s
+if [[ -n $compose ]]; then
+	"$compose" -p "$PROJECT" -f "$cfile" up -d >/dev/null 2>&1
+else
+	log "no docker-compose on PATH (Debian: apt-get install docker-compose): no Compose row"
+fi
+: >"$work/m0.ms"
+: >"$work/mdef.ms"
+: >"$work/run.ms"
+: >"$work/cup.ms"
+: >"$work/cli.ms"
+# The by-hand recreate's 40, named dpfloor-N.
+for ((i = 1; i <= N; i++)); do echo "$i"; done |
+	xargs -P "$PAR" -I{} docker run -d --name dpfloor-{} --label meshctl-bench-hand=1 --network none \
+		meshtest/busybox:1 sh -c "trap 'exit 0' TERM; sleep 86400 & wait" >/dev/null
+c=0
+for ((r = 0; r < rounds; r++)); do
+	c=$((c + 1))
+	files "$c"
+	time_ms "${mc[@]}" -q apply -f "$mesh" --settle 0s >>"$work/m0.ms"
+	c=$((c + 1))
+	files "$c"
+	time_ms "${mc[@]}" -q apply -f "$mesh" >>"$work/mdef.ms"
+	time_ms floor_run "$c" >>"$work/run.ms"
+	floor_rm
+	time_ms cli_recreate "$c" >>"$work/cli.ms"
+	if [[ -n $compose ]]; then
+		time_ms "$compose" -p "$PROJECT" -f "$cfile" up -d >>"$work/cup.ms" 2>/dev/null
+	fi
+done
+m0=$(median <"$work/m0.ms")
+mdef=$(median <"$work/mdef.ms")
+floor=$(median <"$work/run.ms")
+echo "$N changed containers, $PAR at once ($rounds rounds, medians)"
+bench_row "recreate $N changed, --settle 0s" "$m0" "docker run -d x$N, $PAR at once" "$floor" ms 1.1
+bench_row "recreate $N changed, defaults (settle 3s)" "$mdef" "docker run -d x$N + one settle (3 s)" \
+	"$(awk -v f="$floor" -v s="$SETTLE_MS" 'BEGIN { printf "%.1f", f + s }')" ms 1.1
+bench_row "recreate $N changed, --settle 0s" "$m0" "docker stop + run + rm x$N by hand, $PAR at once" "$(median <"$work/cli.ms")" ms -
+if [[ -n $compose ]]; then
+	bench_row "recreate $N changed, defaults (settle 3s)" "$mdef" \
+		"docker-compose up -d ($("$compose" version --short 2>/dev/null || echo '?'), no health gate)" "$(median <"$work/cup.ms")" ms -
+fi
