@@ -29,8 +29,6 @@ type fltKnown struct {
 // (MESHCTL_FAULTS_KNOWN=1 replays them; every one fails while its bug
 // lives). The seed fixes the module name and every draw of the act.
 var knownFindings = []fltKnown{
-	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
-		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
 	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
 		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
 	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
@@ -58,6 +56,8 @@ var fixedFindings = []fltKnown{
 	{item: "17.1", seed: 1702, what: "an apply's put-back whose remove of the new, unhealthy container fails: the old one runs aside beside it",
 		sc:   fltScenario{name: "apply-putback", setup: v1, act: actPutBack},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Fail}},
+	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
+		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
 	{item: "17.7", seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
 	{item: "17.8", seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
