@@ -22,16 +22,19 @@ const relockWait = 10 * time.Minute
 // nothing is carried out (a no-op) under lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
 	rep *applied.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
-	var names []string
+	var names, creates []string
 	for _, it := range items {
 		if it.ChangesEngine() {
 			names = append(names, it.Name)
+		}
+		if it.Action == Create {
+			creates = append(creates, it.Name)
 		}
 	}
 	if len(names) == 0 {
 		return execute(ctx, x, items, absent, rep, opts), lock, nil, nil
 	}
-	if claim, err = claims.Take(lock, names, opts.Now()); err != nil {
+	if claim, err = claims.Take(lock, names, creates, opts.Now()); err != nil {
 		return nil, lock, nil, err
 	}
 	lock.Unlock()

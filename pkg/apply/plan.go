@@ -40,6 +40,11 @@ func ConflictReason(name, owner string) string {
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
 
+// ReasonRestarting is the reason for recreating a container the engine is
+// restarting: it crashed, and the engine's "running" (which counts
+// restarting) says nothing of its health.
+const ReasonRestarting = "restarting"
+
 // ReasonNewerPull is the reason for recreating a pull: always container
 // whose image tag now names another image than the one it runs.
 const ReasonNewerPull = "image (newer pull)"
@@ -182,7 +187,7 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []str
 // mustRecreate is the rule for replacing a container no window holds: it
 // returns why c must be replaced, none when it need not. It must when it
 // differs from what the file wants (diff), or when it does not run: on
-// this host, stopped means broken.
+// this host, stopped means broken, and so does restarting (a crash loop).
 func mustRecreate(c *engine.Container, diff []string) []string {
 	switch {
 	case c == nil:
@@ -191,6 +196,8 @@ func mustRecreate(c *engine.Container, diff []string) []string {
 		return diff
 	case !c.Running:
 		return []string{ReasonNotRunning}
+	case c.State == "restarting":
+		return []string{ReasonRestarting}
 	default:
 		return nil
 	}

@@ -16,10 +16,14 @@ const File = "claims.json"
 
 // Claim is one apply's claim on the containers it changes.
 type Claim struct {
-	ID         string    `json:"id"`
-	PID        int       `json:"pid"`
-	Containers []string  `json:"containers"`
-	Since      time.Time `json:"since"`
+	ID         string   `json:"id"`
+	PID        int      `json:"pid"`
+	Containers []string `json:"containers"`
+	// Creates are the containers of Containers that did not exist: the
+	// claim creates them. One there after its claim died was never seen
+	// healthy.
+	Creates []string  `json:"creates,omitempty"`
+	Since   time.Time `json:"since"`
 }
 
 // ClaimedError is another apply's live claim, seen under the state lock
@@ -88,9 +92,11 @@ func Covering(d *state.Dir, read func(string, state.Document) (bool, error), nam
 	return Claim{}, false, nil
 }
 
-// Take claims names, under the state lock lock: it takes the claim's OS
-// lock, then records it (dropping the records of dead claims).
-func Take(lock *state.Lock, names []string, now time.Time) (*Held, error) {
+// Take claims names, of which it creates creates, under the state lock
+// lock: it takes the claim's OS lock, then records it. The records of dead
+// claims stay: the caller healed what it could of them (an apply heals
+// every one it may first), and what is left waits to be healed.
+func Take(lock *state.Lock, names, creates []string, now time.Time) (*Held, error) {
 	d := lock.Dir()
 	id := fmt.Sprintf("%d-%d", now.UnixNano(), os.Getpid())
 	l, ok, err := d.TryLock(LockName(id))
@@ -100,13 +106,15 @@ func Take(lock *state.Lock, names []string, now time.Time) (*Held, error) {
 	if !ok {
 		return nil, fmt.Errorf("claim %s: its lock is taken", id)
 	}
-	live, err := Live(d, lock.Read)
-	if err != nil {
+	var doc Doc
+	if _, err := lock.Read(File, &doc); err != nil {
+		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err
 	}
-	h := &Held{Claim: Claim{ID: id, PID: os.Getpid(), Containers: slices.Clone(names), Since: now.UTC()}, lock: l}
-	if err := lock.Write(File, &Doc{Claims: append(live, h.Claim)}); err != nil {
+	h := &Held{Claim: Claim{ID: id, PID: os.Getpid(), Containers: slices.Clone(names), Creates: slices.Clone(creates), Since: now.UTC()}, lock: l}
+	doc.Claims = append(doc.Claims, h.Claim)
+	if err := lock.Write(File, &doc); err != nil {
 		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err

@@ -92,8 +92,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
-	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
+	if err := w.healDead(ctx, lock, x, ws); err != nil {
+		return nil, err
+	}
+	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
 	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
 		return nil, err
 	}
