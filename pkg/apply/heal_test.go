@@ -67,7 +67,7 @@ func diedInGate(t *testing.T, d *state.Dir, f *enginetest.Fake) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := claims.Take(l, []string{"m.c"}, nil, time.Now())
+	h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestClaimLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := lockState(t, d)
-	h, err := Take(l, []string{"m.a", "m.b"}, []string{"m.b"}, time.Now())
+	h, err := Take(l, Claim{Containers: []string{"m.a", "m.b"}, Creates: []string{"m.b"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestClaimLifecycle(t *testing.T) {
 	if live, err := Live(d, l.Read); err != nil || len(live) != 0 {
 		t.Errorf("Live = %+v, %v; want the dead claim ignored", live, err)
 	}
-	h2, err := Take(l, []string{"m.c"}, nil, time.Now())
+	h2, err := Take(l, Claim{Containers: []string{"m.c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -86,6 +87,27 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		if err != nil {
 			return nil, nil, err
 		}
+		// An apply that deferred a change to a held container and still
+		// carries out the rest of its plan records the change only once it
+		// is done: wait for it, or the change would be lost with the hold.
+		c, deferring, err := claims.Deferring(w.d, lock.Read, w.held)
+		if err != nil {
+			lock.Unlock()
+			return nil, nil, err
+		}
+		if deferring {
+			lock.Unlock()
+			waited, err := w.waitDeferring(ctx, c)
+			if err != nil {
+				return nil, nil, err
+			}
+			if waited && round < closeRounds {
+				continue
+			}
+			if lock, err = w.lockToClose(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
 		now, err := w.appliedNow(lock.Read)
 		if err != nil {
 			lock.Unlock()
@@ -103,6 +125,25 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		// bring them to it before the hold goes.
 		lock.Unlock()
 	}
+}
+
+// waitDeferring waits (bounded by claimWait) for the claim c of an apply
+// that deferred a change to a held container: once it ends, the apply has
+// recorded the change for the close to carry out (waited). A signalled
+// window does not wait: it closes, and the next apply converges the change.
+func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool, err error) {
+	if ctx.Err() == nil {
+		w.opts.Progress("waiting for apply (pid %d), which deferred a change to %s, to record it\n", c.PID, strings.Join(c.Defers, ", "))
+		err = claims.Wait(ctx, w.d, c, max(w.opts.Wait, claimWait))
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() == nil {
+			return false, fmt.Errorf("close window %s: %w; its containers are back, but its hold stays recorded until the next apply or window releases it", w.id, err)
+		}
+	}
+	w.opts.Progress("apply (pid %d) deferred a change to %s and is still at work; the next apply converges it\n", c.PID, strings.Join(c.Defers, ", "))
+	return false, nil
 }
 
 // recordClose, under the state lock, drops the hold (keeping it on the

@@ -144,7 +144,7 @@ func TestOpenHealsADeadClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := claims.Take(l, []string{"store.registry", "other.web"}, nil, time.Now())
+	h, err := claims.Take(l, claims.Claim{Containers: []string{"store.registry", "other.web"}}, time.Now())
 	l.Unlock()
 	if err != nil {
 		t.Fatal(err)
