@@ -29,10 +29,6 @@ type fltKnown struct {
 // (MESHCTL_FAULTS_KNOWN=1 replays them; every one fails while its bug
 // lives). The seed fixes the module name and every draw of the act.
 var knownFindings = []fltKnown{
-	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
-		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
-	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
-		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
 	{item: "new-hang", seed: 1710, what: "an engine call that hangs in a stale release: the apply outlasts its SIGTERM by a minute",
 		sc:   fltScenario{name: "stale-release-hang", setup: v1, act: actStaleRelease},
 		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/update", Nth: 1, Class: faultproxy.Hang}},
@@ -56,6 +52,10 @@ var fixedFindings = []fltKnown{
 		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
 	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
 		sc: fltScenario{name: "deferred-lost", setup: sideV1, act: actDeferredLost}},
+	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
+		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
+	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
+		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
 	{item: "17.6", seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
 		sc: fltScenario{name: "crashloop-killed-create", setup: noSetup, act: actCrashLoopKilled}},
 	{item: "17.7", seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",

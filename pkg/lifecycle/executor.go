@@ -73,8 +73,10 @@ func (x Executor) gate(ctx context.Context, id, name string) error {
 // host without the service.
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
 	if old.Running {
-		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
-			return fmt.Errorf("stop %s: %w", d.Name, err)
+		// Seen through after a signal too; then, or if the engine said no
+		// (it may have acted all the same), the old one is started again.
+		if err := StopThrough(ctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil || ctx.Err() != nil {
+			return errors.Join(fmt.Errorf("stop %s: %w", d.Name, errors.Join(err, context.Cause(ctx))), x.restart(ctx, old))
 		}
 	}
 	if err := x.renameAside(ctx, d.Name, old); err != nil {

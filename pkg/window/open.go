@@ -40,7 +40,9 @@ func (w *window) open(ctx context.Context) error {
 		if c.Running {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
-		if err := w.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
+		// Seen through after a signal: the close then starts it again once
+		// it has stopped, not while the engine is still stopping it.
+		if err := lifecycle.StopThrough(ctx, w.eng, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
 			w.status(c.Name, "stop failed")
 			errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 			continue
