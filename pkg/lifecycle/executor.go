@@ -201,10 +201,10 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 }
 
 // cleanupContext returns a context that survives ctx's cancellation, bounded
-// by cleanupTimeout from now: cleanup after SIGINT must still happen, but
-// not forever. Make it at the moment of the cleanup, never earlier.
+// by cleanupTimeout from now, and by SignalGrace after a signal (Cleanup):
+// cleanup after SIGINT must still happen, but not forever. Make it at the moment of the cleanup, never earlier.
 func cleanupContext(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	c, cancel := Cleanup(ctx, cleanupTimeout)
 	_ = cancel // released by its timer; the context lives as long as the cleanup
 	return c
 }

@@ -22,7 +22,7 @@ const resumeTimeout = 2 * time.Minute
 // default), started if it does not run. It works after a signal too: its
 // context is made here, bounded.
 func (x Executor) Resume(ctx context.Context, c engine.Container, policy string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	if policy == "" {
 		policy = mesh.DefaultRestart
@@ -243,7 +243,7 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 			if o.Name != r.StepContainer || o.Labels[LabelManaged] != x.Scope || o.Labels[LabelRole] != RoleStep || o.Running {
 				continue
 			}
-			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+			ictx, cancel := Cleanup(ctx, resumeTimeout)
 			full, err := x.Engine.Inspect(ictx, o.ID)
 			cancel()
 			if err != nil || full.State != "exited" {
@@ -283,7 +283,7 @@ func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error 
 	if !c.Running {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	full, err := x.Engine.Inspect(ctx, c.ID)
 	if err != nil || full.RestartPolicy != "no" {
@@ -298,7 +298,7 @@ func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error 
 // runs asks the engine whether c runs now; false when it cannot say, so
 // that the plan replaces what it cannot see running.
 func (x Executor) runs(ctx context.Context, c engine.Container) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	full, err := x.Engine.Inspect(ctx, c.ID)
 	return err == nil && full.Running

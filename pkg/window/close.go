@@ -263,7 +263,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	ctx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	defer cancel()
 	var observed []engine.Container
 	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
@@ -297,7 +297,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		return out
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
-	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	listCtx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	observed, err := w.eng.List(listCtx, lifecycle.Managed(w.scope))
 	cancel()
 	if err != nil {
