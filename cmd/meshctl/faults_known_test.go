@@ -28,8 +28,7 @@ type fltKnown struct {
 // knownFindings are the harness's findings on today's code
 // (MESHCTL_FAULTS_KNOWN=1 replays them; every one fails while its bug
 // lives). The seed fixes the module name and every draw of the act.
-var knownFindings = []fltKnown{
-}
+var knownFindings = []fltKnown{}
 
 // fixedFindings are known findings whose bug is fixed: regression tests,
 // replayed by every run of TestFaults (the short run included). Each failed
