@@ -47,7 +47,7 @@ const ReasonRestarting = "restarting"
 
 // ReasonNewerPull is the reason for recreating a pull: always container
 // whose image tag now names another image than the one it runs.
-const ReasonNewerPull = "image (newer pull)"
+const ReasonNewerPull = lifecycle.ReasonNewerPull
 
 // HoldRef says which live window holds a container.
 type HoldRef struct {
@@ -161,11 +161,7 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 	if c == nil {
 		return nil
 	}
-	diff := lifecycle.SpecDiff(*c, d.Spec)
-	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
-		diff = append([]string{ReasonNewerPull}, diff...)
-	}
-	return diff
+	return lifecycle.Diff(*c, d)
 }
 
 // heldAction is the rule for a container a live window holds: it is never

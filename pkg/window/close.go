@@ -252,7 +252,7 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy()
+	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy() && a.PulledID == b.PulledID
 }
 
 // stepStopped returns nil once this window's run: step container is known
@@ -371,7 +371,7 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 	}
 	var diff []string
 	if d != nil {
-		diff = lifecycle.SpecDiff(c, d.Spec)
+		diff = lifecycle.Diff(c, d)
 	}
 	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 	switch {
