@@ -144,3 +144,31 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 		t.Errorf("claims.json after the heal = %+v, %v; want none", doc, err)
 	}
 }
+
+// TestApplyRemovesALeftoverNew: a command that died left m.c.meshctl-new,
+// a replacement created under its temporary name and never verified, with
+// no live claim on it. The next apply removes it before it plans; the
+// service itself is left as it is.
+func TestApplyRemovesALeftoverNew(t *testing.T) {
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", "new:1")
+	ctx := context.Background()
+	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	scope, _ := d.ID()
+	if _, err := f.Create(ctx, lifecycle.NewName("m.c"), desiredOf(t, "new:1").EngineSpec(scope)); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Get("m.c")
+	rep, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Get("m.c.meshctl-new"); ok {
+		t.Error("m.c.meshctl-new is still there")
+	}
+	if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running || actions(rep)["m.c"] != Unchanged {
+		t.Errorf("m.c = %+v (%s), want the old one, unchanged, running", c, actions(rep)["m.c"])
+	}
+}
