@@ -43,6 +43,17 @@
  *   BROKEN_APPLY_WAITS  an apply that finds a window open waits, under the
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
+ *
+ *   BROKEN_STOP_THEN_NO  the window's open stops C before it sets C's
+ *                       restart policy to "no": the engine, restarted in
+ *                       between (or C's own restart after a crash), starts C
+ *                       again with its policy, and it runs mid-step
+ *
+ * The engine acts on the restart policy: a C that is not running, with a
+ * policy other than "no" (the file's "always", the worst case), is started
+ * again by the engine once (an engine restart, or its restart after a
+ * crash). The window's open sets "no" before its stop so that nothing
+ * revives a held container.
  */
 
 #ifndef MAXK
@@ -78,6 +89,7 @@ bool c_pol_no;      /* C's restart policy is "no" */
 bool c_stopping;    /* a stop of C is in flight; the engine finishes it */
 bool step_run;      /* the module's step container runs */
 byte crashes;       /* C exits by itself (once, while the killer is at work) */
+byte revived;       /* the engine started C again by its restart policy (once) */
 byte step_owner;    /* ghost: the window whose step container it is */
 bool step_live_start; /* ghost: its start completed while that window lived */
 bool c_starting;    /* APPLY_START_IN_FLIGHT: a start of a new C in flight */
@@ -259,7 +271,9 @@ record:
 		/* code: Inspect C (its restart policy, for the hold) (no shared effect) */
 		hold[me] = 1;                      /* code: lock.Write(holds.json): the hold, with its step container */
 		unlock_state(me);
+#ifndef BROKEN_STOP_THEN_NO
 		c_pol_no = 1;                      /* code: open: SetRestart(no), restart policy first */
+#endif
 		if
 		:: obs_c -> forget(); stop_c()     /* code: Stop (waits for the engine) */
 #ifndef BROKEN_OPEN_STOPS_LISTED
@@ -270,6 +284,9 @@ record:
 		:: else -> forget()
 #endif
 		fi;
+#ifdef BROKEN_STOP_THEN_NO
+		c_pol_no = 1;                      /* SetRestart(no) after the stop */
+#endif
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
 		/* code: Create the step container (no shared effect) */
@@ -337,6 +354,7 @@ end:
 	:: atomic { c_stopping -> c_run = 0; c_stopping = 0 }  /* a stop completes */
 	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
 	:: atomic { crashes == 0 && !nokill && c_run && !c_stopping -> c_run = 0; crashes = 1 } /* C exits */
+	:: atomic { revived == 0 && !c_run && !c_stopping && !c_pol_no -> c_run = 1; revived = 1 } /* the engine starts C by its policy */
 #ifdef APPLY_START_IN_FLIGHT
 	:: atomic { c_starting -> c_run = 1; c_starting = 0 }  /* a start of C completes */
 #endif
