@@ -384,7 +384,7 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := rep.Containers[0]; c.Action != Recreate || !slices.Equal(c.Reasons, []string{ReasonNewerPull}) {
+	if c := rep.Containers[0]; c.Action != Recreate || !slices.Equal(c.Reasons, []string{lifecycle.ReasonNewerPull}) {
 		t.Fatalf("moved tag: %+v", c)
 	}
 	// The record says which image the pull gave: a window's close carries

@@ -45,10 +45,6 @@ const ReasonNotRunning = "not running"
 // restarting) says nothing of its health.
 const ReasonRestarting = "restarting"
 
-// ReasonNewerPull is the reason for recreating a pull: always container
-// whose image tag now names another image than the one it runs.
-const ReasonNewerPull = lifecycle.ReasonNewerPull
-
 // HoldRef says which live window holds a container.
 type HoldRef struct {
 	Window string
