@@ -157,7 +157,7 @@ func TestApplyRemovesALeftoverNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	scope, _ := d.ID()
-	if _, err := f.Create(ctx, lifecycle.NewName("m.c"), desiredOf(t, "new:1").EngineSpec(scope)); err != nil {
+	if _, err := f.Create(ctx, "m.c.meshctl-new", desiredOf(t, "new:1").EngineSpec(scope)); err != nil {
 		t.Fatal(err)
 	}
 	old, _ := f.Get("m.c")

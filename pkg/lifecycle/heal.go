@@ -10,10 +10,11 @@ import (
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
-// NewName is the name a replacement is created under before it takes the
-// service's name: a container of this state directory under it that no
-// live claim covers is a leftover of a command that died, unverified.
-func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }
+// newSuffix ends the name a replacement is created under before it takes
+// the service's name (NAME.meshctl-new): a container of this state
+// directory under it that no live claim covers is a leftover of a command
+// that died, unverified.
+const newSuffix = ".meshctl-new"
 
 // HealDead puts back what the applies of the dead claims left behind
 // (their processes died carrying out their plans), for apply and for a
@@ -43,7 +44,7 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 		}
 	}
 	for _, c := range observed {
-		base, isNew := strings.CutSuffix(c.Name, ".meshctl-new")
+		base, isNew := strings.CutSuffix(c.Name, newSuffix)
 		if !isNew || c.Labels[LabelManaged] != x.Scope || !mine(base) {
 			continue
 		}
