@@ -90,8 +90,8 @@ func diedInGate(t *testing.T, d *state.Dir, f *enginetest.Fake) string {
 // TestHealKeepsADeadClaimWhileHeld: a live window holds m.c, the
 // unverified container an apply killed in its health gate left (its claim
 // dead, the old one aside). An apply mid-window leaves m.c alone, and keeps
-// the dead claim: once the window is gone, the next apply puts the old one
-// back. Dropping the claim lost the last good container for good (issue 17
+// the dead claim: once the window is gone (dead, its hold stale), the next
+// apply puts the old one back. Dropping the claim lost the last good container for good (issue 17
 // item 3).
 func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	d := stateDir(t)
@@ -127,6 +127,9 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	}
 	win.Unlock() // the window dies: its hold is stale
 
+	// The next apply releases the dead window's hold, which puts the old
+	// one back (once that window's step container is gone), then replaces
+	// it again through the gate.
 	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +142,10 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	}
 	if c, _ := f.Get("m.c"); !c.Running || c.Spec.Image != "new:1" || c.ID == oldID {
 		t.Errorf("m.c = %+v, want new:1 running, recreated through the gate", c)
+	}
+	// The dead claim, whose container is back, goes with the apply after.
+	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
 		t.Errorf("claims.json after the heal = %+v, %v; want none", doc, err)

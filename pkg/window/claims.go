@@ -68,7 +68,16 @@ func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Exe
 			dead = append(dead, c)
 		}
 	}
-	mine := func(name string) bool { return slices.Contains(w.held, name) }
+	// A dead window's hold on one of them is released next (Release),
+	// which puts the one aside back once that window's step container is
+	// gone: not before.
+	stale := map[string]bool{}
+	for _, c := range ws.Classified {
+		for _, n := range c.Containers {
+			stale[n] = true
+		}
+	}
+	mine := func(name string) bool { return slices.Contains(w.held, name) && !stale[name] }
 	kept, changed, err := x.HealDead(ctx, ws.Observed, dead, mine, w.opts.Progress)
 	if len(dead) > 0 {
 		if werr := lock.Write(claims.File, &claims.Doc{Claims: append(live, kept...)}); err == nil {
