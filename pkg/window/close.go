@@ -320,6 +320,10 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		}
 		return nil
 	})
+	// After a signal the close still brings every held container back,
+	// but bounded (lifecycle.SignalGrace), and as it was: a deferred
+	// change, with its health gate, is left to the next apply.
+	signalled := ctx.Err() != nil
 	for _, name := range order {
 		c, exists := byName[name]
 		d := desired[name]
@@ -327,11 +331,17 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 			continue
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
+		if signalled {
+			cctx, cancel = lifecycle.Cleanup(ctx, bringBackTimeout)
+		}
 		w.status(name, "bringing back…")
 		var err error
-		if exists {
-			err = w.bringOne(cctx, x, name, c, d)
-		} else {
+		switch {
+		case exists:
+			err = w.bringOne(cctx, x, name, c, d, signalled)
+		case signalled:
+			w.opts.Progress("%s is missing: the next apply creates it (this window was interrupted)\n", name)
+		default:
 			err = w.createMissing(cctx, x, name, d)
 		}
 		cancel()
@@ -363,8 +373,9 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 // is started, with the restart policy the last apply wants (d; without
 // one, the policy recorded at open), unless an apply deferred a change to
 // it during the window: then it is recreated, and put back running if the
-// recreate fails.
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+// recreate fails; a signalled window (signalled) leaves that change to the
+// next apply, and starts the same container.
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired, signalled bool) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
@@ -375,6 +386,8 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 	}
 	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 	switch {
+	case deferred && signalled:
+		w.opts.Progress("%s: the change an apply deferred (%s) is left to the next apply: this window was interrupted\n", name, strings.Join(diff, ", "))
 	case deferred:
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
 		err := w.ensureImage(ctx, d)
