@@ -18,13 +18,14 @@ type cleanupKey struct{}
 // Cleanup returns a context for work that must happen even after ctx is
 // cancelled (a signal), bounded by d from now, and by SignalGrace from the
 // later of ctx's cancellation and now. Made from a context Cleanup made, it
-// keeps that one's bounds: a cleanup inside a cleanup gets no fresh time.
+// is made from that one's own parent, with bounds of its own: the put-back
+// after a health wait that a signal cut short still gets its SignalGrace.
 // Make it at the moment of the cleanup, never earlier.
 func Cleanup(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	if ctx.Value(cleanupKey{}) != nil {
-		return context.WithCancel(ctx)
+	if parent, ok := ctx.Value(cleanupKey{}).(context.Context); ok {
+		ctx = parent
 	}
-	c, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, true), d)
+	c, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), cleanupKey{}, ctx), d)
 	stop := context.AfterFunc(ctx, func() {
 		t := time.AfterFunc(SignalGrace, cancel)
 		context.AfterFunc(c, func() { t.Stop() })

@@ -320,9 +320,10 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		}
 		return nil
 	})
-	// After a signal the close still brings every held container back,
-	// but bounded (lifecycle.SignalGrace), and as it was: a deferred
-	// change, with its health gate, is left to the next apply.
+	// Each container's turn is bounded by lifecycle.SignalGrace once a
+	// signal came (before or during it). After a signal the close still
+	// brings every held container back, but as it was: a deferred change,
+	// with its health gate, is left to the next apply.
 	signalled := ctx.Err() != nil
 	for _, name := range order {
 		c, exists := byName[name]
@@ -330,10 +331,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		if !exists && d == nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
-		if signalled {
-			cctx, cancel = lifecycle.Cleanup(ctx, bringBackTimeout)
-		}
+		cctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
 		w.status(name, "bringing back…")
 		var err error
 		switch {
@@ -407,7 +405,10 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 		// back under its name, may run again; anything else (the failed new
 		// one still there, the old one still aside) stays as it is, and the
 		// hold with it (fail closed).
-		if back, ierr := w.eng.Inspect(ctx, name); ierr != nil || back.ID != c.ID {
+		ictx, cancel := lifecycle.Cleanup(ctx, time.Minute) // a signal may have cut the recreate short
+		back, ierr := w.eng.Inspect(ictx, name)
+		cancel()
+		if ierr != nil || back.ID != c.ID {
 			return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
 		}
 		if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
