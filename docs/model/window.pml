@@ -44,6 +44,10 @@
  *                       state lock, for the window to end instead of
  *                       planning its containers "held"
  *
+ *   BROKEN_REMOVE_FAIL_OPEN  a stale release whose remove of the dead
+ *                       window's step container fails (an engine error, or
+ *                       an answer lost: unknown) goes on and brings C back
+ *
  *   BROKEN_STOP_THEN_NO  the window's open stops C before it sets C's
  *                       restart policy to "no": the engine, restarted in
  *                       between (or C's own restart after a crash), starts C
@@ -90,6 +94,7 @@ bool c_stopping;    /* a stop of C is in flight; the engine finishes it */
 bool step_run;      /* the module's step container runs */
 byte crashes;       /* C exits by itself (once, while the killer is at work) */
 byte revived;       /* the engine started C again by its restart policy (once) */
+byte rmfails;       /* a stale release's remove of the step container failed (once) */
 byte step_owner;    /* ghost: the window whose step container it is */
 bool step_live_start; /* ghost: its start completed while that window lived */
 bool c_starting;    /* APPLY_START_IN_FLIGHT: a start of a new C in flight */
@@ -149,15 +154,27 @@ inline release_stale() {
 		 * step container that its dead window sent may still be under way;
 		 * the engine does a container's start and remove one after the
 		 * other, so once the remove returns the step neither runs nor can
-		 * start (a remove that fails fails the release: not modelled) */
-		atomic {
+		 * start; a remove that fails fails the release */
+		if
+		:: atomic {
 			/* a step that started while its window lived is never one a
 			 * release finds stale: it is in the listing, made after the
 			 * window's lock was found free */
 			assert(!(step_run && step_live_start));
 			step_starting = 0; step_run = 0
-		};
+		   }
+		/* the engine fails the remove, or its answer is lost (unknown:
+		 * the step may still start): the release fails, nothing is
+		 * written, the holds stay (once) */
+		:: atomic { rmfails == 0 -> rmfails = 1; relfail = 1 }
+		fi;
+#ifdef BROKEN_REMOVE_FAIL_OPEN
+		relfail = 0;                       /* goes on as if it were gone */
 #endif
+#endif
+		if
+		:: relfail -> skip
+		:: else ->
 		/* code: settle: a C that reads running with policy "no" has a stop
 		 * in flight from its dead window: Stop waits for it. */
 #ifndef BROKEN_NO_SETTLE
@@ -173,6 +190,7 @@ inline release_stale() {
 			if :: s1 -> hold[1] = 0 :: else fi;
 			if :: s2 -> hold[2] = 0 :: else fi
 		}
+		fi
 	:: else
 	fi
 }
@@ -199,7 +217,9 @@ inline apply_pass(me) {
 	/* code: Plan: C held by a hold still honoured → held (untouched);
 	 * else stopped → recreate (the host's rule), running → unchanged. */
 	if
-	:: !((h1 && !s1) || (h2 && !s2)) && !obs_c ->
+	:: relfail ->                          /* code: Release failed: the apply fails, nothing written */
+		atomic { relfail = 0; unlock_state(me); forget() }
+	:: !relfail && !((h1 && !s1) || (h2 && !s2)) && !obs_c ->
 		/* code: executeClaimed: claims.Take (the claim's lock, then
 		 * claims.json), the state lock released, execute: Recreate (the
 		 * old C reads stopped; renamed aside; a new C created and started
@@ -218,7 +238,7 @@ inline apply_pass(me) {
 		claim = 0;                         /* code: Held.Release: claims.json */
 		claimlock = 0;                     /* ... and the claim's lock */
 		unlock_state(me)
-	:: else ->
+	:: !relfail && ((h1 && !s1) || (h2 && !s2) || obs_c) ->
 		/* code: record: lock.Write(applied.json, last-apply.json) (no shared effect) */
 		atomic { unlock_state(me); forget() }
 	fi
@@ -236,7 +256,7 @@ inline die(me) {
 }
 
 proctype Window(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, relfail;
 	{
 		/* code: Run: the module lock, or busy (exit 3) */
 		if
@@ -268,6 +288,10 @@ record:
 		:: else
 		fi;
 		release_stale();
+		if
+		:: relfail -> atomic { relfail = 0; unlock_state(me); forget() }; goto closed  /* code: the open fails */
+		:: else
+		fi;
 		/* code: Inspect C (its restart policy, for the hold) (no shared effect) */
 		hold[me] = 1;                      /* code: lock.Write(holds.json): the hold, with its step container */
 		unlock_state(me);
@@ -323,7 +347,7 @@ gone:
 }
 
 proctype Apply(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, relfail;
 	{
 		apply_pass(me);
 		atomic { done[me] = 1 }
@@ -338,7 +362,7 @@ proctype Apply(byte me) {
  * ended; like cron, it runs again while a hold remains, each time once the
  * engine has moved on (a step container exited). */
 proctype LastApply() {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step;
+	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, relfail;
 	(nokill && done[W1] && done[W2] && done[A]);
 	apply_pass(F);
 	do
