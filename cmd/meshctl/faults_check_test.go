@@ -16,7 +16,11 @@ import (
 // apply's exit status, the host against the file, and the engine's events
 // of the whole iteration.
 func (r *fltRun) verify() {
-	res := r.run(false, "apply", "-f", r.file, "--settle", "1s")
+	settle := r.settle
+	if settle == "" {
+		settle = "1s"
+	}
+	res := r.run(false, "apply", "-f", r.file, "--settle", settle)
 	if res.code != r.finalExit {
 		r.t.Errorf("the healing apply exited %d, want %d\n%s%s", res.code, r.finalExit, res.stdout, res.stderr)
 	}

@@ -28,23 +28,7 @@ type fltKnown struct {
 // knownFindings are the harness's findings on today's code
 // (MESHCTL_FAULTS_KNOWN=1 replays them; every one fails while its bug
 // lives). The seed fixes the module name and every draw of the act.
-var knownFindings = []fltKnown{
-	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
-		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
-	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
-		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
-	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
-		sc: fltScenario{name: "deferred-lost", setup: sideV1, act: actDeferredLost}},
-	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
-		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
-	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
-		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
-	{item: "17.6", seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
-		sc: fltScenario{name: "crashloop-killed-create", setup: noSetup, act: actCrashLoopKilled}},
-	{item: "new-hang", seed: 1710, what: "an engine call that hangs in a stale release: the apply outlasts its SIGTERM by a minute",
-		sc:   fltScenario{name: "stale-release-hang", setup: v1, act: actStaleRelease},
-		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/update", Nth: 1, Class: faultproxy.Hang}},
-}
+var knownFindings = []fltKnown{}
 
 // fixedFindings are known findings whose bug is fixed: regression tests,
 // replayed by every run of TestFaults (the short run included). Each failed
@@ -58,6 +42,27 @@ var fixedFindings = []fltKnown{
 	{item: "17.1", seed: 1702, what: "an apply's put-back whose remove of the new, unhealthy container fails: the old one runs aside beside it",
 		sc:   fltScenario{name: "apply-putback", setup: v1, act: actPutBack},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Fail}},
+	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
+		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
+	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
+		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
+	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
+		sc: fltScenario{name: "deferred-lost", setup: sideV1, act: actDeferredLost}},
+	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
+		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
+	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
+		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
+	{item: "17.6", seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
+		sc: fltScenario{name: "crashloop-killed-create", setup: noSetup, act: actCrashLoopKilled}},
+	{item: "new-hang", seed: 1710, what: "an engine call that hangs in a stale release: the apply outlasted its SIGTERM by a minute",
+		sc:   fltScenario{name: "stale-release-hang", setup: v1, act: actStaleRelease},
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/update", Nth: 1, Class: faultproxy.Hang}},
+	{item: "new-hang", seed: 4039, what: "the close's start of the held container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
+		sc:   fltScenario{name: "window-exec", setup: v1, act: actWindow("gcx")},
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/start", Nth: 1, Class: faultproxy.Hang}},
+	{item: "new-hang", seed: 4003, what: "the removal of the exited step container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
+		sc:   fltScenario{name: "window-run", setup: v1, act: actWindow("gc")},
+		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Hang}},
 	{item: "17.7", seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
 	{item: "17.8", seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
@@ -276,8 +281,8 @@ func (r *fltRun) waitEvent(action, name string, since time.Time) bool {
 
 // killInGate starts an apply of the file and SIGKILLs it once it has been
 // creating or recreating (its health gate) for a second.
-func (r *fltRun) killInGate() {
-	p := r.start(false, "apply", "-f", r.file, "--settle", "1s")
+func (r *fltRun) killInGate(settle string) {
+	p := r.start(false, "apply", "-f", r.file, "--settle", settle)
 	if p.waitFor("creating ") {
 		time.Sleep(time.Second)
 		p.signal(syscall.SIGKILL)
@@ -294,7 +299,7 @@ func actDeadClaimHeld(r *fltRun) {
 	v := r.ver
 	v.Version, v.Probe, v.Step = "2", "false", "4"
 	r.writeMesh(v)
-	r.killInGate()
+	r.killInGate("1s")
 	r.windows = append(r.windows, fltWindow{step: "gc"})
 	p := r.start(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 	p.waitFor("step gc started")
@@ -312,14 +317,16 @@ func actCrashLoopKilled(r *fltRun) {
 	v := r.ver
 	v.Crash = true
 	r.writeMesh(v)
-	r.killInGate()
+	// A settle longer than the 2 s the service runs before each crash: a
+	// gate seen through to its end fails it.
+	r.killInGate("4s")
 	for i := range 3 {
-		res := r.run(false, "apply", "-f", r.file, "--settle", "1s")
+		res := r.run(false, "apply", "-f", r.file, "--settle", "4s")
 		if res.code != 1 {
 			r.t.Errorf("apply %d after the kill: exit %d, want 1 (a crash-looping container)\n%s%s", i+1, res.code, res.stdout, res.stderr)
 		}
 	}
-	r.want, r.finalExit = "", 1
+	r.want, r.finalExit, r.settle = "", 1, "4s"
 }
 
 // sideV1 applies version 1 with the second container, side.

@@ -112,8 +112,10 @@ type fltRun struct {
 	// that is never healthy: the last good one runs).
 	want      string
 	finalExit int
-	windows   []fltWindow
-	quiet     [][2]time.Time // spans in which the engine must not act on the module
+	// settle is the healing apply's --settle; "" is 1s.
+	settle  string
+	windows []fltWindow
+	quiet   [][2]time.Time // spans in which the engine must not act on the module
 }
 
 // fltWindow is a window that ran: its step and whether it was an exec: one.
@@ -318,6 +320,11 @@ func (r *fltRun) writeMesh(v fltVersion) {
 	}
 	// One pass each: a Replacer does not look again at what it put in.
 	mesh := strings.NewReplacer("SIDE", side, "CMDLINE", cmdline).Replace(fltMesh)
+	if v.Crash {
+		// No probe: its gate is --settle, which a crash at 2 s fails when
+		// longer; a probe would pass before the first crash.
+		mesh = strings.Replace(mesh, "healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}", "healthcheck: {disable: true}", 1)
+	}
 	mesh = strings.NewReplacer("MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
 		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile, "TERMDIR", r.termDir()).Replace(mesh)
 	if err := os.WriteFile(r.file, []byte(mesh), 0o600); err != nil {

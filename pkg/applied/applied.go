@@ -80,7 +80,7 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 		out.Modules[name] = rec
 	}
 	for _, d := range desired {
-		out.Images[d.Name] = Resolved{Image: d.Image, Build: d.Build}
+		out.Images[d.Name] = Resolved{Image: d.Image, Build: d.Build, PulledID: d.PulledID}
 	}
 	return out
 }
@@ -176,6 +176,10 @@ func (a *Applied) ModuleNames() []string {
 type Resolved struct {
 	Image string `json:"image"`
 	Build string `json:"build,omitempty"`
+	// PulledID is, for a pull: always container, the image id its tag
+	// named when the apply pulled it: a window's close recreates a held
+	// container that runs another (a deferred "image (newer pull)").
+	PulledID string `json:"pulled_id,omitempty"`
 }
 
 // Desired returns the applied desired containers, as that apply resolved

@@ -385,8 +385,13 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := rep.Containers[0]; c.Action != Recreate || !slices.Equal(c.Reasons, []string{ReasonNewerPull}) {
+	if c := rep.Containers[0]; c.Action != Recreate || !slices.Equal(c.Reasons, []string{lifecycle.ReasonNewerPull}) {
 		t.Fatalf("moved tag: %+v", c)
+	}
+	// The record says which image the pull gave: a window's close carries
+	// out a newer pull an apply deferred (issue 17 item 9).
+	if a, _, err := applied.LoadApplied(d); err != nil || a.Images["m.a"].PulledID != "id:newer" {
+		t.Fatalf("applied.json images %+v, %v; want m.a pulled as id:newer", a.Images, err)
 	}
 
 	// The registry goes away: the image at hand still runs; nothing recreated.

@@ -16,22 +16,29 @@ import (
 const relockWait = 10 * time.Minute
 
 // executeClaimed carries out the plan with the state lock released: under
-// lock it claims the containers the plan changes, unlocks, executes (health
-// waits included), and takes the state lock again, which it returns with
+// lock it claims the containers the plan changes (naming those it creates,
+// and the held ones whose change it defers: a window's close waits for the
+// claim before it drops its hold), unlocks, executes (health waits included), and takes the state lock again, which it returns with
 // the claim for the caller to record and release. A plan that changes
 // nothing is carried out (a no-op) under lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
 	rep *applied.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
-	var names []string
+	var want claims.Claim
 	for _, it := range items {
 		if it.ChangesEngine() {
-			names = append(names, it.Name)
+			want.Containers = append(want.Containers, it.Name)
+		}
+		switch it.Action {
+		case Create:
+			want.Creates = append(want.Creates, it.Name)
+		case Deferred:
+			want.Defers = append(want.Defers, it.Name)
 		}
 	}
-	if len(names) == 0 {
+	if len(want.Containers) == 0 {
 		return execute(ctx, x, items, absent, rep, opts), lock, nil, nil
 	}
-	if claim, err = claims.Take(lock, names, opts.Now()); err != nil {
+	if claim, err = claims.Take(lock, want, opts.Now()); err != nil {
 		return nil, lock, nil, err
 	}
 	lock.Unlock()

@@ -23,33 +23,7 @@ import (
 func TestApplyHealsAnInterruptedRecreate(t *testing.T) {
 	d := stateDir(t)
 	f := enginetest.NewFake("old:1", "new:1")
-	ctx := context.Background()
-	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
-		t.Fatal(err)
-	}
-	// The dying apply: claimed m.c, moved the old one aside, created and
-	// started the new one, and was killed while waiting for it.
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := claims.Take(l, []string{"m.c"}, time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Unlock()
-	scope, _ := d.ID()
-	old, _ := f.Get("m.c")
-	f.Stop(ctx, old.ID, 0)
-	f.Rename(ctx, old.ID, "m.c.meshctl-old")
-	dn := desiredOf(t, "new:1")
-	id, err := f.Create(ctx, "m.c", dn.EngineSpec(scope))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Start(ctx, id)
-	h.Abandon()
-	f.Changes()
+	diedInGate(t, d, f)
 
 	rep, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil)
 	if err != nil {
@@ -126,7 +100,7 @@ func TestApplyHealsARecreateKilledAtAnyInstant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := claims.Take(l, []string{"m.c"}, time.Now())
+			h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -164,5 +138,132 @@ func TestApplyHealsARecreateKilledAtAnyInstant(t *testing.T) {
 				t.Errorf("containers left: %+v, want only the old m.c", cs)
 			}
 		})
+	}
+}
+
+// diedInGate sets up what an apply of new:1 left when it was killed in the
+// health wait of its recreate of m.c (old:1): its claim dead, the old one
+// aside and stopped, the new one unverified and running. It returns the old
+// container's id.
+func diedInGate(t *testing.T, d *state.Dir, f *enginetest.Fake) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+	scope, _ := d.ID()
+	old, _ := f.Get("m.c")
+	f.Stop(ctx, old.ID, 0)
+	f.Rename(ctx, old.ID, "m.c.meshctl-old")
+	dn := desiredOf(t, "new:1")
+	id, err := f.Create(ctx, "m.c", dn.EngineSpec(scope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Start(ctx, id)
+	h.Abandon()
+	f.Changes()
+	return old.ID
+}
+
+// TestHealKeepsADeadClaimWhileHeld: a live window holds m.c, the
+// unverified container an apply killed in its health gate left (its claim
+// dead, the old one aside). An apply mid-window leaves m.c alone, and keeps
+// the dead claim: once the window is gone (dead, its hold stale), the next
+// apply puts the old one back. Dropping the claim lost the last good container for good (issue 17
+// item 3).
+func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", "new:1")
+	oldID := diedInGate(t, d, f)
+	ctx := context.Background()
+	// A live window holding m.c: its lock taken, its hold recorded.
+	win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Write(holds.File, &hd)
+	l.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Get("m.c.meshctl-old"); !ok {
+		t.Fatal("the apply mid-window touched the held m.c's old container")
+	}
+	var doc claims.Doc
+	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) {
+		t.Fatalf("claims.json mid-window = %+v, %v; want the dead claim on m.c kept", doc, err)
+	}
+	win.Unlock() // the window dies: its hold is stale
+
+	// The next apply releases the dead window's hold, which puts the old
+	// one back (once that window's step container is gone), then replaces
+	// it again through the gate.
+	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ch := f.Changes()
+	if len(ch) < 2 || ch[0] != "remove m.c" || ch[1] != "rename m.c.meshctl-old m.c" {
+		t.Errorf("events %q, want the unverified m.c removed and the old one renamed back first", ch)
+	}
+	if _, ok := f.Get("m.c.meshctl-old"); ok {
+		t.Error("m.c.meshctl-old left aside")
+	}
+	if c, _ := f.Get("m.c"); !c.Running || c.Spec.Image != "new:1" || c.ID == oldID {
+		t.Errorf("m.c = %+v, want new:1 running, recreated through the gate", c)
+	}
+	// The dead claim, whose container is back, goes with the apply after.
+	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
+		t.Errorf("claims.json after the heal = %+v, %v; want none", doc, err)
+	}
+}
+
+// TestApplyRemovesALeftoverNew: a command that died left m.c.meshctl-new,
+// a replacement created under its temporary name and never verified, with
+// no live claim on it. The next apply removes it before it plans; the
+// service itself is left as it is.
+func TestApplyRemovesALeftoverNew(t *testing.T) {
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", "new:1")
+	ctx := context.Background()
+	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	scope, _ := d.ID()
+	if _, err := f.Create(ctx, "m.c.meshctl-new", desiredOf(t, "new:1").EngineSpec(scope)); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Get("m.c")
+	rep, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Get("m.c.meshctl-new"); ok {
+		t.Error("m.c.meshctl-new is still there")
+	}
+	if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running || actions(rep)["m.c"] != Unchanged {
+		t.Errorf("m.c = %+v (%s), want the old one, unchanged, running", c, actions(rep)["m.c"])
 	}
 }

@@ -134,7 +134,7 @@ func (a *pass) heal(ctx context.Context) error {
 	if a.lock == nil {
 		return nil
 	}
-	observed, err := healInterrupted(ctx, a.lock, a.eng, a.scope, a.windows.Observed, a.dead, &a.windows.Holds, a.opts.Progress)
+	observed, err := healInterrupted(ctx, a.lock, a.eng, a.scope, a.windows.Observed, a.dead, a.windows.Classified, a.opts.Progress)
 	if err != nil {
 		return err
 	}

@@ -40,9 +40,10 @@ func ConflictReason(name, owner string) string {
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
 
-// ReasonNewerPull is the reason for recreating a pull: always container
-// whose image tag now names another image than the one it runs.
-const ReasonNewerPull = "image (newer pull)"
+// ReasonRestarting is the reason for recreating a container the engine is
+// restarting: it crashed, and the engine's "running" (which counts
+// restarting) says nothing of its health.
+const ReasonRestarting = "restarting"
 
 // HoldRef says which live window holds a container.
 type HoldRef struct {
@@ -156,11 +157,7 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 	if c == nil {
 		return nil
 	}
-	diff := lifecycle.SpecDiff(*c, d.Spec)
-	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
-		diff = append([]string{ReasonNewerPull}, diff...)
-	}
-	return diff
+	return lifecycle.Diff(*c, d)
 }
 
 // heldAction is the rule for a container a live window holds: it is never
@@ -182,7 +179,7 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []str
 // mustRecreate is the rule for replacing a container no window holds: it
 // returns why c must be replaced, none when it need not. It must when it
 // differs from what the file wants (diff), or when it does not run: on
-// this host, stopped means broken.
+// this host, stopped means broken, and so does restarting (a crash loop).
 func mustRecreate(c *engine.Container, diff []string) []string {
 	switch {
 	case c == nil:
@@ -191,6 +188,8 @@ func mustRecreate(c *engine.Container, diff []string) []string {
 		return diff
 	case !c.Running:
 		return []string{ReasonNotRunning}
+	case c.State == "restarting":
+		return []string{ReasonRestarting}
 	default:
 		return nil
 	}

@@ -128,10 +128,18 @@ func TestPlan(t *testing.T) {
 			want:     []line{{"m.a", Unchanged, nil, ""}},
 		},
 		{
-			name:     "paused or restarting counts as running",
+			name:     "paused counts as running",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{func() engine.Container { c := running(t, "a", web()); c.State = "paused"; return c }()},
+			want:     []line{{"m.a", Unchanged, nil, ""}},
+		},
+		{
+			// The engine counts restarting as running; a crash loop is not
+			// converged (issue 17 item 6).
+			name:     "restarting is recreated",
 			desired:  map[string]*mesh.Container{"a": web()},
 			observed: []engine.Container{func() engine.Container { c := running(t, "a", web()); c.State = "restarting"; return c }()},
-			want:     []line{{"m.a", Unchanged, nil, ""}},
+			want:     []line{{"m.a", Recreate, []string{ReasonRestarting}, ""}},
 		},
 		{
 			name:     "stopped and not held is recreated",

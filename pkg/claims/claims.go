@@ -16,10 +16,18 @@ const File = "claims.json"
 
 // Claim is one apply's claim on the containers it changes.
 type Claim struct {
-	ID         string    `json:"id"`
-	PID        int       `json:"pid"`
-	Containers []string  `json:"containers"`
-	Since      time.Time `json:"since"`
+	ID         string   `json:"id"`
+	PID        int      `json:"pid"`
+	Containers []string `json:"containers"`
+	// Creates are the containers of Containers that did not exist: the
+	// claim creates them. One there after its claim died was never seen
+	// healthy.
+	Creates []string `json:"creates,omitempty"`
+	// Defers are containers a live window holds that the claiming apply
+	// changes only in its record (deferred): the window's close waits for
+	// the claim to end, then carries the change out.
+	Defers []string  `json:"defers,omitempty"`
+	Since  time.Time `json:"since"`
 }
 
 // ClaimedError is another apply's live claim, seen under the state lock
@@ -88,9 +96,12 @@ func Covering(d *state.Dir, read func(string, state.Document) (bool, error), nam
 	return Claim{}, false, nil
 }
 
-// Take claims names, under the state lock lock: it takes the claim's OS
-// lock, then records it (dropping the records of dead claims).
-func Take(lock *state.Lock, names []string, now time.Time) (*Held, error) {
+// Take records c (its Containers, Creates and Defers; the rest it fills
+// in) under the state lock lock: it takes the claim's OS lock, then records
+// it. The records of dead claims stay: the caller healed what it could of
+// them (an apply heals every one it may first), and what is left waits to
+// be healed.
+func Take(lock *state.Lock, c Claim, now time.Time) (*Held, error) {
 	d := lock.Dir()
 	id := fmt.Sprintf("%d-%d", now.UnixNano(), os.Getpid())
 	l, ok, err := d.TryLock(LockName(id))
@@ -100,13 +111,16 @@ func Take(lock *state.Lock, names []string, now time.Time) (*Held, error) {
 	if !ok {
 		return nil, fmt.Errorf("claim %s: its lock is taken", id)
 	}
-	live, err := Live(d, lock.Read)
-	if err != nil {
+	var doc Doc
+	if _, err := lock.Read(File, &doc); err != nil {
+		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err
 	}
-	h := &Held{Claim: Claim{ID: id, PID: os.Getpid(), Containers: slices.Clone(names), Since: now.UTC()}, lock: l}
-	if err := lock.Write(File, &Doc{Claims: append(live, h.Claim)}); err != nil {
+	c.ID, c.PID, c.Since = id, os.Getpid(), now.UTC()
+	h := &Held{Claim: c, lock: l}
+	doc.Claims = append(doc.Claims, h.Claim)
+	if err := lock.Write(File, &doc); err != nil {
 		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err
@@ -148,4 +162,19 @@ func Wait(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) err
 	l.RemoveLockFile()
 	l.Unlock()
 	return nil
+}
+
+// Deferring returns a live claim that defers a change to any of names, if
+// there is one: a window's close waits for it before it drops its hold.
+func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
+	live, err := Live(d, read)
+	if err != nil {
+		return Claim{}, false, err
+	}
+	for _, c := range live {
+		if slices.ContainsFunc(names, func(n string) bool { return slices.Contains(c.Defers, n) }) {
+			return c, true, nil
+		}
+	}
+	return Claim{}, false, nil
 }

@@ -2,6 +2,7 @@ package claims
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,15 +19,16 @@ func lockState(t *testing.T, d *state.Dir) *state.Lock {
 }
 
 // TestClaimLifecycle: a claim is live while its lock is held, covers its
-// containers only, and reads dead (ignored, then dropped) once its holder
-// lets go without recording anything, as a killed apply does.
+// containers only, and reads dead (not live) once its holder lets go
+// without recording anything, as a killed apply does. A later claim keeps
+// the dead one's record: only a heal drops it (issue 17 item 3).
 func TestClaimLifecycle(t *testing.T) {
 	d, err := state.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := lockState(t, d)
-	h, err := Take(l, []string{"m.a", "m.b"}, time.Now())
+	h, err := Take(l, Claim{Containers: []string{"m.a", "m.b"}, Creates: []string{"m.b"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,18 +58,19 @@ func TestClaimLifecycle(t *testing.T) {
 	if live, err := Live(d, l.Read); err != nil || len(live) != 0 {
 		t.Errorf("Live = %+v, %v; want the dead claim ignored", live, err)
 	}
-	h2, err := Take(l, []string{"m.c"}, time.Now())
+	h2, err := Take(l, Claim{Containers: []string{"m.c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var doc Doc
-	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 1 || doc.Claims[0].ID != h2.ID {
-		t.Errorf("claims.json = %+v, want only the new claim", doc)
+	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 2 || doc.Claims[0].ID != h.ID || doc.Claims[1].ID != h2.ID ||
+		!slices.Equal(doc.Claims[0].Creates, []string{"m.b"}) {
+		t.Errorf("claims.json = %+v, want the dead claim (creating m.b) and the new one", doc)
 	}
 	if err := h2.Release(l); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 0 {
-		t.Errorf("claims.json after Release = %+v", doc)
+	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 1 || doc.Claims[0].ID != h.ID {
+		t.Errorf("claims.json after Release = %+v, want the dead claim alone", doc)
 	}
 }

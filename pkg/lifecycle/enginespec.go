@@ -136,3 +136,18 @@ func SpecDiff(c engine.Container, want mesh.Spec) []string {
 	}
 	return mesh.Diff(have, want)
 }
+
+// ReasonNewerPull is the reason for recreating a pull: always container
+// whose image tag now names another image than the one it runs.
+const ReasonNewerPull = "image (newer pull)"
+
+// Diff is SpecDiff of c against d, with ReasonNewerPull first where d is a
+// pull: always container whose pull gave another image id than c runs: the
+// one rule for apply's plan and a window's close.
+func Diff(c engine.Container, d *Desired) []string {
+	diff := SpecDiff(c, d.Spec)
+	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
+		diff = append([]string{ReasonNewerPull}, diff...)
+	}
+	return diff
+}

@@ -99,8 +99,11 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
 	if old.Running {
-		if err := x.Engine.Stop(ctx, old.ID, StopTimeoutOf(old)); err != nil {
-			return errors.Join(fmt.Errorf("stop %s: %w", d.Name, err), x.RemoveNew(ctx, d.Name, id))
+		// Seen through after a signal too; then, or if the engine said no
+		// (it may have acted all the same), the new one goes and the old
+		// one is started again.
+		if err := StopThrough(ctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil || ctx.Err() != nil {
+			return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("stop %s: %w", d.Name, errors.Join(err, context.Cause(ctx))))
 		}
 	}
 	// Started under its temporary name: the renames, which the service
@@ -278,10 +281,10 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 }
 
 // cleanupContext returns a context that survives ctx's cancellation, bounded
-// by cleanupTimeout from now: cleanup after SIGINT must still happen, but
-// not forever. Make it at the moment of the cleanup, never earlier.
+// by cleanupTimeout from now, and by SignalGrace after a signal (Cleanup):
+// cleanup after SIGINT must still happen, but not forever. Make it at the moment of the cleanup, never earlier.
 func cleanupContext(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	c, cancel := Cleanup(ctx, cleanupTimeout)
 	_ = cancel // released by its timer; the context lives as long as the cleanup
 	return c
 }

@@ -22,7 +22,7 @@ const resumeTimeout = 2 * time.Minute
 // default), started if it does not run. It works after a signal too: its
 // context is made here, bounded.
 func (x Executor) Resume(ctx context.Context, c engine.Container, policy string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	if policy == "" {
 		policy = mesh.DefaultRestart
@@ -102,9 +102,19 @@ func RestartPolicies(scope string, desired ...[]Desired) map[string]string {
 // returns how many windows it released.
 func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, policies func() map[string]string,
 	now time.Time, progress func(string, ...any)) (int, error) {
-	back, n, err := x.releaseStale(ctx, lock, w, policies, now, progress)
+	back, moved, n, err := x.releaseStale(ctx, lock, w, policies, now, progress)
 	if err != nil {
 		return n, err
+	}
+	if moved {
+		// A container was put back: names and ids moved; the plan reads the
+		// engine as it is now.
+		list, err := x.Engine.List(ctx, Managed(x.Scope))
+		if err != nil {
+			return n, &ListingError{Err: err}
+		}
+		w.Observed = list
+		return n, nil
 	}
 	for i := range w.Observed {
 		if running, ok := back[w.Observed[i].Name]; ok {
@@ -127,16 +137,26 @@ func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, pol
 // stop to finish without it: the container still reads running, and would
 // be stopped for good just after a plain start. One that runs with restart
 // policy "no" (the window set it before stopping) is therefore stopped
-// first, which waits for a stop in flight, then started. It returns, for
-// each container it tried to bring back, whether it runs now, so the plan
-// that follows sees the engine as it is.
+// first, which waits for a stop in flight, then started.
+//
+// A window killed in its close's recreate of a held container (a change an
+// apply deferred) left the container it held aside as NAME.meshctl-old,
+// with perhaps an unverified new one under the name: the stale hold is that
+// recreate's marker. The new one is removed and the old one renamed back
+// and brought back like the others (putBackAside); the plan that follows
+// replaces it again, health gate and all.
+//
+// It returns, for each container it tried to bring back, whether it runs
+// now, and moved when a put-back changed which container has which name
+// (the listing is to be made again), so the plan that follows sees the
+// engine as it is.
 func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows, policyOf func() map[string]string,
-	now time.Time, progress func(string, ...any)) (map[string]bool, int, error) {
+	now time.Time, progress func(string, ...any)) (back map[string]bool, moved bool, n int, err error) {
 	hd, hist, observed := &w.Holds, &w.History, w.Observed
 	released := holds.ReleaseStale(hd, hist, w.Classified, now)
-	back := map[string]bool{}
+	back = map[string]bool{}
 	if len(released) == 0 {
-		return back, 0, nil
+		return back, false, 0, nil
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range observed {
@@ -151,12 +171,26 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 	// removed keeps every hold: nothing is written (fail closed).
 	x.stepExits(ctx, released, observed, hist)
 	if err := x.removeDeadSteps(ctx, released, observed); err != nil {
-		return back, 0, err
+		return back, false, 0, err
 	}
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
 		for _, name := range r.Containers {
 			c, ok := byName[name]
+			if aside, asideOK := byName[OldName(name)]; asideOK && IsService(aside, x.Scope) {
+				// The window died in its close's recreate of name (a change an
+				// apply deferred): the container set aside is the last good
+				// one, what the window held; whatever is under the name is
+				// unverified. The hold was the recreate's marker.
+				var err error
+				if c, err = x.putBackAside(ctx, name, c, ok, aside); err != nil {
+					progress("bring %s back: %v\n", name, err)
+					moved = true
+					continue
+				}
+				progress("put %s back: window %s died while its close replaced it\n", name, r.ID)
+				moved, ok = true, true
+			}
 			if !ok || !IsService(c, x.Scope) {
 				continue // missing: the plan creates it
 			}
@@ -177,10 +211,10 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 		}
 	}
 	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
-		return back, 0, err
+		return back, moved, 0, err
 	}
 	removeWindowLocks(lock.Dir(), released, progress)
-	return back, len(released), nil
+	return back, moved, len(released), nil
 }
 
 // removeWindowLocks removes the lock files of the dead windows whose holds
@@ -212,7 +246,7 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 			if o.Name != r.StepContainer || o.Labels[LabelManaged] != x.Scope || o.Labels[LabelRole] != RoleStep || o.Running {
 				continue
 			}
-			ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+			ictx, cancel := Cleanup(ctx, resumeTimeout)
 			full, err := x.Engine.Inspect(ictx, o.ID)
 			cancel()
 			if err != nil || full.State != "exited" {
@@ -229,13 +263,30 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 	}
 }
 
+// putBackAside undoes a dead window's close's recreate of name: the new
+// container cur (when there is one, had) is removed and the one aside
+// renamed back, stopped; the release then starts it with its policy. It
+// returns the container now under name.
+func (x Executor) putBackAside(ctx context.Context, name string, cur engine.Container, had bool, aside engine.Container) (engine.Container, error) {
+	newID := ""
+	if had && cur.ID != aside.ID {
+		newID = cur.ID
+	}
+	aside.Running = false
+	if err := x.PutBack(ctx, name, newID, aside); err != nil {
+		return engine.Container{}, err
+	}
+	aside.Name = name
+	return aside, nil
+}
+
 // finishDeadStop waits for a stop that a dead window may have left in flight on c:
 // a held container that reads running with restart policy "no".
 func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error {
 	if !c.Running {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	full, err := x.Engine.Inspect(ctx, c.ID)
 	if err != nil || full.RestartPolicy != "no" {
@@ -250,7 +301,7 @@ func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error 
 // runs asks the engine whether c runs now; false when it cannot say, so
 // that the plan replaces what it cannot see running.
 func (x Executor) runs(ctx context.Context, c engine.Container) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resumeTimeout)
+	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
 	full, err := x.Engine.Inspect(ctx, c.ID)
 	return err == nil && full.Running

@@ -143,3 +143,117 @@ func runs(observed []engine.Container, name string) bool {
 	}
 	return false
 }
+
+// TestReleasePutsBackADeadClosesRecreate: a window killed in its close's
+// recreate of m.c (a change an apply deferred) left the held container
+// aside as m.c.meshctl-old, stopped with restart policy "no": killed
+// between the rename and the create (nothing under the name), or in the
+// new container's health gate (an unverified one under the name). The
+// release of its stale hold puts the held one back under its name, running
+// with its policy, and removes the unverified one (issue 17 item 2).
+func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
+	for _, withNew := range []bool{false, true} {
+		t.Run(map[bool]string{false: "before-create", true: "in-gate"}[withNew], func(t *testing.T) {
+			d, eng := stateDir(t), enginetest.NewFake(busybox, "new:1")
+			ctx := context.Background()
+			scope, err := d.ID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			labels := map[string]string{LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}
+			oldID, err := eng.Create(ctx, "m.c.meshctl-old", engine.Spec{Image: busybox, Restart: "no", Labels: labels})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if withNew {
+				id, err := eng.Create(ctx, "m.c", engine.Spec{Image: "new:1", Restart: "always", Labels: labels})
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = eng.Start(ctx, id)
+			}
+			now := time.Now()
+			hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+				Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+			var observed []engine.Container
+			classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+			if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+				t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
+			}
+			lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Unlock()
+			w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+			if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
+				t.Fatalf("release: %d released, %v", n, err)
+			}
+			c, ok := eng.Get("m.c")
+			if !ok || c.ID != oldID || !c.Running || c.Spec.Restart != "always" {
+				t.Errorf("m.c after the release: %+v, want the held one (%s) running, restart always", c, oldID)
+			}
+			if _, ok := eng.Get("m.c.meshctl-old"); ok {
+				t.Error("m.c.meshctl-old is still aside")
+			}
+			if !runs(w.Observed, "m.c") || len(w.Observed) != 1 {
+				t.Errorf("observed after the release: %+v, want m.c alone, running", w.Observed)
+			}
+		})
+	}
+}
+
+// TestReleaseFinishesADeadWindowsStop: a window killed while the engine
+// stopped a held container leaves that stop to finish without it: m.c still
+// reads running, with the restart policy "no" the window set. The release
+// stops it first (which waits for the stop in flight), then starts it: a
+// plain start of a running container would be a no-op, and the stop in
+// flight would then leave it stopped for good (issue 17: the release
+// without its settle stop was a mutation that survived the suite).
+func TestReleaseFinishesADeadWindowsStop(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	ctx := context.Background()
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Labels: map[string]string{
+		LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}})
+	if err == nil {
+		err = eng.Start(ctx, id)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+	var observed []engine.Container
+	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
+	}
+	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	eng.Changes()
+	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
+		t.Fatalf("release: %d released, %v", n, err)
+	}
+	stop, start := -1, -1
+	changes := eng.Changes()
+	for i, ch := range changes {
+		switch ch {
+		case "stop m.c":
+			stop = i
+		case "start m.c":
+			start = i
+		}
+	}
+	if stop < 0 || start < stop {
+		t.Errorf("release events %q: want m.c stopped (the dead window's stop seen through), then started", changes)
+	}
+}

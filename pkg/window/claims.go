@@ -3,10 +3,13 @@ package window
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -39,6 +42,57 @@ func (w *window) checkClaims(read func(string, state.Document) (bool, error)) er
 	}
 	if claimed {
 		return &claims.ClaimedError{Claim: c}
+	}
+	return nil
+}
+
+// healDead, under the state lock, puts back what the dead claims of applies
+// that died carrying out their plans left on the containers this window
+// would hold (lifecycle.Executor.HealDead): held as they are, the window
+// would hold an unverified new container, and stop and bring back the
+// wrong one, while the last good one waits aside. The dead claims' parts on
+// other containers stay for the next apply. ws.Observed is listed again
+// when anything changed.
+func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Executor, ws *lifecycle.Windows) error {
+	var doc claims.Doc
+	if _, err := lock.Read(claims.File, &doc); err != nil {
+		return err
+	}
+	live, err := claims.LiveOf(w.d, doc.Claims)
+	if err != nil {
+		return err
+	}
+	var dead []claims.Claim
+	for _, c := range doc.Claims {
+		if !slices.ContainsFunc(live, func(l claims.Claim) bool { return l.ID == c.ID }) {
+			dead = append(dead, c)
+		}
+	}
+	// A dead window's hold on one of them is released next (Release),
+	// which puts the one aside back once that window's step container is
+	// gone: not before.
+	stale := map[string]bool{}
+	for _, c := range ws.Classified {
+		for _, n := range c.Containers {
+			stale[n] = true
+		}
+	}
+	mine := func(name string) bool { return slices.Contains(w.held, name) && !stale[name] }
+	kept, changed, err := x.HealDead(ctx, ws.Observed, dead, mine, w.opts.Progress)
+	if len(dead) > 0 {
+		if werr := lock.Write(claims.File, &claims.Doc{Claims: append(live, kept...)}); err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("nothing held: %w", err)
+	}
+	if changed {
+		list, err := w.eng.List(ctx, lifecycle.Managed(w.scope))
+		if err != nil {
+			return fmt.Errorf("nothing held: list containers: %w", err)
+		}
+		ws.Observed = list
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -86,6 +87,27 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		if err != nil {
 			return nil, nil, err
 		}
+		// An apply that deferred a change to a held container and still
+		// carries out the rest of its plan records the change only once it
+		// is done: wait for it, or the change would be lost with the hold.
+		c, deferring, err := claims.Deferring(w.d, lock.Read, w.held)
+		if err != nil {
+			lock.Unlock()
+			return nil, nil, err
+		}
+		if deferring {
+			lock.Unlock()
+			waited, err := w.waitDeferring(ctx, c)
+			if err != nil {
+				return nil, nil, err
+			}
+			if waited && round < closeRounds {
+				continue
+			}
+			if lock, err = w.lockToClose(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
 		now, err := w.appliedNow(lock.Read)
 		if err != nil {
 			lock.Unlock()
@@ -103,6 +125,25 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		// bring them to it before the hold goes.
 		lock.Unlock()
 	}
+}
+
+// waitDeferring waits (bounded by claimWait) for the claim c of an apply
+// that deferred a change to a held container: once it ends, the apply has
+// recorded the change for the close to carry out (waited). A signalled
+// window does not wait: it closes, and the next apply converges the change.
+func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool, err error) {
+	if ctx.Err() == nil {
+		w.opts.Progress("waiting for apply (pid %d), which deferred a change to %s, to record it\n", c.PID, strings.Join(c.Defers, ", "))
+		err = claims.Wait(ctx, w.d, c, max(w.opts.Wait, claimWait))
+		if err == nil {
+			return true, nil
+		}
+		if ctx.Err() == nil {
+			return false, fmt.Errorf("close window %s: %w; its containers are back, but its hold stays recorded until the next apply or window releases it", w.id, err)
+		}
+	}
+	w.opts.Progress("apply (pid %d) deferred a change to %s and is still at work; the next apply converges it\n", c.PID, strings.Join(c.Defers, ", "))
+	return false, nil
 }
 
 // recordClose, under the state lock, drops the hold (keeping it on the
@@ -211,7 +252,7 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 	if a == nil || b == nil {
 		return a == b
 	}
-	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy()
+	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy() && a.PulledID == b.PulledID
 }
 
 // stepStopped returns nil once this window's run: step container is known
@@ -222,7 +263,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	ctx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	defer cancel()
 	var observed []engine.Container
 	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
@@ -256,7 +297,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		return out
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope, Settle: w.opts.Settle}
-	listCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	listCtx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	observed, err := w.eng.List(listCtx, lifecycle.Managed(w.scope))
 	cancel()
 	if err != nil {
@@ -279,18 +320,26 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		}
 		return nil
 	})
+	// Each container's turn is bounded by lifecycle.SignalGrace once a
+	// signal came (before or during it). After a signal the close still
+	// brings every held container back, but as it was: a deferred change,
+	// with its health gate, is left to the next apply.
+	signalled := ctx.Err() != nil
 	for _, name := range order {
 		c, exists := byName[name]
 		d := desired[name]
 		if !exists && d == nil {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bringBackTimeout)
+		cctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
 		w.status(name, "bringing back…")
 		var err error
-		if exists {
-			err = w.bringOne(cctx, x, name, c, d)
-		} else {
+		switch {
+		case exists:
+			err = w.bringOne(cctx, x, name, c, d, signalled)
+		case signalled:
+			w.opts.Progress("%s is missing: the next apply creates it (this window was interrupted)\n", name)
+		default:
 			err = w.createMissing(cctx, x, name, d)
 		}
 		cancel()
@@ -322,18 +371,21 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 // is started, with the restart policy the last apply wants (d; without
 // one, the policy recorded at open), unless an apply deferred a change to
 // it during the window: then it is recreated, and put back running if the
-// recreate fails.
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+// recreate fails; a signalled window (signalled) leaves that change to the
+// next apply, and starts the same container.
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired, signalled bool) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
 	}
 	var diff []string
 	if d != nil {
-		diff = lifecycle.SpecDiff(c, d.Spec)
+		diff = lifecycle.Diff(c, d)
 	}
 	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 	switch {
+	case deferred && signalled:
+		w.opts.Progress("%s: the change an apply deferred (%s) is left to the next apply: this window was interrupted\n", name, strings.Join(diff, ", "))
 	case deferred:
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
 		err := w.ensureImage(ctx, d)
@@ -353,7 +405,10 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 		// back under its name, may run again; anything else (the failed new
 		// one still there, the old one still aside) stays as it is, and the
 		// hold with it (fail closed).
-		if back, ierr := w.eng.Inspect(ctx, name); ierr != nil || back.ID != c.ID {
+		ictx, cancel := lifecycle.Cleanup(ctx, time.Minute) // a signal may have cut the recreate short
+		back, ierr := w.eng.Inspect(ictx, name)
+		cancel()
+		if ierr != nil || back.ID != c.ID {
 			return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
 		}
 		if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {

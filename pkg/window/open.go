@@ -41,7 +41,9 @@ func (w *window) open(ctx context.Context) error {
 		if c.Running {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
-		if err := w.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
+		// Seen through after a signal: the close then starts it again once
+		// it has stopped, not while the engine is still stopping it.
+		if err := lifecycle.StopThrough(ctx, w.eng, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
 			w.status(c.Name, "stop failed")
 			errs = append(errs, fmt.Errorf("stop %s: %w", c.Name, err))
 			continue
@@ -97,8 +99,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
-	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
+	if err := w.healDead(ctx, lock, x, ws); err != nil {
+		return nil, err
+	}
+	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
 	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
 		return nil, err
 	}

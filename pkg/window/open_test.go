@@ -5,13 +5,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -154,4 +158,65 @@ func readNanos(t *testing.T, path string) time.Time {
 		t.Fatal(err)
 	}
 	return time.Unix(0, ns)
+}
+
+// TestOpenHealsADeadClaim: an apply killed in the health gate of its
+// recreate of store.registry left its claim dead, the old container aside
+// and an unverified new one under the name. The window's open puts the old
+// one back before it holds anything, so it holds (and brings back) the
+// last good container; the dead claim's part on a container the window
+// does not hold stays for the next apply (issue 17 item 3).
+func TestOpenHealsADeadClaim(t *testing.T) {
+	dir := t.TempDir()
+	d, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := mesh.Decode("mesh.yaml", []byte(stepTimesYAML(filepath.Join(dir, "a"), filepath.Join(dir, "b"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := enginetest.NewFake(enginetest.Image)
+	ctx := context.Background()
+	applyFresh(t, d, eng, f)
+	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := claims.Take(l, claims.Claim{Containers: []string{"store.registry", "other.web"}}, time.Now())
+	l.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := eng.Get("store.registry")
+	if err := eng.Stop(ctx, old.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := eng.Rename(ctx, old.ID, lifecycle.OldName("store.registry")); err != nil {
+		t.Fatal(err)
+	}
+	id, err := eng.Create(ctx, "store.registry", old.Spec)
+	if err == nil {
+		err = eng.Start(ctx, id)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Abandon() // killed in the gate
+	if _, err := Run(ctx, d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := eng.Get("store.registry"); !ok || c.ID != old.ID || !c.Running {
+		t.Errorf("store.registry after the window: %+v, want the old one (%s) back, running", c, old.ID)
+	}
+	if _, ok := eng.Get(lifecycle.OldName("store.registry")); ok {
+		t.Error("the old store.registry is still aside")
+	}
+	if _, err := eng.Inspect(ctx, id); err == nil {
+		t.Error("the unverified new store.registry is still there")
+	}
+	var doc claims.Doc
+	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"other.web"}) {
+		t.Errorf("claims.json = %+v, %v; want the dead claim's part on other.web kept", doc, err)
+	}
 }

@@ -304,7 +304,10 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		return -1, fmt.Errorf("create step container: %w", err)
 	}
 	defer func() {
-		rctx, cancel := boundedContext(ctx, removeTimeout)
+		// Bounded by lifecycle.SignalGrace once ctx is done: a remove that
+		// hangs is given up; the container has exited (waited for, or
+		// killed), and the next window removes it as a leftover.
+		rctx, cancel := lifecycle.Cleanup(ctx, removeTimeout)
 		defer cancel()
 		if err := w.eng.Remove(rctx, id); err != nil && !engine.IsNotFound(err) {
 			w.opts.Progress("remove step container %s: %v\n", name, err)

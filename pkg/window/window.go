@@ -178,7 +178,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	if opts.Opened != nil {
 		opts.Opened()
 	}
-	if w.openErr == nil {
+	// A signal during the open (a stop seen through) skips the step.
+	if w.openErr == nil && ctx.Err() == nil {
 		w.runStep(ctx)
 	}
 	entry, err := w.close(ctx)
