@@ -22,6 +22,7 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 		for _, cn := range m.ContainerNames() {
 			c := m.Containers[cn]
 			d := lifecycle.Desired{Name: mesh.EngineName(mn, cn), Module: mn, Container: cn, Def: *c, Image: c.Image}
+			d.Def.UpdateOrder = mesh.UpdateOrderOf(m, c) // the module's default resolved
 			if p, ok := pinned[d.Name]; ok && c.PullPolicy() == "always" {
 				d.PulledID = p.PulledID
 			}

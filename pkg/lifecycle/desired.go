@@ -51,6 +51,11 @@ func Managed(scope string) map[string]string { return map[string]string{LabelMan
 // OldName is the name a container takes while its replacement starts.
 func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-old" }
 
+// RetiringName is the name a start-first recreate gives the old container
+// once its replacement has passed the health gate: it still runs, and goes
+// once it has drained (HealDead carries such a recreate through).
+func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-retiring" }
+
 // NewName is the name a replacement is created under, before the container
 // it replaces stops (Executor.Recreate).
 func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }

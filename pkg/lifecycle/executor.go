@@ -88,8 +88,12 @@ func (x Executor) gate(ctx context.Context, id, name string) error {
 // is healthy (WaitHealthy); if that fails, the new one is removed and the
 // old one put back as it was: under its name, and started if it was
 // running. A bad image, or one that crashes or never becomes ready, never
-// leaves the host without the service.
+// leaves the host without the service. A running container whose update
+// order is start-first is replaced without a gap (recreateStartFirst).
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
+	if startsFirst(d, old.Running) {
+		return x.recreateStartFirst(ctx, d, old)
+	}
 	// Before the old one stops: a network that cannot be had leaves it running.
 	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)

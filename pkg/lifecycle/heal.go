@@ -14,6 +14,9 @@ import (
 // (their processes died carrying out their plans), for apply and for a
 // window's open alike, under the state lock:
 //
+//   - a container a start-first recreate left retiring (RetiringName): its
+//     new one had passed the gate, so the recreate is carried through (the
+//     new one takes the name if it has not, the old one stops and goes);
 //   - a container a claim was replacing that is still aside
 //     (NAME.meshctl-old): it is what last ran healthy; the unverified new
 //     NAME is removed, the old one renamed back and started; the plan that
@@ -40,10 +43,21 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 			byName[c.Name] = c
 		}
 	}
+	// A start-first recreate that died once its new container had passed
+	// the gate left the old one retiring (RetiringName): it is carried
+	// through, its new container kept.
+	forward := map[string]bool{}
+	for _, c := range dead {
+		for _, name := range c.Containers {
+			if _, ok := byName[RetiringName(name)]; ok && mine(name) {
+				forward[name] = true
+			}
+		}
+	}
 	begun := map[string]bool{}
 	for _, c := range observed {
 		base, isNew := strings.CutSuffix(c.Name, NewName(""))
-		if !isNew || c.Labels[LabelManaged] != x.Scope || !mine(base) {
+		if !isNew || c.Labels[LabelManaged] != x.Scope || !mine(base) || forward[base] {
 			continue
 		}
 		begun[base] = true
@@ -66,6 +80,13 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 			cur, exists := byName[name]
 			aside, isAside := byName[OldName(name)]
 			switch {
+			case forward[name]:
+				done, err := x.finishStartFirst(ctx, name, byName)
+				if err != nil {
+					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
+				}
+				progress("%s: a start-first recreate that died was %s\n", name, done)
+				changed = true
 			case isAside:
 				newID := ""
 				if exists {
@@ -97,4 +118,33 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 		}
 	}
 	return kept, changed, nil
+}
+
+// finishStartFirst carries through the start-first recreate of name that
+// died once its new container had passed the gate (the old one is
+// retiring): the new one takes the name if it has not, and the old one
+// stops and goes. With no new one left, the old one takes its name back,
+// and is started if the death left it stopped. It says what it did.
+func (x Executor) finishStartFirst(ctx context.Context, name string, byName map[string]engine.Container) (string, error) {
+	aside := byName[RetiringName(name)]
+	if _, ok := byName[name]; !ok {
+		tmp, ok := byName[NewName(name)]
+		if !ok {
+			if err := x.Engine.Rename(cleanupContext(ctx), aside.ID, name); err != nil {
+				return "", fmt.Errorf("rename %s back: %w", RetiringName(name), err)
+			}
+			return "put back", x.StartOld(ctx, name, aside)
+		}
+		if err := x.Engine.Rename(ctx, tmp.ID, name); err != nil {
+			return "", fmt.Errorf("rename %s to its name: %w", NewName(name), err)
+		}
+	}
+	cctx := cleanupContext(ctx)
+	if err := StopThrough(cctx, x.Engine, aside.ID, StopTimeoutOf(aside)); err != nil {
+		return "", fmt.Errorf("stop the old one: %w", err)
+	}
+	if err := x.removeGone(cctx, aside.ID); err != nil {
+		return "", fmt.Errorf("remove the old one: %w", err)
+	}
+	return "carried through", nil
 }

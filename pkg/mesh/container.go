@@ -26,6 +26,13 @@ type Container struct {
 	// Networks are the module networks the container joins (see
 	// ContainerNetworks); they cannot combine with Network.
 	Networks ContainerNetworks `yaml:"networks,omitempty" json:"networks,omitempty"`
+	// UpdateOrder is how a recreate replaces it while it runs: stop-first
+	// or start-first (UpdateOrderOf); "" takes the module's. Drain is how
+	// long a start-first recreate leaves the old one running once it has
+	// left the aliases (DrainOf). Neither is part of the spec: changing
+	// them recreates nothing.
+	UpdateOrder string   `yaml:"update-order,omitempty" json:"update-order,omitempty"`
+	Drain       Duration `yaml:"drain,omitempty" json:"drain,omitempty"`
 	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
 	// see ContainerFields.
 	ContainerFields `yaml:",inline"`

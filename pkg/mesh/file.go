@@ -17,6 +17,8 @@ type Module struct {
 	Steps      map[string]*Step      `yaml:"steps,omitempty" json:"steps,omitempty"`
 	// Networks are the module's networks, by name (see Network).
 	Networks map[string]*Network `yaml:"networks,omitempty" json:"networks,omitempty"`
+	// UpdateOrder is its containers' update order where they give none.
+	UpdateOrder string `yaml:"update-order,omitempty" json:"update-order,omitempty"`
 }
 
 // Step is a maintenance step run by `meshctl window run`.

@@ -77,11 +77,13 @@ func (v *validator) file_(f *File) {
 			continue
 		}
 		v.networks(mp, m)
+		v.oneOf(append(mp, "update-order"), m.UpdateOrder, updateOrders)
 		for _, cn := range m.ContainerNames() {
 			v.name(append(mp, "containers", cn), "container", cn)
 			v.container(append(mp, "containers", cn), m.Containers[cn])
 			if c := m.Containers[cn]; c != nil {
 				v.containerNetworks(f, mn, append(mp, "containers", cn), c)
+				v.updateOrder(append(mp, "containers", cn), m, c)
 			}
 		}
 		for _, sn := range sortedKeys(m.Steps) {

@@ -1,0 +1,92 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// recreateStartFirst replaces old, which runs, with a new container for d
+// without a gap: the new one is created under its temporary name
+// (NewName), on d's networks with the service's aliases, started beside the
+// old one and gated (WaitHealthy). A new one that fails the gate is removed
+// and the old one never touched. Once the new one is healthy, the old one
+// is renamed RetiringName (while it still runs: the mark that the new one
+// passed its gate, for HealDead), the new one takes the name, and the old
+// one leaves the aliases (it is taken off d's networks), drains for d's
+// drain period, stops and goes.
+func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine.Container) error {
+	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
+		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
+	}
+	id, err := x.createNew(ctx, d)
+	if err != nil {
+		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
+	}
+	err = x.Engine.Start(ctx, id)
+	if err != nil {
+		err = fmt.Errorf("start new %s: %w", d.Name, err)
+	} else if err = x.gate(ctx, id, d.Name); err == nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	if err != nil {
+		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
+	}
+	if err := x.Engine.Rename(ctx, old.ID, RetiringName(d.Name)); err != nil {
+		return errors.Join(fmt.Errorf("rename %s to %s: %w", d.Name, RetiringName(d.Name), err), x.RemoveNew(ctx, d.Name, id),
+			errors.New("the old container was left as it was"))
+	}
+	if err := x.Engine.Rename(ctx, id, d.Name); err != nil {
+		// The old one still runs, on its networks: it takes its name back.
+		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
+		cctx := cleanupContext(ctx)
+		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", x.Engine.Rename(cctx, old.ID, d.Name)))
+	}
+	return x.retire(ctx, d, old)
+}
+
+// retire takes the old container of a start-first recreate, retiring and
+// running, off the networks of d (so the aliases answer with the new one
+// only), lets it drain, then stops and removes it. After a signal the
+// drain is cut short; the stop and the removal are seen through.
+func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) error {
+	var errs []error
+	for _, net := range slices.Sorted(maps.Keys(d.Spec.Networks)) {
+		if err := x.Engine.DisconnectNetwork(ctx, net, old.ID); err != nil && !engine.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("take the old %s off %s: %w", d.Name, net, err))
+		}
+	}
+	if len(errs) == 0 {
+		drain := time.NewTimer(d.Def.DrainOf())
+		select {
+		case <-drain.C:
+		case <-ctx.Done():
+			drain.Stop()
+		}
+	}
+	cctx := cleanupContext(ctx)
+	if err := StopThrough(cctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil {
+		errs = append(errs, fmt.Errorf("stop the old %s: %w", d.Name, err))
+	} else if err := x.removeGone(cctx, old.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return &OldLeftError{Name: d.Name, Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// startsFirst reports whether a recreate of d, whose old container runs or
+// not (running), is start-first.
+func startsFirst(d *Desired, running bool) bool {
+	return running && d.Def.UpdateOrder == mesh.StartFirst
+}

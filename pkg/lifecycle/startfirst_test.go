@@ -1,0 +1,156 @@
+package lifecycle
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// startFirstOf is m.c on the module network meshctl.m.net, start-first,
+// with a drain of 1ms.
+func startFirstOf(t *testing.T, image string, health *mesh.Healthcheck) *Desired {
+	t.Helper()
+	d := desiredOf(t, image, health)
+	d.Def.UpdateOrder = mesh.StartFirst
+	d.Def.Drain = mesh.Duration(time.Millisecond)
+	d.Spec.Networks = map[string]mesh.SpecNetwork{"meshctl.m.net": {}}
+	return d
+}
+
+// startFirstHost is a fake engine where m.c (old:1) runs on meshctl.m.net.
+func startFirstHost(t *testing.T) (*enginetest.Fake, Executor) {
+	t.Helper()
+	f := enginetest.NewFake("old:1", "new:1")
+	x := Executor{Engine: f, Scope: "s"}
+	if err := x.Create(context.Background(), startFirstOf(t, "old:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	f.Changes()
+	return f, x
+}
+
+// TestRecreateStartFirst: the old container runs until the new one, on the
+// same network under the same aliases, has started and passed its gate;
+// only then does the old one leave the network, stop and go, and the new
+// one takes the name.
+func TestRecreateStartFirst(t *testing.T) {
+	ctx := context.Background()
+	f, x := startFirstHost(t)
+	old, _ := f.Get("m.c")
+	f.SetHealth("new:1", "healthy", "")
+	if err := x.Recreate(ctx, startFirstOf(t, "new:1", probe), engineContainer(t, f, "m.c")); err != nil {
+		t.Fatal(err)
+	}
+	ch := f.Changes()
+	start := slices.Index(ch, "start m.c.meshctl-new")
+	stop := slices.IndexFunc(ch, func(s string) bool { return strings.HasPrefix(s, "stop m.c") })
+	leave := slices.IndexFunc(ch, func(s string) bool { return strings.HasPrefix(s, "disconnect m.c") })
+	if start < 0 || leave < 0 || stop < 0 || !(start < leave && leave < stop) {
+		t.Errorf("engine requests %q: want the new one started, then the old one off the network, then stopped", ch)
+	}
+	cs := f.Containers()
+	if len(cs) != 1 || cs[0].Name != "m.c" || cs[0].ID == old.ID || !cs[0].Running || cs[0].Spec.Image != "new:1" {
+		t.Errorf("containers %+v: want the new m.c alone, running", cs)
+	}
+}
+
+// TestRecreateStartFirstUnhealthy: a new container that fails its gate is
+// removed; the old one is never stopped, renamed or taken off its network.
+func TestRecreateStartFirstUnhealthy(t *testing.T) {
+	ctx := context.Background()
+	f, x := startFirstHost(t)
+	old, _ := f.Get("m.c")
+	f.SetHealth("new:1", "unhealthy", "probe says no\n")
+	if err := x.Recreate(ctx, startFirstOf(t, "new:1", probe), engineContainer(t, f, "m.c")); err == nil {
+		t.Fatal("Recreate of an unhealthy new version succeeded")
+	}
+	for _, c := range f.Changes() {
+		if strings.HasPrefix(c, "stop m.c") || strings.HasPrefix(c, "rename m.c ") || strings.HasPrefix(c, "disconnect m.c") {
+			t.Errorf("the old container was touched: %q", c)
+		}
+	}
+	cs := f.Containers()
+	if len(cs) != 1 || cs[0].ID != old.ID || !cs[0].Running {
+		t.Errorf("containers %+v: want the old m.c alone, running", cs)
+	}
+}
+
+// TestHealStartFirstAtEveryInstant: a start-first recreate that died at any
+// instant is healed by HealDead: before the new one passed its gate, the
+// unverified new one goes and the old one runs on, untouched; after (the
+// old one retiring), the recreate is carried through: the new one, under
+// the name, is the only one left.
+func TestHealStartFirstAtEveryInstant(t *testing.T) {
+	type step func(ctx context.Context, f *enginetest.Fake, oldID, newID string)
+	created := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {}
+	started := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) { f.Start(ctx, newID) }
+	retiring := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		started(ctx, f, oldID, newID)
+		f.Rename(ctx, oldID, "m.c.meshctl-retiring")
+	}
+	named := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		retiring(ctx, f, oldID, newID)
+		f.Rename(ctx, newID, "m.c")
+	}
+	offNet := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		named(ctx, f, oldID, newID)
+		f.DisconnectNetwork(ctx, "meshctl.m.net", oldID)
+	}
+	stopped := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		offNet(ctx, f, oldID, newID)
+		f.Stop(ctx, oldID, 0)
+	}
+	for _, tt := range []struct {
+		instant string
+		die     step
+		want    string // the image m.c runs after the heal
+	}{
+		{"new created", created, "old:1"},
+		{"new started", started, "old:1"},
+		{"old retiring", retiring, "new:1"},
+		{"new under the name", named, "new:1"},
+		{"old off the network", offNet, "new:1"},
+		{"old stopped", stopped, "new:1"},
+	} {
+		t.Run(tt.instant, func(t *testing.T) {
+			ctx := context.Background()
+			f, x := startFirstHost(t)
+			old, _ := f.Get("m.c")
+			newID, err := f.Create(ctx, "m.c.meshctl-new", startFirstOf(t, "new:1", nil).EngineSpec("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.die(ctx, f, old.ID, newID)
+			observed, err := f.List(ctx, Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}}}
+			kept, _, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, t.Logf)
+			if err != nil || len(kept) != 0 {
+				t.Fatalf("HealDead: kept %v, %v", kept, err)
+			}
+			cs := f.Containers()
+			if len(cs) != 1 || cs[0].Name != "m.c" || !cs[0].Running || cs[0].Spec.Image != tt.want {
+				t.Errorf("containers %+v: want m.c alone, running %s", cs, tt.want)
+			}
+		})
+	}
+}
+
+// engineContainer is the engine's view of name, as a plan hands it over.
+func engineContainer(t *testing.T, f *enginetest.Fake, name string) engine.Container {
+	t.Helper()
+	c, err := f.Inspect(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

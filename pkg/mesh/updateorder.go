@@ -1,0 +1,76 @@
+package mesh
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Update orders: how a recreate replaces a running container.
+const (
+	// StopFirst stops the old container, then starts the new one: the
+	// service is down for the old one's stop and the new one's start.
+	StopFirst = "stop-first"
+	// StartFirst starts the new container beside the old one, on the
+	// module's networks under the same aliases; only once it is healthy
+	// does the old one leave the aliases, drain, stop and go.
+	StartFirst = "start-first"
+)
+
+var updateOrders = []string{StopFirst, StartFirst}
+
+// UpdateOrderOf returns the update order of container c of module m: its
+// own, else the module's, else stop-first.
+func UpdateOrderOf(m *Module, c *Container) string {
+	switch {
+	case c.UpdateOrder != "":
+		return c.UpdateOrder
+	case m != nil && m.UpdateOrder != "":
+		return m.UpdateOrder
+	}
+	return StopFirst
+}
+
+// DrainOf is how long a start-first recreate leaves the old container
+// running once it has left the aliases: drain, else its stop grace.
+func (c *Container) DrainOf() time.Duration {
+	if c.Drain > 0 {
+		return c.Drain.Std()
+	}
+	return c.StopGrace()
+}
+
+// startFirstBlocker says why c cannot be replaced start-first (old and new
+// run at once), "" when it can: it must be reached through a module
+// network, publish no host port (two containers cannot bind it) and write
+// no volume (two writers of one volume; a read-only one is shared safely).
+func startFirstBlocker(c *Container) string {
+	switch {
+	case len(c.Networks) == 0:
+		return "it is reached through no module network: give it networks: (its clients reach it by name there), or use stop-first"
+	case len(c.Ports) > 0:
+		return "it publishes a host port, which the old and the new container cannot both bind: reach it through a module network instead, or use stop-first"
+	}
+	for _, vol := range c.Volumes {
+		if !strings.HasSuffix(vol, ":ro") {
+			return fmt.Sprintf("volume %q is writable, and the old and the new container would both write it: mount it :ro, or use stop-first", vol)
+		}
+	}
+	return ""
+}
+
+// updateOrder checks the update order of container c of module m (at p).
+func (v *validator) updateOrder(p []string, m *Module, c *Container) {
+	at := func(field string) []string { return append(append([]string{}, p...), field) }
+	v.oneOf(at("update-order"), c.UpdateOrder, updateOrders)
+	if UpdateOrderOf(m, c) != StartFirst {
+		return
+	}
+	if why := startFirstBlocker(c); why != "" {
+		where := at("update-order")
+		if c.UpdateOrder == "" {
+			where = p // the module's default
+		}
+		v.fail(where, "cannot be replaced start-first: %s", why)
+	}
+}
