@@ -90,6 +90,14 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                another module's (or an external one declared here); on each
                it answers to its name (C), MODULE.C and its aliases, through
                the engine's DNS; not with network:; default: none
+  update-order stop-first | start-first: how a recreate replaces it while it
+               runs; start-first starts the new one beside the old (on its
+               networks, same aliases), and only once it is healthy does the
+               old one leave, drain, stop and go; it needs networks:, no
+               ports and no writable volume; default: the module's, else
+               stop-first
+  drain        how long start-first leaves the old one running once it has
+               left the aliases; default: its stop-grace-period
   ports        ["[IP:]HOST:CONTAINER[/tcp|udp|sctp]"] or ["CONTAINER"]; default: none
   restart      no | always | unless-stopped | on-failure; default unless-stopped
   labels       map; keys under io.meshctl. are meshctl's own; default: none
@@ -152,6 +160,8 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                        under /run/secrets; default /run/secrets/NAME
   configs            as secrets (name, file, target), seen at /NAME by
                      default; target must be absolute
+
+modules.M.update-order (stop-first | start-first) is its containers' default.
 
 modules.M.networks.N (a module network; none unless declared) — apply creates it
 (engine name meshctl.M.N, labelled as this state directory's) before the
