@@ -36,6 +36,9 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		err = context.Cause(ctx)
 	}
 	if err != nil {
+		// Off the aliases first, so that a client's next lookup finds only
+		// the old one; then it goes.
+		_ = x.leaveNetworks(cleanupContext(ctx), d, id)
 		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
 	}
 	if err := x.Engine.Rename(ctx, old.ID, RetiringName(d.Name)); err != nil {
@@ -60,12 +63,9 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 // drain is cut short; the stop and the removal are seen through.
 func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) error {
 	var errs []error
-	for _, net := range slices.Sorted(maps.Keys(d.Spec.Networks)) {
-		if err := x.Engine.DisconnectNetwork(ctx, net, old.ID); err != nil && !engine.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("take the old %s off %s: %w", d.Name, net, err))
-		}
-	}
-	if len(errs) == 0 {
+	if err := x.leaveNetworks(ctx, d, old.ID); err != nil {
+		errs = append(errs, fmt.Errorf("the old %s: %w", d.Name, err))
+	} else {
 		drain := time.NewTimer(d.Def.DrainOf())
 		select {
 		case <-drain.C:
@@ -83,6 +83,18 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 		return &OldLeftError{Name: d.Name, Err: errors.Join(errs...)}
 	}
 	return nil
+}
+
+// leaveNetworks takes container id off d's networks: it no longer answers
+// to the service's aliases there (its connections on them end).
+func (x Executor) leaveNetworks(ctx context.Context, d *Desired, id string) error {
+	var errs []error
+	for _, net := range slices.Sorted(maps.Keys(d.Spec.Networks)) {
+		if err := x.Engine.DisconnectNetwork(ctx, net, id); err != nil && !engine.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("take it off %s: %w", net, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // startsFirst reports whether a recreate of d, whose old container runs or
