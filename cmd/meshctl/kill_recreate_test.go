@@ -33,6 +33,23 @@ const killRecreateMesh = `modules:
         labels: {ver: VERSION}
 `
 
+// killStartFirstMesh is the same service replaced start-first (issue 21):
+// on a module network, its old container retired after a drain of 200ms.
+const killStartFirstMesh = `modules:
+  MODULE:
+    networks: {net: {}}
+    containers:
+      svc:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["trap 'sleep 0.5; exit 0' TERM; while :; do sleep 1 & wait; done"]
+        restart: always
+        networks: [net]
+        update-order: start-first
+        drain: 200ms
+        labels: {ver: VERSION}
+`
+
 // TestKillRecreateHealsInOneApply SIGKILLs applies that recreate a service
 // at instants spread over their whole life (lock, claim, the new container
 // made under NAME.meshctl-new before the old one stops, the stop, the
@@ -46,7 +63,16 @@ const killRecreateMesh = `modules:
 // kills; MESHCTL_STRESS=1 makes it 100 (or MESHCTL_STRESS_KILLS=N).
 func TestKillRecreateHealsInOneApply(t *testing.T) {
 	host := testEngine(t)
-	kills := 8
+	t.Run("stop-first", func(t *testing.T) { killRecreate(t, host, killRecreateMesh, 8) })
+	// Start-first: the new one under its temporary name runs beside the
+	// old one; a kill after its gate leaves the old one retiring, and the
+	// heal carries the recreate through.
+	t.Run("start-first", func(t *testing.T) { killRecreate(t, host, killStartFirstMesh, 6) })
+}
+
+// killRecreate is TestKillRecreateHealsInOneApply on the service meshText
+// describes, with kills kills (more under MESHCTL_STRESS).
+func killRecreate(t *testing.T, host, meshText string, kills int) {
 	if os.Getenv("MESHCTL_STRESS") == "1" {
 		kills = 100
 	}
@@ -64,7 +90,7 @@ func TestKillRecreateHealsInOneApply(t *testing.T) {
 	files := map[string]string{}
 	for _, v := range []string{"a", "b"} {
 		files[v] = filepath.Join(m.dir, "mesh-"+v+".yaml")
-		text := strings.NewReplacer("MODULE", module, "VERSION", v).Replace(killRecreateMesh)
+		text := strings.NewReplacer("MODULE", module, "VERSION", v).Replace(meshText)
 		if err := os.WriteFile(files[v], []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -340,6 +340,16 @@ func (m *meshctl) cleanupModule(module string) {
 				m.t.Logf("cleanup %s: %v", x.Name, err)
 			}
 		}
+		nets, err := m.eng.Networks(ctx, map[string]string{"io.meshctl.module": module})
+		if err != nil {
+			m.t.Logf("cleanup %s: %v", module, err)
+			return
+		}
+		for _, n := range nets {
+			if err := m.eng.RemoveNetwork(ctx, n.ID); err != nil {
+				m.t.Logf("cleanup %s: %v", n.Name, err)
+			}
+		}
 	}
 	rm()
 	m.t.Cleanup(rm)
