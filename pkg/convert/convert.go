@@ -71,6 +71,7 @@ func Convert(ctx context.Context, opts Options) (*Result, error) {
 	c.checkModel(l.model)
 	m, notes := c.containers()
 	c.networks(m)
+	c.updateOrders(m)
 	if err := c.refused.err(); err != nil {
 		return r, err
 	}

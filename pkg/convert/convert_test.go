@@ -150,3 +150,44 @@ func TestConvertFindsTheProject(t *testing.T) {
 		t.Errorf("with COMPOSE_FILE, converted module %q, want named", r.Module)
 	}
 }
+
+// TestConvertUpdateOrder: deploy.update_config.order carries over as
+// update-order where it can hold; start-first on a service that publishes
+// a port is refused by name, with why.
+func TestConvertUpdateOrder(t *testing.T) {
+	path := write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  api: {image: busybox, deploy: {update_config: {order: start-first, parallelism: 1}}}
+  db: {image: busybox, deploy: {update_config: {order: stop-first}}}
+`})
+	_, err := Convert(context.Background(), Options{Files: []string{path}})
+	if msg, n := refusal(t, err, "services.api.deploy.update_config.parallelism"); n != 1 || msg == "" {
+		t.Errorf("parallelism refused %d times: %v", n, err)
+	}
+	path = write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  api: {image: busybox, deploy: {update_config: {order: start-first}}}
+  db: {image: busybox, deploy: {update_config: {order: stop-first}}}
+`})
+	r, err := Convert(context.Background(), Options{Files: []string{path}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.File.Modules["shop"].Containers["api"].UpdateOrder; got != "start-first" {
+		t.Errorf("api: update-order %q, want start-first", got)
+	}
+	if got := r.File.Modules["shop"].Containers["db"].UpdateOrder; got != "stop-first" {
+		t.Errorf("db: update-order %q, want stop-first", got)
+	}
+	path = write(t, map[string]string{"compose.yaml": `
+name: shop
+services:
+  web: {image: busybox, ports: ["127.0.0.1:8080:80"], deploy: {update_config: {order: start-first}}}
+`})
+	_, err = Convert(context.Background(), Options{Files: []string{path}})
+	if msg, n := refusal(t, err, "services.web.deploy.update_config.order"); n != 1 || !strings.Contains(msg, "publishes a host port") {
+		t.Errorf("web's start-first: %q (%d), want it refused for its port", msg, n)
+	}
+}

@@ -16,7 +16,9 @@ var (
 		"secrets", "configs", "expose", "sysctls", "ulimits", "privileged", "stdin_open", "tty", "dns", "container_name")
 	healthKeys  = set("test", "interval", "timeout", "retries", "start_period", "disable")
 	loggingKeys = set("driver", "options")
-	deployKeys  = set("resources", "restart_policy")
+	deployKeys  = set("resources", "restart_policy", "update_config")
+	// Outside Swarm, only the order means something to meshctl.
+	updateConfigKeys = set("order")
 	// Compose itself uses only the condition and max_attempts outside
 	// Swarm; meshctl has no limit of attempts.
 	restartPolicyKeys = set("condition")
@@ -84,6 +86,7 @@ func (c *converter) checkService(name string, sm map[string]any) {
 	if d, ok := sm["deploy"].(map[string]any); ok {
 		c.keys(p+".deploy", d, deployKeys)
 		c.nested(p+".deploy.restart_policy", d["restart_policy"], restartPolicyKeys)
+		c.nested(p+".deploy.update_config", d["update_config"], updateConfigKeys)
 		if r, ok := d["resources"].(map[string]any); ok {
 			c.keys(p+".deploy.resources", r, resourceKeys)
 			c.nested(p+".deploy.resources.limits", r["limits"], limitKeys)

@@ -337,3 +337,29 @@ func (c *converter) inProject(path string) (string, bool) {
 	}
 	return rel, true
 }
+
+// updateOrders carries deploy.update_config.order (Swarm's, which meshctl
+// gives the same meaning): start-first where the container can be replaced
+// so (mesh.StartFirstBlocker), refused with the reason where it cannot.
+// It runs once the containers have their networks.
+func (c *converter) updateOrders(m *mesh.Module) {
+	for _, name := range slices.Sorted(maps.Keys(c.project.Services)) {
+		s, ct := c.project.Services[name], m.Containers[name]
+		if ct == nil || s.Deploy == nil || s.Deploy.UpdateConfig == nil || s.Deploy.UpdateConfig.Order == "" {
+			continue
+		}
+		p := "services." + name + ".deploy.update_config.order"
+		switch order := s.Deploy.UpdateConfig.Order; order {
+		case mesh.StopFirst:
+			ct.UpdateOrder = order
+		case mesh.StartFirst:
+			if why := mesh.StartFirstBlocker(ct); why != "" {
+				c.refused.add(p, "start-first cannot hold for this service: %s", why)
+				continue
+			}
+			ct.UpdateOrder = order
+		default:
+			c.refused.add(p, "%q is not an update order: use start-first or stop-first", order)
+		}
+	}
+}

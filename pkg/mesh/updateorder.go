@@ -40,11 +40,11 @@ func (c *Container) DrainOf() time.Duration {
 	return c.StopGrace()
 }
 
-// startFirstBlocker says why c cannot be replaced start-first (old and new
+// StartFirstBlocker says why c cannot be replaced start-first (old and new
 // run at once), "" when it can: it must be reached through a module
 // network, publish no host port (two containers cannot bind it) and write
 // no volume (two writers of one volume; a read-only one is shared safely).
-func startFirstBlocker(c *Container) string {
+func StartFirstBlocker(c *Container) string {
 	switch {
 	case len(c.Networks) == 0:
 		return "it is reached through no module network: give it networks: (its clients reach it by name there), or use stop-first"
@@ -66,7 +66,7 @@ func (v *validator) updateOrder(p []string, m *Module, c *Container) {
 	if UpdateOrderOf(m, c) != StartFirst {
 		return
 	}
-	if why := startFirstBlocker(c); why != "" {
+	if why := StartFirstBlocker(c); why != "" {
 		where := at("update-order")
 		if c.UpdateOrder == "" {
 			where = p // the module's default
