@@ -69,7 +69,7 @@ func TestSignalEndsCommand(t *testing.T) {
 		{name: "window run reading its file from a stdin that never ends",
 			args: []string{"window", "run", "sigm", "nap", "-f", "-"}, sig: syscall.SIGINT, stdin: true},
 		{name: "apply decoding a large mesh file",
-			args: []string{"--docker-host", hang, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: time.Second,
+			args: []string{"--docker-host", hang, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: 200 * time.Millisecond,
 			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.dir, "big.yaml")) }},
 		// The decoder refuses a -f that is no regular file without opening
 		// it (exit 2); were it opened, the signal must still end it.
@@ -217,7 +217,8 @@ func writeBigMesh(t *testing.T, path string) {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("modules:\n  big:\n    containers:\n      app:\n        image: meshtest/busybox:1\n        labels:\n")
-	for i := range 100000 {
+	// 90,000 labels: 1.9 MB, under the 2 MiB a mesh file may be.
+	for i := range 90000 {
 		fmt.Fprintf(&b, "          k%06d: v\n", i)
 	}
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {

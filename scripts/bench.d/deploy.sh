@@ -12,11 +12,14 @@
 #   - the same recreate by hand with the docker CLI (stop, run, rm), which shows what of the miss
 #     against `docker run` is the old containers' stop and removal;
 #   - with a `docker-compose` on PATH (Debian's package), `docker-compose up -d` recreating the same
-#     40 (it has no health gate).
+#     40 (it has no health gate);
+#   - start-first (issue 21): a client container calling the service by name every 50 ms on its
+#     module network through a start-first deploy (goal: no failed request) and through a
+#     stop-first one, the failed requests and the longest gap of each.
 #
 # Run by scripts/bench (see apply.sh). MESHCTL_BENCH_DEPLOY_RUNS (default 7) gap runs and
 # MESHCTL_BENCH_CHANGE_RUNS (default 3) rounds of 40 changes. The client only ever calls
-# 127.0.0.1; the containers (modules dpbench, dpchange, labels meshctl-bench-floor and -hand) are removed at the
+# 127.0.0.1; the containers (modules dpbench, dpsf, dpchange, labels meshctl-bench-floor and -hand) are removed at the
 # end.
 set -euo pipefail
 
@@ -120,6 +123,74 @@ done
 echo "stop-first deploy gap seen by a client every 50 ms ($runs runs each, interleaved, medians)"
 bench_row "stop-first deploy: longest gap" "$(median <"$work/deploy.ms")" "docker stop + docker start" "$(median <"$work/floor.ms")" ms 1.1
 "${mc[@]}" -q apply --remove-module dpbench
+
+# --- start-first, by name --------------------------------------------------------------------------
+
+# A client container on the module's network asks web by name every 50 ms (a failed connection
+# retried once, as an HTTP client retries a GET) and writes "UPTIME ok|FAIL" for each request; a
+# deploy of web, start-first or stop-first, is judged by the client's lines from half a second
+# before it to half a second after: the requests that failed, and the longest time between two
+# answers.
+sf_file() {
+	cat >"$mesh" <<YAML
+modules:
+  dpsf:
+    networks: {net: {}}
+    containers:
+      web:
+        image: meshtest/busybox:1
+        networks: [net]
+        update-order: $1
+        drain: 300ms
+        stop-grace-period: 2s
+        init: true
+        env: {V: "$2"}
+        entrypoint: [/bin/sh, -c]
+        command: ['mkdir -p /w && echo ok > /w/index.html && exec httpd -f -p 8080 -h /w']
+        healthcheck: {test: [CMD, wget, -qO/dev/null, "http://127.0.0.1:8080/"], interval: 200ms, timeout: 2s, retries: 20}
+      client:
+        image: meshtest/busybox:1
+        networks: [net]
+        depends-on: [web]
+        init: true
+        entrypoint: [/bin/sh, -c]
+        command:
+          - |
+            ask() { timeout 2 wget -qO/dev/null http://web:8080/ 2>/dev/null || timeout 2 wget -qO/dev/null http://web:8080/ 2>/dev/null; }
+            while :; do
+              if ask; then r=ok; else r=FAIL; fi
+              echo "\$(cut -d' ' -f1 /proc/uptime) \$r"
+              sleep 0.05
+            done
+YAML
+}
+# sf_deploy ORDER: deploy a new version of web; prints "FAILED GAP_MS" seen by the client.
+sf_v=0
+sf_deploy() {
+	local before
+	sf_v=$((sf_v + 1))
+	sf_file "$1" "$sf_v"
+	sleep 0.5
+	before=$(docker logs dpsf.client 2>/dev/null | wc -l)
+	"${mc[@]}" -q apply -f "$mesh" --settle 300ms
+	sleep 0.5
+	docker logs dpsf.client 2>/dev/null | tail -n +"$((before + 1))" |
+		awk '$2 == "FAIL" { f++ } $2 == "ok" { if (p != "" && $1 - p > g) g = $1 - p; p = $1 } END { printf "%d %.0f\n", f, g * 1000 }'
+}
+sf_file stop-first 0
+"${mc[@]}" -q apply -f "$mesh" --settle 300ms
+: >"$work/sf.txt"
+: >"$work/so.txt"
+for ((i = 0; i < runs; i++)); do
+	sf_deploy start-first >>"$work/sf.txt"
+	sf_deploy stop-first >>"$work/so.txt"
+done
+echo "a client calling web by name every 50 ms through a deploy ($runs runs each, interleaved)"
+bench_row "start-first deploy: failed requests" "$(awk '{ s += $1 } END { print s + 0 }' "$work/sf.txt")" \
+	"stop-first deploy: failed requests" "$(awk '{ s += $1 } END { print s + 0 }' "$work/so.txt")" req -
+bench_row "start-first deploy: longest gap (median)" "$(cut -d' ' -f2 "$work/sf.txt" | median)" \
+	"stop-first deploy: longest gap (median)" "$(cut -d' ' -f2 "$work/so.txt" | median)" ms -
+"${mc[@]}" -q apply --remove-module dpsf
 
 # --- 40 changed containers ----------------------------------------------------------------------
 
