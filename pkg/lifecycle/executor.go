@@ -144,8 +144,13 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 // recreates the name now (under a claim, or a live window's hold) owns it.
 // It goes.
 func (x Executor) createNew(ctx context.Context, d *Desired) (string, error) {
+	return x.createNewAs(ctx, d, d.EngineSpec(x.Scope))
+}
+
+// createNewAs is createNew with the engine spec given.
+func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec) (string, error) {
 	tmp := NewName(d.Name)
-	id, err := x.Engine.Create(ctx, tmp, d.EngineSpec(x.Scope))
+	id, err := x.Engine.Create(ctx, tmp, spec)
 	if err == nil {
 		return id, nil
 	}
@@ -156,7 +161,7 @@ func (x Executor) createNew(ctx context.Context, d *Desired) (string, error) {
 	if rerr := x.removeGone(ctx, left.ID); rerr != nil {
 		return "", errors.Join(err, fmt.Errorf("remove leftover %s: %w", tmp, rerr))
 	}
-	return x.Engine.Create(ctx, tmp, d.EngineSpec(x.Scope))
+	return x.Engine.Create(ctx, tmp, spec)
 }
 
 // RemoveNew removes the container id made under name's temporary name

@@ -14,9 +14,9 @@ import (
 
 // recreateStartFirst replaces old, which runs, with a new container for d
 // without a gap: the new one is created under its temporary name
-// (NewName), on d's networks with the service's aliases, started beside the
-// old one and gated (WaitHealthy). A new one that fails the gate is removed
-// and the old one never touched. Once the new one is healthy, the old one
+// (NewName), on d's networks, started beside the old one and gated
+// (WaitHealthy), and only then given the service's aliases there. A new
+// one that fails the gate is removed and the old one never touched. Once the new one is healthy, the old one
 // is renamed RetiringName (while it still runs: the mark that the new one
 // passed its gate, for HealDead), the new one takes the name, and the old
 // one leaves the aliases (it is taken off d's networks), drains for d's
@@ -25,7 +25,13 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
-	id, err := x.createNew(ctx, d)
+	// On the networks, but not yet under the service's aliases: no client
+	// reaches it before it has passed its gate.
+	spec := d.EngineSpec(x.Scope)
+	for net := range spec.Networks {
+		spec.Networks[net] = nil
+	}
+	id, err := x.createNewAs(ctx, d, spec)
 	if err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
@@ -34,6 +40,9 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		err = fmt.Errorf("start new %s: %w", d.Name, err)
 	} else if err = x.gate(ctx, id, d.Name); err == nil && ctx.Err() != nil {
 		err = context.Cause(ctx)
+	}
+	if err == nil {
+		err = x.takeAliases(ctx, d, id)
 	}
 	if err != nil {
 		// Off the aliases first, so that a client's next lookup finds only
@@ -81,6 +90,22 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 	}
 	if len(errs) > 0 {
 		return &OldLeftError{Name: d.Name, Err: errors.Join(errs...)}
+	}
+	return nil
+}
+
+// takeAliases gives container id, healthy, the service's aliases on d's
+// networks: the engine sets a container's aliases on a network only as it
+// joins it, so it leaves each network and joins it again with them.
+func (x Executor) takeAliases(ctx context.Context, d *Desired, id string) error {
+	aliases := d.networkAliases()
+	for _, net := range slices.Sorted(maps.Keys(aliases)) {
+		if err := x.Engine.DisconnectNetwork(ctx, net, id); err != nil {
+			return fmt.Errorf("give new %s its aliases on %s: %w", d.Name, net, err)
+		}
+		if err := x.Engine.ConnectNetwork(ctx, net, id, aliases[net]); err != nil {
+			return fmt.Errorf("give new %s its aliases on %s: %w", d.Name, net, err)
+		}
 	}
 	return nil
 }
