@@ -92,8 +92,8 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                the engine's DNS; not with network:; default: none
   update-order stop-first | start-first: how a recreate replaces it while it
                runs; start-first starts the new one beside the old (on its
-               networks, same aliases), and only once it is healthy does the
-               old one leave, drain, stop and go; it needs networks:, no
+               networks), and only once it is healthy does it take the
+               aliases and the old one leave, drain, stop and go; it needs networks:, no
                ports and no writable volume; default: the module's, else
                stop-first
   drain        how long start-first leaves the old one running once it has
