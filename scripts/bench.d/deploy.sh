@@ -164,15 +164,24 @@ modules:
             done
 YAML
 }
-# sf_deploy ORDER: deploy a new version of web; prints "FAILED GAP_MS" seen by the client.
+# sf_deploy ORDER: deploy a new version of web; prints "FAILED GAP_MS" seen by the client. With
+# ORDER "idle", no deploy: the client's own longest gap over as long a time, the peer of the gap.
 sf_v=0
 sf_deploy() {
-	local before
-	sf_v=$((sf_v + 1))
-	sf_file "$1" "$sf_v"
+	local before t0
+	if [[ $1 != idle ]]; then
+		sf_v=$((sf_v + 1))
+		sf_file "$1" "$sf_v"
+	fi
 	sleep 0.5
 	before=$(docker logs dpsf.client 2>/dev/null | wc -l)
-	"${mc[@]}" -q apply -f "$mesh" --settle 300ms
+	t0=$(now_ms)
+	if [[ $1 == idle ]]; then
+		sleep "$(awk -v ms="${sf_last_ms:-1500}" 'BEGIN { printf "%.3f", ms / 1000 }')"
+	else
+		"${mc[@]}" -q apply -f "$mesh" --settle 300ms
+		sf_last_ms=$(awk -v a="$t0" -v b="$(now_ms)" 'BEGIN { printf "%.0f", b - a }')
+	fi
 	sleep 0.5
 	docker logs dpsf.client 2>/dev/null | tail -n +"$((before + 1))" |
 		awk '$2 == "FAIL" { f++ } $2 == "ok" { if (p != "" && $1 - p > g) g = $1 - p; p = $1 } END { printf "%d %.0f\n", f, g * 1000 }'
@@ -181,15 +190,20 @@ sf_file stop-first 0
 "${mc[@]}" -q apply -f "$mesh" --settle 300ms
 : >"$work/sf.txt"
 : >"$work/so.txt"
+: >"$work/idle.txt"
 for ((i = 0; i < runs; i++)); do
 	sf_deploy start-first >>"$work/sf.txt"
+	sf_deploy idle >>"$work/idle.txt"
 	sf_deploy stop-first >>"$work/so.txt"
 done
+# A stop-first deploy's requests fail while no container answers to the name (a lookup of a name
+# the engine does not know waits for upstream DNS, which this engine cannot reach): its gap is
+# not comparable, its failed requests are.
 echo "a client calling web by name every 50 ms through a deploy ($runs runs each, interleaved)"
 bench_row "start-first deploy: failed requests" "$(awk '{ s += $1 } END { print s + 0 }' "$work/sf.txt")" \
 	"stop-first deploy: failed requests" "$(awk '{ s += $1 } END { print s + 0 }' "$work/so.txt")" req -
 bench_row "start-first deploy: longest gap (median)" "$(cut -d' ' -f2 "$work/sf.txt" | median)" \
-	"stop-first deploy: longest gap (median)" "$(cut -d' ' -f2 "$work/so.txt" | median)" ms -
+	"no deploy, as long: longest gap (median)" "$(cut -d' ' -f2 "$work/idle.txt" | median)" ms -
 "${mc[@]}" -q apply --remove-module dpsf
 
 # --- 40 changed containers ----------------------------------------------------------------------
