@@ -71,14 +71,7 @@ func PlanNetworks(in NetInput) []NetItem {
 			continue
 		}
 		it := NetItem{Name: o.Name, Module: module, Observed: o}
-		switch {
-		case in.Remove[module]:
-			it.Action, it.Reasons = Remove, []string{"module " + module + " removed"}
-		case in.Prune:
-			it.Action, it.Reasons = Remove, []string{"not in the mesh file"}
-		default:
-			it.Action, it.Reasons = Orphan, []string{"not in the mesh file; --prune removes it"}
-		}
+		it.Action, it.Reasons = unlisted(module, in.Remove[module], in.Prune)
 		items = append(items, it)
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })

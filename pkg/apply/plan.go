@@ -112,17 +112,26 @@ func Plan(in Input) []Item {
 		case held:
 			it.Action, it.Window = Held, hold.Window
 			it.Reasons = []string{"held by window " + hold.Window + "; no longer in the mesh file"}
-		case in.Remove[module]:
-			it.Action, it.Reasons = Remove, []string{"module " + module + " removed"}
-		case in.Prune:
-			it.Action, it.Reasons = Remove, []string{"not in the mesh file"}
 		default:
-			it.Action, it.Reasons = Orphan, []string{"not in the mesh file; --prune removes it"}
+			it.Action, it.Reasons = unlisted(module, in.Remove[module], in.Prune)
 		}
 		items = append(items, it)
 	}
 	sort.Slice(items, func(i, j int) bool { return items[i].Name < items[j].Name })
 	return items
+}
+
+// unlisted is what becomes of a container or network of module that the
+// mesh file no longer names: removed with its module (removed) or by
+// --prune (prune), else an orphan, reported.
+func unlisted(module string, removed, prune bool) (string, []string) {
+	switch {
+	case removed:
+		return Remove, []string{"module " + module + " removed"}
+	case prune:
+		return Remove, []string{"not in the mesh file"}
+	}
+	return Orphan, []string{"not in the mesh file; --prune removes it"}
 }
 
 // planOne is the plan for desired container d, which the engine has as c
