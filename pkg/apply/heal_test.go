@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/applied"
 	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -265,5 +266,25 @@ func TestApplyRemovesALeftoverNew(t *testing.T) {
 	}
 	if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running || actions(rep)["m.c"] != Unchanged {
 		t.Errorf("m.c = %+v (%s), want the old one, unchanged, running", c, actions(rep)["m.c"])
+	}
+}
+
+// TestPlanLeavesALateNewAlone: a replacement under its temporary name that
+// the heal's listing did not see (the create of an apply that died, carried
+// out by the engine after that listing) is no orphan: the recreate of its
+// name removes it, else the next heal does. --prune leaves it too.
+func TestPlanLeavesALateNewAlone(t *testing.T) {
+	labels := func() map[string]string {
+		return map[string]string{lifecycle.LabelManaged: "s", lifecycle.LabelModule: "m", lifecycle.LabelContainer: "c"}
+	}
+	d := desiredOf(t, "new:1")
+	in := Input{Desired: []lifecycle.Desired{*d}, Scope: "s", Prune: true, Observed: []engine.Container{
+		{ID: "1", Name: "m.c", Running: true, Labels: labels()},
+		{ID: "2", Name: "m.c.meshctl-new", Labels: labels()},
+	}}
+	for _, it := range Plan(in) {
+		if it.Name != "m.c" {
+			t.Errorf("planned %s (%s): want m.c alone", it.Name, it.Action)
+		}
 	}
 }

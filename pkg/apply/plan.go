@@ -3,6 +3,7 @@ package apply
 import (
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -105,6 +106,13 @@ func Plan(in Input) []Item {
 	for name, c := range observed {
 		module := c.Labels[lifecycle.LabelModule]
 		if wanted[name] || in.Modules != nil && !in.Modules[module] {
+			continue
+		}
+		if strings.HasSuffix(name, lifecycle.NewName("")) && wanted[strings.TrimSuffix(name, lifecycle.NewName(""))] {
+			// A replacement under its temporary name that the heal did not
+			// see: the create of an apply that died, carried out by the
+			// engine after the heal's listing. Not an orphan: the recreate
+			// of its name removes it (createNew), else the next heal does.
 			continue
 		}
 		it := Item{Name: name, Module: module, Container: c.Labels[lifecycle.LabelContainer], Observed: c}
