@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -73,16 +72,7 @@ func TestKillRecreateHealsInOneApply(t *testing.T) {
 // killRecreate is TestKillRecreateHealsInOneApply on the service meshText
 // describes, with kills kills (more under MESHCTL_STRESS).
 func killRecreate(t *testing.T, host, meshText string, kills int) {
-	if os.Getenv("MESHCTL_STRESS") == "1" {
-		kills = 100
-	}
-	if s := os.Getenv("MESHCTL_STRESS_KILLS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("MESHCTL_STRESS_KILLS=%q: want a positive number", s)
-		}
-		kills = n
-	}
+	kills = stressKills(t, kills, 100)
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kre%08x", rand.Uint32())
 	name := module + ".svc"

@@ -52,17 +52,7 @@ const stopSettle = time.Second
 // MESHCTL_STRESS_KILLS=N), for which give go test -timeout 30m.
 func TestKillHealsInOneApply(t *testing.T) {
 	host := testEngine(t)
-	kills := 8
-	if os.Getenv("MESHCTL_STRESS") == "1" {
-		kills = 300
-	}
-	if s := os.Getenv("MESHCTL_STRESS_KILLS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			t.Fatalf("MESHCTL_STRESS_KILLS=%q: want a positive number", s)
-		}
-		kills = n
-	}
+	kills := stressKills(t, 8, 300)
 
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kill%08x", rand.Uint32())
@@ -326,6 +316,24 @@ func (m *meshctl) healed(name, id string) bool {
 }
 
 // cleanupModule removes the module's containers now and when the test ends.
+// stressKills is how many kills a kill test makes: usual, or stress under
+// MESHCTL_STRESS=1, or MESHCTL_STRESS_KILLS.
+func stressKills(t *testing.T, usual, stress int) int {
+	t.Helper()
+	kills := usual
+	if os.Getenv("MESHCTL_STRESS") == "1" {
+		kills = stress
+	}
+	if s := os.Getenv("MESHCTL_STRESS_KILLS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MESHCTL_STRESS_KILLS=%q: want a positive number", s)
+		}
+		kills = n
+	}
+	return kills
+}
+
 func (m *meshctl) cleanupModule(module string) {
 	rm := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
