@@ -141,10 +141,12 @@ func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, pol
 //
 // A window killed in its close's recreate of a held container (a change an
 // apply deferred) left the container it held aside as NAME.meshctl-old,
-// with perhaps an unverified new one under the name: the stale hold is that
-// recreate's marker. The new one is removed and the old one renamed back
-// and brought back like the others (putBackAside); the plan that follows
-// replaces it again, health gate and all.
+// with perhaps an unverified new one under the name, or under its
+// temporary name (NewName, perhaps running: a recreate starts the new one
+// before the renames): the stale hold is that recreate's marker. The new
+// one is removed before anything comes back (removeDeadNews) and the old
+// one renamed back and brought back like the others (putBackAside); the
+// plan that follows replaces it again, health gate and all.
 //
 // It returns, for each container it tried to bring back, whether it runs
 // now, and moved when a put-back changed which container has which name
@@ -173,6 +175,14 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 	if err := x.removeDeadSteps(ctx, released, observed); err != nil {
 		return back, false, 0, err
 	}
+	// So do the unverified new containers of the dead windows' closes: a
+	// close's recreate starts its new one under NewName before the renames,
+	// and it may run. Nothing held comes back beside one.
+	removedNew, err := x.removeDeadNews(ctx, released, byName, progress)
+	if err != nil {
+		return back, false, 0, err
+	}
+	moved = removedNew
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
 		for _, name := range r.Containers {
@@ -305,6 +315,33 @@ func (x Executor) runs(ctx context.Context, c engine.Container) bool {
 	defer cancel()
 	full, err := x.Engine.Inspect(ctx, c.ID)
 	return err == nil && full.Running
+}
+
+// removeDeadNews removes the new containers (NewName) that the dead
+// windows' closes left of the containers they held: a recreate that died
+// before its new one took the name, which may run (it is started before
+// the renames). One that cannot be removed fails the release, and every
+// hold stays (fail closed). It reports whether it removed any; byName
+// loses them.
+func (x Executor) removeDeadNews(ctx context.Context, released []holds.Classified, byName map[string]engine.Container,
+	progress func(string, ...any)) (bool, error) {
+	removed := false
+	for _, r := range released {
+		for _, name := range r.Containers {
+			tmp, ok := byName[NewName(name)]
+			if !ok || !IsService(tmp, x.Scope) {
+				continue
+			}
+			if err := x.RemoveNew(ctx, name, tmp.ID); err != nil {
+				return removed, fmt.Errorf("window %s died while its close replaced %s: %w; its hold stays, and %s stays as it is",
+					r.ID, name, err, strings.Join(r.Containers, ", "))
+			}
+			progress("removed %s: window %s died while its close replaced %s\n", tmp.Name, r.ID, name)
+			delete(byName, tmp.Name)
+			removed = true
+		}
+	}
+	return removed, nil
 }
 
 // removeDeadSteps removes the step containers of the stale holds about to
