@@ -25,6 +25,11 @@ func (h *Header) header() *Header { return h }
 // Document is a state file's contents: a struct that embeds Header.
 type Document interface{ header() *Header }
 
+// VersionOnly is a Document read for whether it may be replaced: Read
+// checks that the file parses as JSON and that this meshctl reads its
+// version, and decodes nothing else.
+type VersionOnly struct{ Header }
+
 // maxFileSize bounds what Read accepts; meshctl's own files stay far below.
 const maxFileSize = 64 << 20
 
@@ -147,6 +152,10 @@ func decode(data []byte, doc Document) error {
 		return fmt.Errorf("has version %d, newer than this meshctl reads (%d): upgrade meshctl", *v.Version, Version)
 	case *v.Version < 1:
 		return fmt.Errorf("has unknown version %d", *v.Version)
+	}
+	if h, ok := doc.(*VersionOnly); ok {
+		h.Version = *v.Version
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

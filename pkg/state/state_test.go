@@ -141,6 +141,33 @@ func TestReadRefusesBadFilesAndNeverOverwrites(t *testing.T) {
 	}
 }
 
+// TestVersionOnlyChecksParseAndVersion: a file read as VersionOnly must
+// parse and be of a version this meshctl reads; what else it holds is not
+// decoded.
+func TestVersionOnlyChecksParseAndVersion(t *testing.T) {
+	for content, ok := range map[string]bool{
+		`{"version": 1, "report": {"containers": [{"name": "a"}]}}`: true,
+		`{"version": 1, "report": {"containers": [`:                 false,
+		`{"version": 2}`:                false,
+		`{"report": null}`:              false,
+		`{"version": 1} {"version": 1}`: false,
+	} {
+		d := openTemp(t)
+		if err := os.WriteFile(filepath.Join(d.Path(), "r.json"), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var v VersionOnly
+		found, err := d.Read("r.json", &v)
+		var fe *FileError
+		switch {
+		case ok && (err != nil || !found || v.Version != 1):
+			t.Errorf("%s: %v, %v, version %d; want it read, version 1", content, found, err, v.Version)
+		case !ok && !errors.As(err, &fe):
+			t.Errorf("%s: %v; want a FileError", content, err)
+		}
+	}
+}
+
 func TestNewerVersionSaysUpgrade(t *testing.T) {
 	d := openTemp(t)
 	os.WriteFile(filepath.Join(d.Path(), "count.json"), []byte(`{"version": 2}`), 0o600)
