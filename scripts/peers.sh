@@ -4,6 +4,7 @@
 #
 # usage: scripts/peers.sh            build what is missing (cached under $MESHCTL_PEERS_DIR,
 #                                    default ~/.cache/meshctl/peers), print the paths
+#                                    (and compose_version=VERSION)
 #
 # Docker Compose: `go install …@version` refuses it (its go.mod has exclude directives), so the
 # module is downloaded at the pinned version and built in place, which is the same source.
@@ -25,7 +26,8 @@ if [[ ! -x $compose ]]; then
 	trap 'rm -rf "$build"' EXIT
 	cp -r "$src/." "$build"
 	chmod -R u+w "$build"
-	(cd "$build" && go build -trimpath -o "$compose.tmp" ./cmd)
+	(cd "$build" && go build -trimpath -ldflags "-X $COMPOSE_MODULE/internal.Version=$COMPOSE_VERSION" -o "$compose.tmp" ./cmd)
 	mv "$compose.tmp" "$compose"
 fi
 echo "compose=$compose"
+echo "compose_version=$COMPOSE_VERSION"

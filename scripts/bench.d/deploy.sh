@@ -52,7 +52,7 @@ else
 fi
 compose_name= cwait=()
 if [[ -n $compose ]]; then
-	compose_name="Compose $("$compose" version --short 2>/dev/null || echo '?')"
+	compose_name="Compose ${compose_version:-$("$compose" version --short 2>/dev/null || echo '?')}"
 	# Debian's 1.29 has no --wait.
 	"$compose" up --help 2>/dev/null | grep -q -- --wait && cwait=(--wait)
 fi
