@@ -44,6 +44,9 @@ var fixedFindings = []fltKnown{
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Fail}},
 	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
 		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
+	{item: "17.2", seed: 1713, what: "a window SIGKILLed in its close's deferred recreate once the new container ran under its temporary name, before the renames: the stale release started the held one beside it (CI, seed 1 of the short run)",
+		sc:   fltScenario{name: "window-deferred-unrenamed", setup: v1, act: actDeferredKilledUnrenamed},
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/rename", Nth: 1, Class: faultproxy.Delay, Delay: 3 * time.Second}},
 	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
 		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
 	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
@@ -125,6 +128,29 @@ func actDeferredKilledInGate(r *fltRun) {
 	r.run(false, "apply", "-f", r.file, "--settle", "1s")
 	if p.waitFor("recreating ") {
 		time.Sleep(500 * time.Millisecond)
+		p.signal(syscall.SIGKILL)
+	}
+	p.wait()
+	r.finalExit = 1
+}
+
+// actDeferredKilledUnrenamed is actDeferredKilledInGate with the kill as
+// soon as the close's recreate has started the new container under its
+// temporary name: the rule delays the window's first rename (its close's
+// recreate's, the window talking to the engine through the proxy), so the
+// kill lands before the renames.
+func actDeferredKilledUnrenamed(r *fltRun) {
+	v := r.ver
+	v.Step = "4"
+	r.writeMesh(v)
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	p := r.start(true, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	p.waitFor("step gc started")
+	v.Version, v.Probe = "2", "false"
+	r.writeMesh(v)
+	since := time.Now()
+	r.run(false, "apply", "-f", r.file, "--settle", "1s")
+	if r.waitEvent("start", r.module+".svc.meshctl-new", since) {
 		p.signal(syscall.SIGKILL)
 	}
 	p.wait()
