@@ -120,7 +120,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 	}
 	aside := old
 	aside.Name = OldName(d.Name)
-	err = x.Engine.Rename(ctx, id, d.Name)
+	err = x.rename(ctx, id, d.Name)
 	if err != nil {
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 	} else {
@@ -187,10 +187,31 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 	if derr := x.RemoveNew(ctx, name, newID); derr != nil {
 		return errors.Join(err, derr, fmt.Errorf("the old %s stays stopped", name))
 	}
+	// Unmoved as far as this recreate knows: a rename aside that the engine
+	// did though it said otherwise (or could not say) would have the old
+	// one start under the aside name, beside the service the next apply
+	// creates. The engine says under which name it is.
+	if nerr := x.nameBack(ctx, name, old.ID); nerr != nil {
+		return errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name))
+	}
 	if rerr := x.restart(ctx, name, old); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	return fmt.Errorf("%w; the old container was put back", err)
+}
+
+// nameBack makes sure container id is under name, renaming it back when
+// the engine says it is not.
+func (x Executor) nameBack(ctx context.Context, name, id string) error {
+	ctx = cleanupContext(ctx)
+	c, err := x.Engine.Inspect(ctx, id)
+	if err != nil {
+		return fmt.Errorf("look up the old %s: %w", name, err)
+	}
+	if c.Name == name {
+		return nil
+	}
+	return wrapErr("rename the old "+name+" back from "+c.Name, x.rename(ctx, id, name))
 }
 
 // OldLeftError is a recreate that replaced its container (the new one runs,
@@ -225,11 +246,27 @@ func (x Executor) removeGone(ctx context.Context, id string) error {
 	return err
 }
 
+// rename renames container id to, and makes sure of the outcome: a rename
+// the engine refused, or whose answer was lost, is looked up by its new
+// name, and one the engine did all the same is no error. Every path that
+// renames a service (aside, back, to its name) decides what to start next
+// from it.
+func (x Executor) rename(ctx context.Context, id, to string) error {
+	err := x.Engine.Rename(ctx, id, to)
+	if err == nil {
+		return nil
+	}
+	if c, ierr := x.Engine.Inspect(cleanupContext(ctx), to); ierr == nil && c.ID == id {
+		return nil
+	}
+	return err
+}
+
 // renameAside renames old out of the way of its replacement. A container
 // already under the aside name is a leftover of a recreate that died half
 // way (the service itself is old, which exists): if it is ours, it goes.
 func (x Executor) renameAside(ctx context.Context, name string, old engine.Container) error {
-	err := x.Engine.Rename(ctx, old.ID, OldName(name))
+	err := x.rename(ctx, old.ID, OldName(name))
 	if err == nil {
 		return nil
 	}
@@ -240,7 +277,7 @@ func (x Executor) renameAside(ctx context.Context, name string, old engine.Conta
 	if rerr := x.Engine.Remove(ctx, left.ID); rerr != nil {
 		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", OldName(name), rerr))
 	}
-	return x.Engine.Rename(ctx, old.ID, OldName(name))
+	return x.rename(ctx, old.ID, OldName(name))
 }
 
 // PutBack undoes a recreate of name that did not finish: it removes the new
@@ -260,7 +297,7 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 			return fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name))
 		}
 	}
-	if err := x.Engine.Rename(ctx, old.ID, name); err != nil {
+	if err := x.rename(ctx, old.ID, name); err != nil {
 		return fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name))
 	}
 	if err := x.restart(ctx, name, old); err != nil {

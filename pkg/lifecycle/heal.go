@@ -130,12 +130,12 @@ func (x Executor) finishStartFirst(ctx context.Context, name string, byName map[
 	if _, ok := byName[name]; !ok {
 		tmp, ok := byName[NewName(name)]
 		if !ok {
-			if err := x.Engine.Rename(cleanupContext(ctx), aside.ID, name); err != nil {
+			if err := x.rename(cleanupContext(ctx), aside.ID, name); err != nil {
 				return "", fmt.Errorf("rename %s back: %w", RetiringName(name), err)
 			}
 			return "put back", x.StartOld(ctx, name, aside)
 		}
-		if err := x.Engine.Rename(ctx, tmp.ID, name); err != nil {
+		if err := x.rename(ctx, tmp.ID, name); err != nil {
 			return "", fmt.Errorf("rename %s to its name: %w", NewName(name), err)
 		}
 	}

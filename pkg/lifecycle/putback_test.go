@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
 // refusingRemove is an engine whose Remove of one container always fails.
@@ -57,5 +58,87 @@ func TestPutBackNeverStartsTheOldBesideTheNew(t *testing.T) {
 	}
 	if after.Running || after.Name != OldName("m.c") {
 		t.Errorf("the old container is %q, running %v: want it aside and stopped", after.Name, after.Running)
+	}
+}
+
+// renameLost is an engine that carries out its nth Rename and then says it
+// failed (the answer lost); with inspectFails, the Inspect that follows it
+// fails too, so only a later look can tell.
+type renameLost struct {
+	*enginetest.Fake
+	nth, seen    int
+	inspectFails bool
+	failNext     bool
+}
+
+func (r *renameLost) Rename(ctx context.Context, id, to string) error {
+	if err := r.Fake.Rename(ctx, id, to); err != nil {
+		return err
+	}
+	if r.seen++; r.seen == r.nth {
+		r.failNext = r.inspectFails
+		return errors.New("answer lost")
+	}
+	return nil
+}
+
+func (r *renameLost) Inspect(ctx context.Context, ref string) (engine.Container, error) {
+	if r.failNext {
+		r.failNext = false
+		return engine.Container{}, errors.New("engine unreachable")
+	}
+	return r.Fake.Inspect(ctx, ref)
+}
+
+// TestRecreateRenameAnswerLost: a rename of a recreate that the engine
+// carried out though its answer was lost (the fault harness's drop of
+// POST /containers/{id}/rename, seed 25099 of its long run) must not
+// have the old container started under the aside name beside the service
+// the next apply creates. Whichever rename it is, stop-first or
+// start-first, the recreate ends with one container of the service, under
+// its name, running; where the engine could not say at once (inspect
+// failing too), the old one is put back under its name.
+func TestRecreateRenameAnswerLost(t *testing.T) {
+	for _, startFirst := range []bool{false, true} {
+		for nth := 1; nth <= 2; nth++ {
+			for _, inspectFails := range []bool{false, true} {
+				name := map[bool]string{false: "stop-first", true: "start-first"}[startFirst] +
+					map[int]string{1: "/aside", 2: "/to-name"}[nth] + map[bool]string{false: "", true: "/inspect-fails"}[inspectFails]
+				t.Run(name, func(t *testing.T) {
+					ctx := context.Background()
+					f := enginetest.NewFake("old:1", "new:1")
+					desired := func(image string, health *mesh.Healthcheck) *Desired {
+						if startFirst {
+							return startFirstOf(t, image, health)
+						}
+						return desiredOf(t, image, health)
+					}
+					if err := (Executor{Engine: f, Scope: "s"}).Create(ctx, desired("old:1", nil)); err != nil {
+						t.Fatal(err)
+					}
+					f.SetHealth("new:1", "healthy", "")
+					eng := &renameLost{Fake: f, nth: nth, inspectFails: inspectFails}
+					x := Executor{Engine: eng, Scope: "s"}
+					err := x.Recreate(ctx, desired("new:1", probe), engineContainer(t, f, "m.c"))
+					cs := f.Containers()
+					running := 0
+					for _, c := range cs {
+						if c.Running {
+							running++
+						}
+					}
+					c, ok := f.Get("m.c")
+					if running != 1 || !ok || !c.Running {
+						t.Fatalf("recreate: %v; containers %+v: want one running, under m.c", err, cs)
+					}
+					if err == nil && c.Spec.Image != "new:1" {
+						t.Errorf("recreate succeeded, and m.c is %s", c.Spec.Image)
+					}
+					if !inspectFails && err != nil {
+						t.Errorf("recreate: %v; the rename was done, only its answer lost: want it carried through", err)
+					}
+				})
+			}
+		}
 	}
 }

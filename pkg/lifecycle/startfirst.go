@@ -50,18 +50,23 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		_ = x.leaveNetworks(cleanupContext(ctx), d, id)
 		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
 	}
-	if err := x.Engine.Rename(ctx, old.ID, RetiringName(d.Name)); err != nil {
-		return errors.Join(fmt.Errorf("rename %s to %s: %w", d.Name, RetiringName(d.Name), err), x.RemoveNew(ctx, d.Name, id),
-			errors.New("the old container was left as it was"))
+	if err := x.rename(ctx, old.ID, RetiringName(d.Name)); err != nil {
+		// The engine may have done it all the same: the old one, which runs,
+		// keeps (or takes back) its name once the new one is gone.
+		err = fmt.Errorf("rename %s to %s: %w", d.Name, RetiringName(d.Name), err)
+		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		return errors.Join(err, x.nameBack(ctx, d.Name, old.ID), errors.New("the old container was left as it was"))
 	}
-	if err := x.Engine.Rename(ctx, id, d.Name); err != nil {
+	if err := x.rename(ctx, id, d.Name); err != nil {
 		// The old one still runs, on its networks: it takes its name back.
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 		cctx := cleanupContext(ctx)
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		return errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", x.Engine.Rename(cctx, old.ID, d.Name)))
+		return errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", x.rename(cctx, old.ID, d.Name)))
 	}
 	return x.retire(ctx, d, old)
 }
