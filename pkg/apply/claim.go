@@ -17,8 +17,8 @@ const relockWait = 10 * time.Minute
 
 // executeClaimed carries out the plan with the state lock released: under
 // lock it claims the containers the plan changes (naming those it creates,
-// and the held ones whose change it defers: a window's close waits for the
-// claim before it drops its hold), unlocks, executes (health waits included), and takes the state lock again, which it returns with
+// those it recreates that ran, and the held ones whose change it defers: a
+// window's close waits for the claim before it drops its hold), unlocks, executes (health waits included), and takes the state lock again, which it returns with
 // the claim for the caller to record and release. A plan that changes
 // nothing is carried out (a no-op) under lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
@@ -33,6 +33,13 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 			want.Creates = append(want.Creates, it.Name)
 		case Deferred:
 			want.Defers = append(want.Defers, it.Name)
+		case Recreate:
+			if it.Observed != nil && it.Observed.Running {
+				if want.Ran == nil {
+					want.Ran = map[string]string{}
+				}
+				want.Ran[it.Name] = it.Observed.ID
+			}
 		}
 	}
 	if len(want.Containers) == 0 {

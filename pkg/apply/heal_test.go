@@ -288,3 +288,33 @@ func TestPlanLeavesALateNewAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimSaysWhatRan: the claim of a recreate names the container it
+// replaces that ran, with the id of the one that ran (Claim.Ran), so that a
+// heal after the apply's death can settle a stop or a start it left in
+// flight; a container it creates is not in it.
+func TestClaimSaysWhatRan(t *testing.T) {
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", "new:1")
+	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Get("m.c")
+	var seen claims.Doc
+	f.Hook = func(op, target string) {
+		if op == enginetest.OpStop && len(seen.Claims) == 0 {
+			if _, err := d.Read(claims.File, &seen); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}", "e: {image: new:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen.Claims) != 1 {
+		t.Fatalf("claims while the old m.c stopped: %+v, want the apply's", seen)
+	}
+	if c := seen.Claims[0]; len(c.Ran) != 1 || c.Ran["m.c"] != old.ID {
+		t.Errorf("the claim's Ran: %v, want m.c: %s (and not m.e, which it creates)", c.Ran, old.ID)
+	}
+}

@@ -26,8 +26,15 @@ type Claim struct {
 	// Defers are containers a live window holds that the claiming apply
 	// changes only in its record (deferred): the window's close waits for
 	// the claim to end, then carries the change out.
-	Defers []string  `json:"defers,omitempty"`
-	Since  time.Time `json:"since"`
+	Defers []string `json:"defers,omitempty"`
+	// Ran are the containers of Containers the claim recreates that ran
+	// when it was taken, each with the id of the one that ran. Where the
+	// claim died with that same container under the name and nothing
+	// aside, a stop or a start of it may still be in flight in the engine,
+	// which the listing reads as the opposite: the heal stops it (waiting
+	// for either) and starts it.
+	Ran   map[string]string `json:"ran,omitempty"`
+	Since time.Time         `json:"since"`
 }
 
 // ClaimedError is another apply's live claim, seen under the state lock

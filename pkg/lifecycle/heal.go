@@ -24,6 +24,12 @@ import (
 //   - a container a claim was creating (Claim.Creates) that is there with
 //     nothing aside: its health gate was never seen through, so it is
 //     removed and the plan creates it again, gate and all;
+//   - a container a claim was replacing that ran (Claim.Ran), the same one
+//     still under its name with nothing aside: the dead apply may have left
+//     a stop of it in flight (it reads running, and stops for good a moment
+//     later), or a healer before this one a start (it reads stopped, and
+//     starts beside the replacement the plan makes): it is stopped, which
+//     waits for either, and started;
 //   - a leftover NAME.meshctl-new (NewName) of this state directory:
 //     unverified, it is removed, before anything starts; where a claim was
 //     replacing NAME, its recreate had begun (Recreate makes the new one
@@ -75,6 +81,12 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 				if slices.Contains(c.Creates, name) {
 					left.Creates = append(left.Creates, name)
 				}
+				if id, ok := c.Ran[name]; ok {
+					if left.Ran == nil {
+						left.Ran = map[string]string{}
+					}
+					left.Ran[name] = id
+				}
 				continue
 			}
 			cur, exists := byName[name]
@@ -104,6 +116,12 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 					return append(kept, dead[i:]...), changed, fmt.Errorf("remove %s, which an interrupted apply created unverified: %w", name, err)
 				}
 				progress("removed %s: an apply that died while creating it never saw it healthy; the plan creates it again\n", name)
+				changed = true
+			case exists && c.Ran[name] == cur.ID:
+				if err := x.restartOld(ctx, name, cur); err != nil {
+					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted apply left %s: %w", name, err)
+				}
+				progress("restarted %s: an apply that died while replacing it may have left its stop or start in flight\n", name)
 				changed = true
 			case exists && begun[name] && !cur.Running:
 				if err := x.StartOld(ctx, name, cur); err != nil {
@@ -147,4 +165,14 @@ func (x Executor) finishStartFirst(ctx context.Context, name string, byName map[
 		return "", fmt.Errorf("remove the old one: %w", err)
 	}
 	return "carried through", nil
+}
+
+// restartOld stops old, under name, and starts it: a stop in flight is
+// waited for, and a start in flight is carried out by the engine before the
+// stop; either way it runs after, as the put-back would have left it.
+func (x Executor) restartOld(ctx context.Context, name string, old engine.Container) error {
+	if err := StopThrough(cleanupContext(ctx), x.Engine, old.ID, StopTimeoutOf(old)); err != nil {
+		return fmt.Errorf("stop it to settle what the dead command left in flight: %w", err)
+	}
+	return x.StartOld(ctx, name, old)
 }

@@ -1,0 +1,127 @@
+package lifecycle
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+)
+
+// inFlight is an engine with a stop or a start of one container that a
+// dead command sent and the engine has not carried out yet: the container
+// reads as before it, and the engine carries it out before the next
+// request on that container (it does a container's requests one after the
+// other).
+type inFlight struct {
+	*enginetest.Fake
+	id, op string // op: "stop" or "start", pending on id
+}
+
+func (e *inFlight) land(ctx context.Context, id string) {
+	if e.op == "" || id != e.id {
+		return
+	}
+	op := e.op
+	e.op = ""
+	switch op {
+	case "stop":
+		_ = e.Fake.Stop(ctx, id, 0)
+	case "start":
+		_ = e.Fake.Start(ctx, id)
+	}
+}
+
+func (e *inFlight) Stop(ctx context.Context, id string, grace time.Duration) error {
+	e.land(ctx, id)
+	return e.Fake.Stop(ctx, id, grace)
+}
+
+func (e *inFlight) Start(ctx context.Context, id string) error {
+	e.land(ctx, id)
+	return e.Fake.Start(ctx, id)
+}
+
+func (e *inFlight) Kill(ctx context.Context, id string) error {
+	e.land(ctx, id)
+	return e.Fake.Kill(ctx, id)
+}
+
+func (e *inFlight) Remove(ctx context.Context, id string) error {
+	e.land(ctx, id)
+	return e.Fake.Remove(ctx, id)
+}
+
+// TestHealDeadSettlesWhatWasInFlight: a dead claim was replacing m.c,
+// which ran when it was claimed (Claim.Ran), and m.c is the same container,
+// under its name, nothing aside, no new one left. A stop the dead apply
+// sent may still be in flight (m.c reads running and stops for good a
+// moment later: the plan would then replace a stopped container, and a
+// put-back leave the last good version stopped), or a start a healer
+// before this one sent (m.c reads stopped: the plan's recreate would skip
+// its stop, and the start land beside the new one). The heal stops it,
+// which the engine does after either, and starts it: it runs, with nothing
+// left in flight, before the plan lists the engine again. Found by
+// docs/model/window.pml's recreate configuration.
+func TestHealDeadSettlesWhatWasInFlight(t *testing.T) {
+	for _, tc := range []struct{ op string }{{"stop"}, {"start"}} {
+		t.Run(tc.op+"-in-flight", func(t *testing.T) {
+			ctx := context.Background()
+			f := enginetest.NewFake("old:1")
+			x0 := Executor{Engine: f, Scope: "s"}
+			if err := x0.Create(ctx, desiredOf(t, "old:1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			old, _ := f.Get("m.c")
+			if tc.op == "start" {
+				_ = f.Stop(ctx, old.ID, 0)
+			}
+			eng := &inFlight{Fake: f, id: old.ID, op: tc.op}
+			x := Executor{Engine: eng, Scope: "s"}
+			observed, err := eng.List(ctx, Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}}}
+			kept, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {})
+			if err != nil || len(kept) != 0 {
+				t.Fatalf("HealDead: kept %+v, %v", kept, err)
+			}
+			if !changed {
+				t.Error("HealDead reports no change: the caller would plan from its stale listing")
+			}
+			if eng.op != "" {
+				t.Errorf("the %s in flight is still pending after the heal: the plan would read m.c wrong", tc.op)
+			}
+			if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running {
+				t.Errorf("m.c after the heal: %+v, want the old one running", c)
+			}
+		})
+	}
+}
+
+// TestHealDeadLeavesAReplacedContainer: a dead claim's container that ran
+// when it was claimed, but whose recreate had finished (another container
+// is under the name now), is left as it is: only the one that ran is
+// settled.
+func TestHealDeadLeavesAReplacedContainer(t *testing.T) {
+	ctx := context.Background()
+	f := enginetest.NewFake("new:1")
+	x := Executor{Engine: f, Scope: "s"}
+	if err := x.Create(ctx, desiredOf(t, "new:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	f.Changes()
+	observed, err := f.List(ctx, Managed("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
+	if _, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {}); err != nil || changed {
+		t.Fatalf("HealDead: changed %v, %v; want nothing done", changed, err)
+	}
+	if ch := f.Changes(); len(ch) != 0 {
+		t.Errorf("engine changes %q, want none", ch)
+	}
+}
