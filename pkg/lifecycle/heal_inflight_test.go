@@ -6,14 +6,16 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // inFlight is an engine with a stop or a start of one container that a
 // dead command sent and the engine has not carried out yet: the container
 // reads as before it, and the engine carries it out before the next
-// request on that container (it does a container's requests one after the
-// other).
+// stop, kill or removal of that container.
 type inFlight struct {
 	*enginetest.Fake
 	id, op string // op: "stop" or "start", pending on id
@@ -38,8 +40,16 @@ func (e *inFlight) Stop(ctx context.Context, id string, grace time.Duration) err
 	return e.Fake.Stop(ctx, id, grace)
 }
 
+// Start carries out a start in flight first; a stop in flight it does not
+// wait for: the container reads running, so the engine answers at once
+// (not modified), and the stop lands after.
 func (e *inFlight) Start(ctx context.Context, id string) error {
-	e.land(ctx, id)
+	if e.op == "start" {
+		e.land(ctx, id)
+	}
+	if c, err := e.Fake.Inspect(ctx, id); err == nil && c.Running {
+		return nil
+	}
 	return e.Fake.Start(ctx, id)
 }
 
@@ -123,5 +133,58 @@ func TestHealDeadLeavesAReplacedContainer(t *testing.T) {
 	}
 	if ch := f.Changes(); len(ch) != 0 {
 		t.Errorf("engine changes %q, want none", ch)
+	}
+}
+
+// TestReleaseSettlesADeadClosesStop: a window's close brought m.c back
+// (its restart policy restored, started), then, an apply having deferred a
+// change meanwhile, began to replace it: it created m.c.meshctl-new and was
+// SIGKILLed with its stop of m.c in flight. The stale release removes the
+// new one, and must wait for that stop before it brings m.c back: m.c reads
+// running with policy always, and a start now would change nothing, the
+// stop landing after it. Found by docs/model/window.pml's recreate
+// configuration.
+func TestReleaseSettlesADeadClosesStop(t *testing.T) {
+	ctx := context.Background()
+	d, f := stateDir(t), enginetest.NewFake(busybox, "new:1")
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}
+	oldID, err := f.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "always", Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = f.Start(ctx, oldID)
+	if _, err := f.Create(ctx, "m.c.meshctl-new", engine.Spec{Image: "new:1", Restart: "always", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	eng := &inFlight{Fake: f, id: oldID, op: "stop"}
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+	var observed []engine.Container
+	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
+	}
+	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
+		t.Fatalf("release: %d released, %v", n, err)
+	}
+	if eng.op != "" {
+		t.Error("the dead close's stop of m.c is still in flight after the release: it lands after the start")
+	}
+	if c, _ := f.Get("m.c"); c.ID != oldID || !c.Running {
+		t.Errorf("m.c after the release: %+v, want the held one running", c)
+	}
+	if _, ok := f.Get("m.c.meshctl-new"); ok {
+		t.Error("m.c.meshctl-new is still there")
 	}
 }

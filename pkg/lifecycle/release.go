@@ -178,11 +178,11 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 	// So do the unverified new containers of the dead windows' closes: a
 	// close's recreate starts its new one under NewName before the renames,
 	// and it may run. Nothing held comes back beside one.
-	removedNew, err := x.removeDeadNews(ctx, released, byName, progress)
+	begun, err := x.removeDeadNews(ctx, released, byName, progress)
 	if err != nil {
 		return back, false, 0, err
 	}
-	moved = removedNew
+	moved = len(begun) > 0
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
 		for _, name := range r.Containers {
@@ -208,7 +208,7 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 			if !ok {
 				policy = r.Restart[name]
 			}
-			err := x.finishDeadStop(ctx, c)
+			err := x.finishDeadStop(ctx, c, begun[name])
 			if err == nil {
 				err = x.Resume(ctx, c, policy)
 			}
@@ -291,16 +291,21 @@ func (x Executor) putBackAside(ctx context.Context, name string, cur engine.Cont
 }
 
 // finishDeadStop waits for a stop that a dead window may have left in flight on c:
-// a held container that reads running with restart policy "no".
-func (x Executor) finishDeadStop(ctx context.Context, c engine.Container) error {
+// a held container that reads running with restart policy "no" (its open's
+// stop), or, whatever its policy, one whose recreate its close had begun
+// (begun: a close brings a container back, its policy restored, before it
+// replaces it, and the recreate's stop may be in flight).
+func (x Executor) finishDeadStop(ctx context.Context, c engine.Container, begun bool) error {
 	if !c.Running {
 		return nil
 	}
 	ctx, cancel := Cleanup(ctx, resumeTimeout)
 	defer cancel()
-	full, err := x.Engine.Inspect(ctx, c.ID)
-	if err != nil || full.RestartPolicy != "no" {
-		return err
+	if !begun {
+		full, err := x.Engine.Inspect(ctx, c.ID)
+		if err != nil || full.RestartPolicy != "no" {
+			return err
+		}
 	}
 	if err := x.Engine.Stop(ctx, c.ID, StopTimeoutOf(c)); err != nil {
 		return fmt.Errorf("stop %s, which its dead window may have been stopping: %w", c.Name, err)
@@ -321,11 +326,12 @@ func (x Executor) runs(ctx context.Context, c engine.Container) bool {
 // windows' closes left of the containers they held: a recreate that died
 // before its new one took the name, which may run (it is started before
 // the renames). One that cannot be removed fails the release, and every
-// hold stays (fail closed). It reports whether it removed any; byName
-// loses them.
+// hold stays (fail closed). It returns the names whose new one it removed
+// (their recreate had begun: a stop of the held one may be in flight);
+// byName loses them.
 func (x Executor) removeDeadNews(ctx context.Context, released []holds.Classified, byName map[string]engine.Container,
-	progress func(string, ...any)) (bool, error) {
-	removed := false
+	progress func(string, ...any)) (map[string]bool, error) {
+	removed := map[string]bool{}
 	for _, r := range released {
 		for _, name := range r.Containers {
 			tmp, ok := byName[NewName(name)]
@@ -338,7 +344,7 @@ func (x Executor) removeDeadNews(ctx context.Context, released []holds.Classifie
 			}
 			progress("removed %s: window %s died while its close replaced %s\n", tmp.Name, r.ID, name)
 			delete(byName, tmp.Name)
-			removed = true
+			removed[name] = true
 		}
 	}
 	return removed, nil
