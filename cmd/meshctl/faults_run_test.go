@@ -82,12 +82,10 @@ type fltVersion struct {
 // fltScenario is one thing the harness does to the host. Its act runs
 // meshctl through the proxy (fltRun.via) where faults are to land; a draw
 // picks one door (a call the act makes without faults, by method, route
-// and ordinal) and a class from classes. skip leaves doors out that lead
-// to a known finding.
+// and ordinal) and a class from classes.
 type fltScenario struct {
 	name    string
 	classes []faultproxy.Class
-	skip    func(c faultproxy.Call, class faultproxy.Class) bool
 	setup   func(r *fltRun)
 	act     func(r *fltRun)
 }
@@ -217,9 +215,7 @@ func (r *fltRun) schedule(faults int) {
 			break
 		}
 		i := r.rng.IntN(len(doors))
-		if rule, ok := r.draw(doors[i]); ok {
-			r.rules = append(r.rules, rule)
-		}
+		r.rules = append(r.rules, r.draw(doors[i]))
 		// One fault a door: a second rule on it would never fire.
 		doors = slices.Delete(doors, i, i+1)
 	}
@@ -227,50 +223,25 @@ func (r *fltRun) schedule(faults int) {
 }
 
 // scheduleCycled draws one fault of the class whose turn it is (the short
-// run takes the classes in turn, so that each is in it), at a door where
-// that class leads to no known finding; any class if there is none.
+// run takes the classes in turn, so that each is in it), at a drawn door.
 func (r *fltRun) scheduleCycled(doors []faultproxy.Call) {
 	class := r.sc.classes[r.g.cycled%len(r.sc.classes)]
 	r.g.cycled++
-	open := slices.DeleteFunc(slices.Clone(doors), func(d faultproxy.Call) bool { return r.skipped(d, class) })
-	if len(open) == 0 {
-		if rule, ok := r.draw(doors[r.rng.IntN(len(doors))]); ok {
-			r.rules = append(r.rules, rule)
-		}
-	} else {
-		rule, _ := r.draw(open[r.rng.IntN(len(open))])
-		rule.Class = class
-		r.rules = append(r.rules, rule)
-	}
+	rule := r.draw(doors[r.rng.IntN(len(doors))])
+	rule.Class = class
+	r.rules = append(r.rules, rule)
 	r.g.proxy.SetSchedule(faultproxy.NewSchedule(r.seed, r.rules...))
 }
 
-// draw returns a fault for door d, of a class that does not lead to a
-// known finding there; false if every class does.
-func (r *fltRun) draw(d faultproxy.Call) (faultproxy.Rule, bool) {
-	classes := slices.DeleteFunc(slices.Clone(r.sc.classes), func(c faultproxy.Class) bool {
-		return r.skipped(d, c)
-	})
-	if len(classes) == 0 {
-		return faultproxy.Rule{}, false
-	}
+// draw returns a fault for door d, of a drawn class.
+func (r *fltRun) draw(d faultproxy.Call) faultproxy.Rule {
 	return faultproxy.Rule{Method: d.Method, Route: d.Route, Nth: nth(r.g.calls[r.sc.name], d),
-		Class: classes[r.rng.IntN(len(classes))], Delay: time.Duration(500+r.rng.IntN(2500)) * time.Millisecond}, true
+		Class: r.sc.classes[r.rng.IntN(len(r.sc.classes))], Delay: time.Duration(500+r.rng.IntN(2500)) * time.Millisecond}
 }
 
 // hangs reports whether a hang is among the faults.
 func (r *fltRun) hangs() bool {
 	return slices.ContainsFunc(r.rules, func(x faultproxy.Rule) bool { return x.Class == faultproxy.Hang })
-}
-
-// skipped reports whether the door d with class c leads to a known
-// finding, left out unless MESHCTL_FAULTS_ALL=1.
-func (r *fltRun) skipped(d faultproxy.Call, c faultproxy.Class) bool {
-	if os.Getenv("MESHCTL_FAULTS_ALL") == "1" {
-		return false
-	}
-	n := nth(r.g.calls[r.sc.name], d)
-	return knownDoor(d, n, c) || (r.sc.skip != nil && r.sc.skip(d, c))
 }
 
 // doors returns the calls of the scenario's recorded act that a draw may

@@ -15,15 +15,15 @@ import (
 var allClasses = faultproxy.Classes
 
 // faultScenarios are the scenarios of TestFaults. Each holds on today's
-// code with the doors its skip leaves (a door left out leads to a known
-// finding: see knownFindings).
+// code at every door, with every class of fault and every signal (the
+// doors that led to known findings are fixed: see fixedFindings).
 var faultScenarios = []fltScenario{
 	{name: "apply-create", classes: allClasses, setup: noSetup, act: actApply},
-	{name: "apply-recreate", classes: allClasses, skip: removeFails, setup: v1, act: actRecreate},
-	{name: "apply-putback", classes: allClasses, skip: removeFails, setup: v1, act: actPutBack},
+	{name: "apply-recreate", classes: allClasses, setup: v1, act: actRecreate},
+	{name: "apply-putback", classes: allClasses, setup: v1, act: actPutBack},
 	{name: "window-run", classes: allClasses, setup: v1, act: actWindow("gc")},
 	{name: "window-exec", classes: allClasses, setup: v1, act: actWindow("gcx")},
-	{name: "window-deferred", classes: allClasses, skip: removeFails, setup: v1, act: actDeferred},
+	{name: "window-deferred", classes: allClasses, setup: v1, act: actDeferred},
 	{name: "stale-release", classes: allClasses, setup: v1, act: actStaleRelease},
 	{name: "status", classes: allClasses, setup: v1, act: actStatus},
 	{name: "signal-window", setup: slowV1, act: actSignalWindow},
@@ -31,22 +31,6 @@ var faultScenarios = []fltScenario{
 	{name: "closed-stdout", setup: v1, act: actClosedStdout},
 	{name: "concurrent", setup: v1, act: actConcurrent},
 	{name: "state-enospc", setup: setupTinyState, act: actFullState},
-}
-
-// knownDoor reports whether faulting the nth call d with c leads to a
-// known finding in every scenario (see knownFindings): a hang anywhere but
-// in the first read of a command can land in a cleanup, whose fresh
-// context outlasts a SIGTERM by a minute ("new-hang").
-func knownDoor(d faultproxy.Call, n int, c faultproxy.Class) bool {
-	firstRead := d.Method == "GET" && n == 1 && (d.Route == "/containers/json" || d.Route == "/images/{id}/json")
-	return c == faultproxy.Hang && !firstRead
-}
-
-// removeFails reports whether d is a remove (DELETE) that c makes fail:
-// after a remove of the old or the new container fails, meshctl starts
-// the old one beside the new (17.1).
-func removeFails(d faultproxy.Call, c faultproxy.Class) bool {
-	return d.Method == "DELETE" && (c == faultproxy.Fail || c == faultproxy.Drop)
 }
 
 // noSetup writes version 1's file and applies nothing.
@@ -171,24 +155,11 @@ func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...str
 	}
 }
 
-// fltSafeSignals are the signals whose every instant holds today (see
-// knownFindings for SIGTERM, SIGINT and SIGHUP).
-var fltSafeSignals = []syscall.Signal{syscall.SIGKILL, syscall.SIGSTOP}
-
-// drawnSignals returns the signals a draw picks from: the safe ones, or
-// all under MESHCTL_FAULTS_ALL=1.
-func drawnSignals() []syscall.Signal {
-	if os.Getenv("MESHCTL_FAULTS_ALL") == "1" {
-		return fltSignals
-	}
-	return fltSafeSignals
-}
-
 // actSignalWindow signals a window (a 3 s graceful stop, a 2 s run: step)
 // at a drawn instant of its life.
 func actSignalWindow(r *fltRun) {
 	r.windows = append(r.windows, fltWindow{step: "gc"})
-	r.signalAt(drawnSignals(), 10*time.Second, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	r.signalAt(fltSignals, 10*time.Second, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 }
 
 // actSignalApply signals an apply replacing version 1 (a 3 s graceful
@@ -198,7 +169,7 @@ func actSignalApply(r *fltRun) {
 	v.Version = "2"
 	r.writeMesh(v)
 	r.want = "2"
-	r.signalAt(drawnSignals(), 8*time.Second, "apply", "-f", r.file, "--settle", "1s")
+	r.signalAt(fltSignals, 8*time.Second, "apply", "-f", r.file, "--settle", "1s")
 }
 
 // actClosedStdout runs a window and an apply whose stdout and stderr

@@ -26,13 +26,12 @@ import (
 //
 // The suite's short run takes every scenario of faultScenarios once (after
 // a first run without faults that records the calls its faults are drawn
-// from), one fault per run; it leaves out the doors that lead to known
-// findings, and holds on today's code. MESHCTL_FAULTS=N runs N iterations,
+// from), one fault per run, at any door, of each class in turn, and holds
+// on today's code. MESHCTL_FAULTS=N runs N iterations,
 // each a scenario and up to three faults of its own (give go test
 // -timeout accordingly); MESHCTL_FAULTS_SEED=S sets the seed (default: 1
 // in the short run, else the clock); MESHCTL_FAULTS_SCENARIO=NAME[,NAME]
-// runs only those; MESHCTL_FAULTS_ALL=1 walks the known doors too. The
-// seed is printed on every failure; iteration i of seed S draws from S+i.
+// runs only those. The seed is printed on every failure; iteration i of seed S draws from S+i.
 // MESHCTL_FAULTS_KNOWN=1 replays the known findings instead
 // (knownFindings): each fails until its bug is fixed; the fixed ones
 // (fixedFindings) run first in every other run, as regression tests.
