@@ -360,13 +360,13 @@ inline release_stale() {
 #endif
 #ifndef BROKEN_RELEASE_KEEPS_NEW
 		atomic { slot(NEWN, k) };
-		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeDeadNews: RemoveNew */
+		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeDeadNews: RemoveNew (moved) */
 #endif
 		atomic { slot(OLDN, k); slot(NAMEN, o) };
 		if
 		:: k != NONE ->                                   /* code: putBackAside → PutBack: */
 			if :: o != NONE -> remove_k(o) :: else fi;    /* code: removeGone(new) */
-			atomic { nm[k] = NAMEN; o = k; obs_c = 0 }     /* code: Rename(old, C); it is stopped */
+			atomic { nm[k] = NAMEN; o = k; obs_c = 0; begun = 1 }  /* code: Rename(old, C); it is stopped */
 		:: else
 		fi;
 		assert(o != NONE);
@@ -382,12 +382,14 @@ inline release_stale() {
 		fi;
 		polno[o] = 0;                                     /* code: Resume: SetRestart */
 		start_k(o);                                       /* code: Resume: Start */
-		obs_c = 1;
 		atomic {                                          /* code: lock.Write(holds.json) (and history) */
 			if :: s1 -> hold[1] = 0 :: else fi;
 			if :: s2 -> hold[2] = 0 :: else fi;
-			o = 0; k = 0; begun = 0
-		}
+			o = 0; k = 0
+		};
+		/* Release: a container moved (a new one removed, one put back):
+		 * List again; else back[C] = true */
+		atomic { if :: begun -> obs_c = C_RUNS :: else -> obs_c = 1 fi; begun = 0 }
 	:: else
 	fi
 }
