@@ -96,6 +96,15 @@
  *                       what it holds (the code before 68c408c)
  *   BROKEN_APPLY_NO_WAIT  an apply does not wait for another apply's live
  *                       claim (takeLock)
+ * The Go code as it is, where the model found a bug not yet fixed there
+ * (README.md, "Bugs the recreate configuration found"); without these the
+ * model has the proposed fixes:
+ *   UNFIXED_HEAL        HealDead starts the old C of a dead claim only when
+ *                       it found a leftover new one and the listing read C
+ *                       stopped (a start or a stop in flight fools it)
+ *   UNFIXED_RELEASE     releaseStale waits for a dead window's stop only on
+ *                       a C whose policy is "no" (a dead close's recreate
+ *                       in its second round stops one whose policy is back)
  */
 
 #ifndef MAXK
