@@ -96,6 +96,8 @@
  *                       what it holds (the code before 68c408c)
  *   BROKEN_APPLY_NO_WAIT  an apply does not wait for another apply's live
  *                       claim (takeLock)
+ *   BROKEN_HEAL_IGNORES_HOLDS  an apply's heal takes C as its own though a
+ *                       hold holds it
  * The Go code as it is, where the model found a bug not yet fixed there
  * (README.md, "Bugs the recreate configuration found"); without these the
  * model has the proposed fixes:
@@ -471,7 +473,11 @@ inline apply_pass(me) {
 	od;
 	atomic { h1 = hold[1]; h2 = hold[2] }; /* code: holds.Read */
 	classify();
+#ifdef BROKEN_HEAL_IGNORES_HOLDS
+	heal_dead(1);
+#else
 	heal_dead(!h1 && !h2);
+#endif
 	release_stale();
 	if
 	:: (h1 && !s1) || (h2 && !s2) ->       /* code: Plan: held, or deferred (version 1 under a hold) */
