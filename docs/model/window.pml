@@ -98,6 +98,13 @@
  *                       claim (takeLock)
  *   BROKEN_HEAL_IGNORES_HOLDS  an apply's heal takes C as its own though a
  *                       hold holds it
+ * DEFER_CLAIM (with RECREATE): an apply that defers C's change also changes
+ * another container, D: the deferral is made under a claim (Defers C), and
+ * written to applied.json once D is done; the close waits for such a
+ * claim (claims.Deferring) before it drops its hold.
+ *   BROKEN_CLOSE_NO_DEFERRING  the close does not look for a claim that
+ *                       defers a change to what it holds (the code before
+ *                       issue 17 item 4's fix): the change is lost
  * The Go code as it is, where the model found a bug not yet fixed there
  * (README.md, "Bugs the recreate configuration found"); without these the
  * model has the proposed fixes:
@@ -173,6 +180,11 @@ byte applied = 1;   /* the version applied.json wants */
 bool claimed[6];
 bool clk[6];
 bool claimran[6];   /* the claim says its old C ran (the proposed fix) */
+/* DEFER_CLAIM: claimdef[p], apply p's claim defers a change to C (its
+ * Containers name another container, D, which it changes) */
+bool claimdef[6];
+byte closedwith[3]; /* ghost: the version window w's close last read in applied.json */
+bool gaveup;        /* ghost: a close gave up converging after closeRounds */
 #define ANYRUN (crun[0] || crun[1] || crun[2])
 #define NRUN (crun[0] + crun[1] + crun[2])
 #define C_RUNS (nm[0] == NAMEN && crun[0] || nm[1] == NAMEN && crun[1] || nm[2] == NAMEN && crun[2])
@@ -465,8 +477,8 @@ inline apply_pass(me) {
 	:: lock_state(me);                     /* code: d.Lock(state) */
 		if                                 /* code: takeLock: claims.LiveOf */
 #ifndef BROKEN_APPLY_NO_WAIT
-		:: me != A && claimed[A] && clk[A] -> atomic { unlock_state(me); w = A }; (!clk[w]); w = 0  /* code: claims.Wait */
-		:: me != B && claimed[B] && clk[B] -> atomic { unlock_state(me); w = B }; (!clk[w]); w = 0
+		:: me != A && (claimed[A] || claimdef[A]) && clk[A] -> atomic { unlock_state(me); w = A }; (!clk[w]); w = 0  /* code: claims.Wait */
+		:: me != B && (claimed[B] || claimdef[B]) && clk[B] -> atomic { unlock_state(me); w = B }; (!clk[w]); w = 0
 #endif
 		:: else -> break
 		fi
@@ -481,7 +493,22 @@ inline apply_pass(me) {
 	release_stale();
 	if
 	:: (h1 && !s1) || (h2 && !s2) ->       /* code: Plan: held, or deferred (version 1 under a hold) */
+#ifdef DEFER_CLAIM
+		/* code: executeClaimed: the plan also changes another container D:
+		 * claims.Take (Containers D, Defers C), the state lock released,
+		 * D's recreate, the state lock again, record, Held.Release */
+		atomic { clk[me] = 1; claimdef[me] = 1; w = (h1 && !s1 -> W1 : W2) };
+		atomic { unlock_state(me); forget() };
+		skip;                              /* code: execute: Recreate D (its health wait included) */
+		lock_state(me);
+		/* a deferred change is carried out by the close of the window that
+		 * held C, or that window is still there (its hold stays) */
+		atomic { assert(hold[w] || gaveup || closedwith[w] == 2); applied = 2 };  /* code: record: lock.Write(applied.json) */
+		atomic { claimdef[me] = 0; clk[me] = 0; w = 0 };  /* code: Held.Release */
+		unlock_state(me)
+#else
 		atomic { applied = 2; unlock_state(me); forget() }  /* code: record: lock.Write(applied.json) */
+#endif
 	:: else ->
 		atomic { slot(NAMEN, o); assert(o != NONE) };
 		if
@@ -553,7 +580,7 @@ inline apply_pass(me) {
 /* a process's copies of what it read, and (RECREATE) the containers it
  * works on */
 #ifdef RECREATE
-#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want; bool oldrun, begun, round
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun
 #else
 #define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr
 #endif
@@ -673,7 +700,7 @@ record:
 		 * held), lockToClose, appliedNow again: changed meanwhile → again
 		 * (once: applied.json moves from 1 to 2 once) */
 		do
-		:: atomic { want = applied; slot(NAMEN, o); assert(o == hc); oldrun = crun[o] };  /* code: appliedNow; bringBack: List */
+		:: atomic { want = applied; slot(NAMEN, o); assert(o != NONE); oldrun = crun[o] };  /* code: appliedNow; bringBack: List */
 			if
 			:: want != ver[o] && want != atopen ->    /* code: bringOne: deferred (a change since the open) */
 				recreate(o, oldrun);                  /* code: Recreate */
@@ -687,13 +714,37 @@ record:
 				start_k(o)                            /* code: Resume: Start */
 			fi;
 			lock_state(me);                           /* code: lockToClose */
-			/* code: claims.Deferring: none (a claim defers only beside a change) */
+			/* code: claims.Deferring: a live claim that defers a change to
+			 * C → unlock, claims.Wait; waited: again (round < closeRounds),
+			 * else lockToClose */
+#if defined(DEFER_CLAIM) && !defined(BROKEN_CLOSE_NO_DEFERRING)
+			atomic { w = (claimdef[A] && clk[A] -> A : (claimdef[B] && clk[B] -> B : 0)) };
+#endif
 			if
-			:: applied != want && !round -> atomic { round = 1; unlock_state(me); o = 0; oldrun = 0 }
-			:: else -> break
-			fi
+			:: w != 0 ->
+				unlock_state(me);
+				(!clk[w]);
+				w = 0;
+				if
+				:: round < 2 -> round++; goto nextround
+				:: else -> lock_state(me)
+				fi
+			:: else
+			fi;
+			/* code: appliedNow, changedMeanwhile: unchanged → done; changed
+			 * in the last round → gives up (the next apply converges it) */
+			if
+			:: applied == want -> break
+			:: else ->
+				if
+				:: round == 2 -> gaveup = 1; break
+				:: else -> atomic { round++; unlock_state(me); o = 0; oldrun = 0 }
+				fi
+			fi;
+nextround:
+			skip
 		od;
-		atomic { hold[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0 }  /* code: lock.Write(holds.json) */
+		atomic { closedwith[me] = want; hold[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0 }  /* code: lock.Write(holds.json) */
 #else
 		/* code: close → bringBack, no lock held: List, then Resume */
 		/* code: List (no shared effect) */
