@@ -82,8 +82,8 @@
  * Recreate); a window killed in that recreate is healed by the stale
  * release (removeDeadNews, putBackAside). C exiting by itself, dockerd's
  * restart and the failed listing are left out (the default configuration
- * checks them). Properties, beside the step's: never two containers of C
- * run at once; once everything has ended, the last apply leaves exactly
+ * checks them); ONE_WINDOW leaves W2 out. Properties, beside the step's:
+ * never two containers of C run at once; once everything has ended, the last apply leaves exactly
  * one container of C, under its name, running the last version that
  * passed its gate (version 2 if it passes, else version 1).
  *   BROKEN_RELEASE_KEEPS_NEW  a stale release leaves the new container of
@@ -104,7 +104,7 @@
  * claim (claims.Deferring) before it drops its hold.
  *   BROKEN_CLOSE_NO_DEFERRING  the close does not look for a claim that
  *                       defers a change to what it holds (the code before
- *                       issue 17 item 4's fix): the change is lost
+ *                       5407744, issue 17 item 4): the change is lost
  * The Go code as it is, where the model found a bug not yet fixed there
  * (README.md, "Bugs the recreate configuration found"); without these the
  * model has the proposed fixes:
