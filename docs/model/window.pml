@@ -884,5 +884,10 @@ init {
 
 /* Liveness: every stale hold is released and its container comes back. */
 #ifdef LIVENESS
+#ifdef RECREATE
+/* and C ends as one container, under its name, running */
+ltl heal { <> [] (!hold[1] && !hold[2] && C_RUNS && NRUN == 1 && !stopping[0] && !stopping[1] && !stopping[2]) }
+#else
 ltl heal { <> [] (!hold[1] && !hold[2] && c_run && !c_stopping) }
+#endif
 #endif
