@@ -68,6 +68,52 @@
  * upgrade, with live-restore: running containers run on), and then starts
  * a stopped container whose policy is "always", manual stop or not; the
  * step container's policy is "no".
+ *
+ * RECREATE: the recreate paths, container by container. C runs version 1
+ * (applied.json says 1); every apply applies a file that wants version 2,
+ * which passes its health gate or not (chosen once, at the start). Two
+ * applies (A, B) overlap; each recreate is lifecycle.Executor.Recreate step
+ * by step on engine containers that have a name (C, C.meshctl-new,
+ * C.meshctl-old), a version, and run or not; every start may be in flight
+ * when its sender dies. An apply killed mid-recreate leaves a dead claim:
+ * the next apply's heal (HealDead), or a window's open (healDead), puts the
+ * last good container back. An apply that finds C held defers its change
+ * (applied.json); the window's close carries it out (bringOne: the same
+ * Recreate); a window killed in that recreate is healed by the stale
+ * release (removeDeadNews, putBackAside). C exiting by itself, dockerd's
+ * restart and the failed listing are left out (the default configuration
+ * checks them); ONE_WINDOW leaves W2 out. Properties, beside the step's:
+ * never two containers of C run at once; once everything has ended, the last apply leaves exactly
+ * one container of C, under its name, running the last version that
+ * passed its gate (version 2 if it passes, else version 1).
+ *   BROKEN_RELEASE_KEEPS_NEW  a stale release leaves the new container of
+ *                       a dead window's close under its temporary name (the
+ *                       code before e457c16, removeDeadNews): it runs beside
+ *                       the held one the release starts
+ *   BROKEN_NO_HEAL_ASIDE  the heal of a dead claim leaves the container set
+ *                       aside (C.meshctl-old) where it is
+ *   BROKEN_OPEN_NO_HEAL  a window's open does not heal the dead claims on
+ *                       what it holds (the code before 68c408c)
+ *   BROKEN_APPLY_NO_WAIT  an apply does not wait for another apply's live
+ *                       claim (takeLock)
+ *   BROKEN_HEAL_IGNORES_HOLDS  an apply's heal takes C as its own though a
+ *                       hold holds it
+ * DEFER_CLAIM (with RECREATE): an apply that defers C's change also changes
+ * another container, D: the deferral is made under a claim (Defers C), and
+ * written to applied.json once D is done; the close waits for such a
+ * claim (claims.Deferring) before it drops its hold.
+ *   BROKEN_CLOSE_NO_DEFERRING  the close does not look for a claim that
+ *                       defers a change to what it holds (the code before
+ *                       5407744, issue 17 item 4): the change is lost
+ * The Go code as it is, where the model found a bug not yet fixed there
+ * (README.md, "Bugs the recreate configuration found"); without these the
+ * model has the proposed fixes:
+ *   UNFIXED_HEAL        HealDead starts the old C of a dead claim only when
+ *                       it found a leftover new one and the listing read C
+ *                       stopped (a start or a stop in flight fools it)
+ *   UNFIXED_RELEASE     releaseStale waits for a dead window's stop only on
+ *                       a C whose policy is "no" (a dead close's recreate
+ *                       in its second round stops one whose policy is back)
  */
 
 #ifndef MAXK
@@ -83,6 +129,7 @@
 #define W2 2
 #define A  3
 #define F  4
+#define B  5   /* RECREATE: a second apply, overlapping A */
 
 /* flocks: the owner's number, 0 when free */
 byte statelock;   /* "state": apply, and a window's open and close */
@@ -111,9 +158,43 @@ bool step_starting; /* a start of it is in flight (it reads "created"); the
 bool restarted;     /* the engine has restarted (once) */
 bool listerr;       /* a listing has failed (once) */
 
+#ifdef RECREATE
+/* The engine's containers of service C, by slot: nm is the name (NONE:
+ * no container), ver the version it was created from; run, stopping,
+ * starting, polno as c_run, c_stopping, c_starting, c_pol_no above. */
+#define NS 3
+#define NONE 255
+#define NAMEN 1   /* C */
+#define NEWN  2   /* C.meshctl-new (lifecycle.NewName) */
+#define OLDN  3   /* C.meshctl-old (lifecycle.OldName) */
+byte nm[NS];
+byte ver[NS];
+bool crun[NS];
+bool stopping[NS];
+bool starting[NS];
+bool polno[NS];
+bool healthy2;      /* version 2 passes its health gate */
+byte applied = 1;   /* the version applied.json wants */
+/* claims.json: claimed[p], the claim of apply p; alive while p holds its
+ * lock "claim-<id>", clk[p] */
+bool claimed[6];
+bool clk[6];
+bool claimran[6];   /* the claim says its old C ran (the proposed fix) */
+/* DEFER_CLAIM: claimdef[p], apply p's claim defers a change to C (its
+ * Containers name another container, D, which it changes) */
+bool claimdef[6];
+byte closedwith[3]; /* ghost: the version window w's close last read in applied.json */
+bool gaveup;        /* ghost: a close gave up converging after closeRounds */
+#define ANYRUN (crun[0] || crun[1] || crun[2])
+#define NRUN (crun[0] + crun[1] + crun[2])
+#define C_RUNS (nm[0] == NAMEN && crun[0] || nm[1] == NAMEN && crun[1] || nm[2] == NAMEN && crun[2])
+#else
+#define C_RUNS c_run
+#endif
+
 /* the killer */
-bool dead[5];
-bool done[5];
+bool dead[6];
+bool done[6];
 byte kills;
 bool nokill;
 
@@ -136,12 +217,129 @@ inline stop_c() {
 /* code: engine.Start: a running container is left as it is. */
 inline start_c() { c_run = 1 }
 
+#ifdef RECREATE
+/* k becomes the slot of the container named name, NONE if there is none
+ * (a lookup in the caller's listing: names change only under the state
+ * lock, a live claim or a live window's hold, so the listing's names are
+ * the engine's) */
+inline slot(name, k) {
+	k = (nm[0] == name -> 0 : (nm[1] == name -> 1 : (nm[2] == name -> 2 : NONE)))
+}
+
+/* code: engine.Remove (force: a running container is killed; the engine
+ * carries out a start in flight on it first, then the remove) */
+inline remove_k(k) {
+	atomic { nm[k] = 0; ver[k] = 0; crun[k] = 0; stopping[k] = 0; starting[k] = 0; polno[k] = 0 }
+}
+
+/* code: engine.Start: the request is in the engine, which carries it out
+ * even if its sender dies (the container reads created until then); a
+ * running container is left as it is. */
+inline start_k(k) {
+	atomic { if :: nm[k] != 0 && !crun[k] -> starting[k] = 1 :: else fi };
+	(!starting[k])
+}
+
+/* code: engine.Stop (StopThrough): waits for the engine; a stop in flight
+ * goes on when its caller dies; a start in flight is carried out first */
+inline stop_k(k) {
+	(!starting[k]);
+	atomic { if :: nm[k] != 0 && crun[k] -> stopping[k] = 1 :: else fi };
+	(!stopping[k])
+}
+
+/* code: lifecycle.Executor.Recreate, stop-first, of o (the container under
+ * C's name; oldrun: the caller's listing read it running) to version 2:
+ * createNew (a leftover C.meshctl-new of ours: Inspect, removeGone, Create
+ * again), StopThrough the old one if it ran, Start the new one under its
+ * temporary name, renameAside (a leftover C.meshctl-old of ours: Inspect,
+ * Remove, Rename again), Rename the new one to C, the health gate; passed:
+ * removeGone the old one; failed: PutBack (removeGone the new one, Rename
+ * the old one back, Start it if it ran). n, k: the caller's scratch. */
+inline recreate(o, oldrun) {
+	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
+	if :: k != NONE -> remove_k(k) :: else fi;           /* code: createNew: removeGone(leftover) */
+	atomic {                                              /* code: createNew: Create C.meshctl-new */
+		n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
+		assert(n != NONE);
+		nm[n] = NEWN; ver[n] = 2
+	};
+	if :: oldrun -> stop_k(o) :: else fi;                 /* code: StopThrough(old) */
+	start_k(n);                                           /* code: Start(new) */
+	atomic { slot(OLDN, k) };
+	if :: k != NONE -> remove_k(k) :: else fi;           /* code: renameAside: Remove(leftover) */
+	atomic { assert(nm[o] == NAMEN); nm[o] = OLDN };      /* code: renameAside: Rename(old, C.meshctl-old) */
+	atomic { assert(nm[n] == NEWN); nm[n] = NAMEN };      /* code: Rename(new, C) */
+	if
+	:: healthy2 -> remove_k(o)                            /* code: gate passed; removeGone(old) */
+	:: else ->                                            /* code: gate failed; PutBack: */
+		remove_k(n);                                      /* code: removeGone(new) */
+		atomic { assert(nm[o] == OLDN); nm[o] = NAMEN };  /* code: Rename(old, C) */
+		if :: oldrun -> start_k(o) :: else fi             /* code: restart: Start(old) if it ran */
+	fi;
+	atomic { n = 0; k = 0 }
+}
+
+/* code: lifecycle.Executor.HealDead, under the state lock, when mine (the
+ * caller may heal C): a leftover C.meshctl-new of ours is removed (begun);
+ * for a dead claim on C (every recorded claim is dead here: the caller
+ * checked, under this lock): one aside is put back (PutBack: the one under
+ * C removed, the one aside renamed back and started), else an old C
+ * stopped where a new one was removed is started (StartOld); claims.json
+ * is written without them; the engine is listed again if anything moved.
+ * (Claims are per container name: one name here, so the dead claims are
+ * healed as one.) */
+inline heal_dead(mine) {
+	if
+	:: mine ->
+		atomic { slot(NEWN, k) };
+		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeGone(C.meshctl-new) */
+		if
+		:: claimed[A] || claimed[B] || claimed[F] ->
+			atomic { slot(OLDN, k); slot(NAMEN, o) };
+			if
+			:: k != NONE ->
+#ifndef BROKEN_NO_HEAL_ASIDE
+				if :: o != NONE -> remove_k(o) :: else fi;    /* code: PutBack: removeGone(new) */
+				atomic { nm[k] = NAMEN; o = k };              /* code: PutBack: Rename(old, C) */
+				start_k(o);                                   /* code: PutBack: restart (aside.Running = true) */
+				begun = 1
+#else
+				skip
+#endif
+			:: else ->
+				if
+#ifdef UNFIXED_HEAL
+				:: o != NONE && begun && !obs_c -> start_k(o); begun = 1 /* code: StartOld */
+#else
+				/* the proposed fix: the claim says whether its old C ran; if
+				 * it did, it is stopped (which waits for a stop its dead
+				 * apply left in flight) and started, whatever the listing
+				 * said */
+				:: o != NONE && (claimran[A] || claimran[B] || claimran[F]) -> stop_k(o); start_k(o); begun = 1
+#endif
+				:: else
+				fi
+			fi;
+			atomic { claimed[A] = 0; claimed[B] = 0; claimed[F] = 0; claimran[A] = 0; claimran[B] = 0; claimran[F] = 0 }  /* code: lock.Write(claims.json) */
+		:: else
+		fi;
+		if
+		:: begun -> atomic { obs_c = C_RUNS }                 /* code: List again (changed) */
+		:: else
+		fi
+	:: else
+	fi;
+	atomic { begun = 0; o = 0; k = 0 }
+}
+#endif
+
 /* code: holds.Liveness.Classify: every window's lock first, then one engine
  * listing (lifecycle.Observe). h1,h2 are the holds read; s1,s2 become whether
  * each is stale. obs_c, obs_step are the listing. */
 inline classify() {
 #ifdef BROKEN_LIST_FIRST
-	atomic { obs_c = c_run; obs_step = step_run };
+	atomic { obs_c = C_RUNS; obs_step = step_run };
 	a1 = winlock[1];
 	a2 = winlock[2];
 #else
@@ -154,7 +352,7 @@ inline classify() {
 #ifndef NO_LIST_ERROR
 	:: !nokill && !listerr -> atomic { listerr = 1; lerr = 1 }
 #endif
-	:: atomic { obs_c = c_run; obs_step = step_run }
+	:: atomic { obs_c = C_RUNS; obs_step = step_run }
 	fi;
 #endif
 #ifdef BROKEN_UNKNOWN_STALE
@@ -171,6 +369,54 @@ inline classify() {
 #endif
 }
 
+#ifdef RECREATE
+/* code: lifecycle.Windows.Release → releaseStale: removeDeadSteps;
+ * removeDeadNews (a dead close's new container under its temporary name,
+ * perhaps running, goes first); putBackAside (one aside: the one under C
+ * removed, the one aside renamed back, stopped); finishDeadStop (settle);
+ * Resume; holds.json written. */
+inline release_stale() {
+	if
+	:: s1 || s2 ->
+#ifndef BROKEN_STEP_REMOVED_LATE
+		atomic { assert(!(step_run && step_live_start)); step_starting = 0; step_run = 0 };  /* code: removeDeadSteps */
+#endif
+#ifndef BROKEN_RELEASE_KEEPS_NEW
+		atomic { slot(NEWN, k) };
+		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeDeadNews: RemoveNew (moved) */
+#endif
+		atomic { slot(OLDN, k); slot(NAMEN, o) };
+		if
+		:: k != NONE ->                                   /* code: putBackAside → PutBack: */
+			if :: o != NONE -> remove_k(o) :: else fi;    /* code: removeGone(new) */
+			atomic { nm[k] = NAMEN; o = k; obs_c = 0; begun = 1 }  /* code: Rename(old, C); it is stopped */
+		:: else
+		fi;
+		assert(o != NONE);
+		if
+		:: obs_c && polno[o] -> stop_k(o)                 /* code: finishDeadStop: Inspect, Stop */
+#ifndef UNFIXED_RELEASE
+		/* the proposed fix: a dead close's recreate had begun (its new one
+		 * was removed): the stop it sent may be in flight, whatever C's
+		 * policy (restored by a first round of the close) */
+		:: obs_c && !polno[o] && begun -> stop_k(o)
+#endif
+		:: else
+		fi;
+		polno[o] = 0;                                     /* code: Resume: SetRestart */
+		start_k(o);                                       /* code: Resume: Start */
+		atomic {                                          /* code: lock.Write(holds.json) (and history) */
+			if :: s1 -> hold[1] = 0 :: else fi;
+			if :: s2 -> hold[2] = 0 :: else fi;
+			o = 0; k = 0
+		};
+		/* Release: a container moved (a new one removed, one put back):
+		 * List again; else back[C] = true */
+		atomic { if :: begun -> obs_c = C_RUNS :: else -> obs_c = 1 fi; begun = 0 }
+	:: else
+	fi
+}
+#else
 /* code: lifecycle.Windows.Release: each stale hold's C brought back as the
  * close would (settle, Resume), then holds.json written without them. */
 inline release_stale() {
@@ -208,10 +454,79 @@ inline release_stale() {
 	:: else
 	fi
 }
+#endif
 
 /* forget clears a process's copies of what it read, once it no longer
  * needs them: the model's state, not the protocol's. */
 inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs_step = 0; lerr = 0 }
+
+#ifdef RECREATE
+/* forget_all also clears what a process keeps across its steps (at its
+ * death) */
+inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0; begun = 0; w = 0; atopen = 0; want = 0; round = 0 } }
+
+/* One apply (RECREATE): apply.runLocked. takeLock: another apply's live
+ * claim → unlock, claims.Wait, again (Run); observe; heal (healInterrupted:
+ * C is the apply's unless a hold, stale or not, holds it); release; plan
+ * (the release comes first here: the code plans again after it); execute:
+ * C held → deferred, recorded under this lock; C at version 2 and running
+ * → unchanged; else executeClaimed: claims.Take, the state lock released,
+ * Recreate, the state lock again, record, Held.Release. */
+inline apply_pass(me) {
+	do
+	:: lock_state(me);                     /* code: d.Lock(state) */
+		if                                 /* code: takeLock: claims.LiveOf */
+#ifndef BROKEN_APPLY_NO_WAIT
+		:: me != A && (claimed[A] || claimdef[A]) && clk[A] -> atomic { unlock_state(me); w = A }; (!clk[w]); w = 0  /* code: claims.Wait */
+		:: me != B && (claimed[B] || claimdef[B]) && clk[B] -> atomic { unlock_state(me); w = B }; (!clk[w]); w = 0
+#endif
+		:: else -> break
+		fi
+	od;
+	atomic { h1 = hold[1]; h2 = hold[2] }; /* code: holds.Read */
+	classify();
+#ifdef BROKEN_HEAL_IGNORES_HOLDS
+	heal_dead(1);
+#else
+	heal_dead(!h1 && !h2);
+#endif
+	release_stale();
+	if
+	:: (h1 && !s1) || (h2 && !s2) ->       /* code: Plan: held, or deferred (version 1 under a hold) */
+#ifdef DEFER_CLAIM
+		/* code: executeClaimed: the plan also changes another container D:
+		 * claims.Take (Containers D, Defers C), the state lock released,
+		 * D's recreate, the state lock again, record, Held.Release */
+		atomic { clk[me] = 1; claimdef[me] = 1; w = (h1 && !s1 -> W1 : W2) };
+		atomic { unlock_state(me); forget() };
+		skip;                              /* code: execute: Recreate D (its health wait included) */
+		lock_state(me);
+		/* a deferred change is carried out by the close of the window that
+		 * held C, or that window is still there (its hold stays) */
+		atomic { assert(hold[w] || gaveup || closedwith[w] == 2); applied = 2 };  /* code: record: lock.Write(applied.json) */
+		atomic { claimdef[me] = 0; clk[me] = 0; w = 0 };  /* code: Held.Release */
+		unlock_state(me)
+#else
+		atomic { applied = 2; unlock_state(me); forget() }  /* code: record: lock.Write(applied.json) */
+#endif
+	:: else ->
+		atomic { slot(NAMEN, o); assert(o != NONE) };
+		if
+		:: ver[o] != 2 || !obs_c ->        /* code: Plan: recreate (a version 1, or stopped) */
+			atomic { clk[me] = 1; claimed[me] = 1; claimran[me] = obs_c };  /* code: claims.Take: its lock, claims.json */
+			atomic { oldrun = obs_c; unlock_state(me); forget() };
+			recreate(o, oldrun);           /* code: execute → change → Recreate */
+			lock_state(me);                /* code: executeClaimed: d.Lock(state) again */
+			applied = 2;                   /* code: record: lock.Write(applied.json) */
+			atomic { claimed[me] = 0; claimran[me] = 0; clk[me] = 0 };  /* code: Held.Release: claims.json, its lock */
+			atomic { unlock_state(me); o = 0; oldrun = 0 }
+		:: else ->                         /* code: Plan: unchanged; record */
+			atomic { applied = 2; unlock_state(me); forget(); o = 0 }
+		fi
+	fi
+}
+#else
+inline forget_all() { forget() }
 
 /* One apply: apply.runLocked, and executeClaimed: a plan that changes C is
  * carried out with the state lock released, under a claim on C. */
@@ -260,19 +575,32 @@ inline apply_pass(me) {
 	fi
 }
 
+#endif
+
+/* a process's copies of what it read, and (RECREATE) the containers it
+ * works on */
+#ifdef RECREATE
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun
+#else
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr
+#endif
+
 /* The cleanup of a killed process: the kernel drops its flocks. */
 inline die(me) {
 	atomic {
 		if :: statelock == me -> statelock = 0 :: else fi;
 		if :: modlock == me -> modlock = 0 :: else fi;
 		if :: claimlock == me -> claimlock = 0 :: else fi;
+#ifdef RECREATE
+		clk[me] = 0;
+#endif
 		if :: me == W1 || me == W2 -> winlock[me] = 0 :: else fi;
 		done[me] = 1
 	}
 }
 
 proctype Window(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
+	LOCALS;
 	{
 		/* code: Run: the module lock, or busy (exit 3) */
 		if
@@ -289,10 +617,15 @@ record:
 		/* code: checkClaims (claims.Covering): a live apply claim on C →
 		 * unlock, claims.Wait for its lock, record again */
 		if
+#ifdef RECREATE
+		:: claimed[A] && clk[A] -> unlock_state(me); (!clk[A]); goto record
+		:: claimed[B] && clk[B] -> unlock_state(me); (!clk[B]); goto record
+#else
 		:: claim && claimlock != 0 ->
 			unlock_state(me);
 			(claimlock == 0);
 			goto record
+#endif
 		:: else
 		fi;
 #endif
@@ -304,6 +637,20 @@ record:
 		:: lerr || (h1 && !s1) || (h2 && !s2) -> atomic { unlock_state(me); forget() }; goto closed
 		:: else
 		fi;
+#ifdef RECREATE
+		/* code: healDead: C is this window's to heal unless another
+		 * window's hold (a stale one, here) holds it: Release does */
+#ifndef BROKEN_OPEN_NO_HEAL
+		heal_dead(me == W1 && !h2 || me == W2 && !h1);
+#endif
+		release_stale();
+		/* code: holdOf: Inspect C; what applied.json wants now (atOpen) */
+		atomic { slot(NAMEN, hc); assert(hc != NONE); atopen = applied };
+		hold[me] = 1;                      /* code: lock.Write(holds.json) */
+		unlock_state(me);
+		polno[hc] = 1;                     /* code: open: SetRestart(no) */
+		forget(); stop_k(hc);              /* code: StopThrough, whatever the listing said */
+#else
 		release_stale();
 		/* code: Inspect C (its restart policy, for the hold) (no shared effect) */
 		hold[me] = 1;                      /* code: lock.Write(holds.json): the hold, with its step container */
@@ -323,6 +670,7 @@ record:
 		:: else -> forget()
 #endif
 		fi;
+#endif
 #endif
 
 		/* code: runStep → runContainer: Inspect/Remove a leftover, Create, Start, Wait */
@@ -347,6 +695,57 @@ record:
 		:: else
 		fi;
 #endif
+#ifdef RECREATE
+		/* code: close → bringBackConverged: appliedNow, bringBack (no lock
+		 * held), lockToClose, appliedNow again: changed meanwhile → again
+		 * (once: applied.json moves from 1 to 2 once) */
+		do
+		:: atomic { want = applied; slot(NAMEN, o); assert(o != NONE); oldrun = crun[o] };  /* code: appliedNow; bringBack: List */
+			if
+			:: want != ver[o] && want != atopen ->    /* code: bringOne: deferred (a change since the open) */
+				recreate(o, oldrun);                  /* code: Recreate */
+				if
+				:: !healthy2 ->                       /* code: Inspect(C): the old one is back under C */
+					polno[o] = 0; start_k(o)          /* code: Resume: SetRestart, Start */
+				:: else
+				fi
+			:: else ->
+				polno[o] = 0;                         /* code: Resume: SetRestart(policy) */
+				start_k(o)                            /* code: Resume: Start */
+			fi;
+			lock_state(me);                           /* code: lockToClose */
+			/* code: claims.Deferring: a live claim that defers a change to
+			 * C → unlock, claims.Wait; waited: again (round < closeRounds),
+			 * else lockToClose */
+#if defined(DEFER_CLAIM) && !defined(BROKEN_CLOSE_NO_DEFERRING)
+			atomic { w = (claimdef[A] && clk[A] -> A : (claimdef[B] && clk[B] -> B : 0)) };
+#endif
+			if
+			:: w != 0 ->
+				unlock_state(me);
+				(!clk[w]);
+				w = 0;
+				if
+				:: round < 2 -> round++; goto nextround
+				:: else -> lock_state(me)
+				fi
+			:: else
+			fi;
+			/* code: appliedNow, changedMeanwhile: unchanged → done; changed
+			 * in the last round → gives up (the next apply converges it) */
+			if
+			:: applied == want -> break
+			:: else ->
+				if
+				:: round == 2 -> gaveup = 1; break
+				:: else -> atomic { round++; unlock_state(me); o = 0; oldrun = 0 }
+				fi
+			fi;
+nextround:
+			skip
+		od;
+		atomic { closedwith[me] = want; hold[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0 }  /* code: lock.Write(holds.json) */
+#else
 		/* code: close → bringBack, no lock held: List, then Resume */
 		/* code: List (no shared effect) */
 		c_pol_no = 0;                      /* code: SetRestart(policy) */
@@ -354,13 +753,14 @@ record:
 		lock_state(me);                    /* code: lockToClose */
 		/* code: re-read applied.json: no newer change (no shared effect) */
 		hold[me] = 0;                      /* code: lock.Write(holds.json): the hold dropped */
+#endif
 		/* code: lock.Write(windows-history.json) (no shared effect) */
 		unlock_state(me);
 closed:
 		atomic { modlock = 0; winlock[me] = 0; done[me] = 1 }
 	} unless { dead[me] };
 	if
-	:: dead[me] -> atomic { die(me); forget() }
+	:: dead[me] -> atomic { die(me); forget_all() }
 	:: else
 	fi;
 gone:
@@ -368,13 +768,13 @@ gone:
 }
 
 proctype Apply(byte me) {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
+	LOCALS;
 	{
 		apply_pass(me);
 		atomic { done[me] = 1 }
 	} unless { dead[me] };
 	if
-	:: dead[me] -> atomic { die(me); forget() }
+	:: dead[me] -> atomic { die(me); forget_all() }
 	:: else
 	fi
 }
@@ -383,23 +783,42 @@ proctype Apply(byte me) {
  * ended; like cron, it runs again while a hold remains, each time once the
  * engine has moved on (a step container exited). */
 proctype LastApply() {
-	bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr;
-	(nokill && done[W1] && done[W2] && done[A]);
-	apply_pass(F);
+	LOCALS;
+	(nokill && done[W1] && done[W2] && done[A] && done[B]);
 	do
-	:: hold[1] || hold[2] -> (!step_run); apply_pass(F)
-	:: else -> break
+	:: apply_pass(F);
+		if
+		:: hold[1] || hold[2] -> (!step_run)
+		:: else -> break
+		fi
 	od;
+#ifdef RECREATE
+	/* Once the engine has carried out what it was asked: exactly one
+	 * container of C, under its name, running the last version that passed
+	 * its gate. */
+	(!starting[0] && !starting[1] && !starting[2] && !stopping[0] && !stopping[1] && !stopping[2]);
+	atomic { slot(NAMEN, o);
+		assert(o != NONE && crun[o] && ver[o] == (healthy2 -> 2 : 1) && (nm[0] != 0) + (nm[1] != 0) + (nm[2] != 0) == 1) };
+#endif
 	done[F] = 1
 }
 
 active proctype Engine() {
 end:
 	do
+#ifdef RECREATE
+	:: atomic { stopping[0] -> crun[0] = 0; stopping[0] = 0 }  /* a stop completes */
+	:: atomic { stopping[1] -> crun[1] = 0; stopping[1] = 0 }
+	:: atomic { stopping[2] -> crun[2] = 0; stopping[2] = 0 }
+	:: atomic { starting[0] -> crun[0] = 1; starting[0] = 0 }  /* a start completes */
+	:: atomic { starting[1] -> crun[1] = 1; starting[1] = 0 }
+	:: atomic { starting[2] -> crun[2] = 1; starting[2] = 0 }
+#else
 	:: atomic { c_stopping -> c_run = 0; c_stopping = 0 }  /* a stop completes */
-	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
 	:: atomic { crashes == 0 && !nokill && c_run && !c_stopping -> c_run = 0; crashes = 1 } /* C exits */
-#ifdef APPLY_START_IN_FLIGHT
+#endif
+	:: atomic { step_run -> step_run = 0 }                  /* the step ends, or is killed */
+#if defined(APPLY_START_IN_FLIGHT) && !defined(RECREATE)
 	:: atomic { c_starting -> c_run = 1; c_starting = 0 }  /* a start of C completes */
 #endif
 	:: atomic { step_starting -> step_run = 1; step_starting = 0;  /* a start completes */
@@ -418,6 +837,9 @@ active proctype Killer() {
 		:: atomic { !done[W1] && !dead[W1] -> dead[W1] = 1 }
 		:: atomic { !done[W2] && !dead[W2] -> dead[W2] = 1 }
 		:: atomic { !done[A] && !dead[A] -> dead[A] = 1 }
+#ifdef RECREATE
+		:: atomic { !done[B] && !dead[B] -> dead[B] = 1 }
+#endif
 		:: else -> skip
 		fi;
 		kills++
@@ -429,19 +851,43 @@ active proctype Killer() {
 /* Safety: no held container is started or recreated while its step runs. */
 active proctype Monitor() {
 end:
+#ifdef RECREATE
+	/* and never two containers of C run at once */
+	do
+	:: atomic { step_run && ANYRUN -> assert(!(step_run && ANYRUN)) }
+	:: atomic { NRUN > 1 -> assert(NRUN <= 1) }
+	od
+#else
 	atomic { (step_run && c_run) -> assert(false) }
+#endif
 }
 
 init {
 	atomic {
 		run Window(W1);
+#ifdef ONE_WINDOW
+		done[W2] = 1;
+#else
 		run Window(W2);
+#endif
 		run Apply(A);
+#ifdef RECREATE
+		run Apply(B);
+		nm[0] = NAMEN; ver[0] = 1; crun[0] = 1;
+		if :: healthy2 = 1 :: skip fi;
+#else
+		done[B] = 1;
+#endif
 		run LastApply()
 	}
 }
 
 /* Liveness: every stale hold is released and its container comes back. */
 #ifdef LIVENESS
+#ifdef RECREATE
+/* and C ends as one container, under its name, running */
+ltl heal { <> [] (!hold[1] && !hold[2] && C_RUNS && NRUN == 1 && !stopping[0] && !stopping[1] && !stopping[2]) }
+#else
 ltl heal { <> [] (!hold[1] && !hold[2] && c_run && !c_stopping) }
+#endif
 #endif
