@@ -105,15 +105,16 @@
  *   BROKEN_CLOSE_NO_DEFERRING  the close does not look for a claim that
  *                       defers a change to what it holds (the code before
  *                       5407744, issue 17 item 4): the change is lost
- * The Go code as it is, where the model found a bug not yet fixed there
- * (README.md, "Bugs the recreate configuration found"); without these the
- * model has the proposed fixes:
- *   UNFIXED_HEAL        HealDead starts the old C of a dead claim only when
- *                       it found a leftover new one and the listing read C
- *                       stopped (a start or a stop in flight fools it)
- *   UNFIXED_RELEASE     releaseStale waits for a dead window's stop only on
- *                       a C whose policy is "no" (a dead close's recreate
- *                       in its second round stops one whose policy is back)
+ * The code before the fixes of the bugs this configuration found (README.md,
+ * "Bugs the recreate configuration found"):
+ *   BROKEN_HEAL_TRUSTS_LISTING  HealDead starts the old C of a dead claim
+ *                       only when it found a leftover new one and the
+ *                       listing read C stopped (a start or a stop in flight
+ *                       fools it; before 58067ee)
+ *   BROKEN_RELEASE_POLICY_ONLY  releaseStale waits for a dead window's stop
+ *                       only on a C whose policy is "no" (a dead close's
+ *                       recreate in its second round stops one whose policy
+ *                       is back; before 6652623)
  */
 
 #ifndef MAXK
@@ -179,7 +180,7 @@ byte applied = 1;   /* the version applied.json wants */
  * lock "claim-<id>", clk[p] */
 bool claimed[6];
 bool clk[6];
-bool claimran[6];   /* the claim says its old C ran (the proposed fix) */
+bool claimran[6];   /* the claim says its old C ran (claims.Claim.Ran) */
 /* DEFER_CLAIM: claimdef[p], apply p's claim defers a change to C (its
  * Containers name another container, D, which it changes) */
 bool claimdef[6];
@@ -309,10 +310,10 @@ inline heal_dead(mine) {
 #endif
 			:: else ->
 				if
-#ifdef UNFIXED_HEAL
+#ifdef BROKEN_HEAL_TRUSTS_LISTING
 				:: o != NONE && begun && !obs_c -> start_k(o); begun = 1 /* code: StartOld */
 #else
-				/* the proposed fix: the claim says whether its old C ran; if
+				/* the fix (58067ee): the claim says whether its old C ran; if
 				 * it did, it is stopped (which waits for a stop its dead
 				 * apply left in flight) and started, whatever the listing
 				 * said */
@@ -395,8 +396,8 @@ inline release_stale() {
 		assert(o != NONE);
 		if
 		:: obs_c && polno[o] -> stop_k(o)                 /* code: finishDeadStop: Inspect, Stop */
-#ifndef UNFIXED_RELEASE
-		/* the proposed fix: a dead close's recreate had begun (its new one
+#ifndef BROKEN_RELEASE_POLICY_ONLY
+		/* the fix (6652623): a dead close's recreate had begun (its new one
 		 * was removed): the stop it sent may be in flight, whatever C's
 		 * policy (restored by a first round of the close) */
 		:: obs_c && !polno[o] && begun -> stop_k(o)
