@@ -120,21 +120,12 @@ func (g *faultRig) replay(t *testing.T, k fltKnown) {
 // during a window and SIGKILLs the window while its close waits for the
 // new container's health: the next apply must put the last good one back.
 func actDeferredKilledInGate(r *fltRun) {
-	v := r.ver
-	v.Step = "4"
-	r.writeMesh(v)
-	r.windows = append(r.windows, fltWindow{step: "gc"})
-	p := r.start(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
-	p.waitFor("step gc started")
-	v.Version, v.Probe = "2", "false"
-	r.writeMesh(v)
-	r.run(false, "apply", "-f", r.file, "--settle", "1s")
+	p := r.deferUnhealthy(false)
 	if p.waitFor("recreating ") {
 		time.Sleep(500 * time.Millisecond)
 		p.signal(syscall.SIGKILL)
 	}
 	p.wait()
-	r.finalExit = 1
 }
 
 // actDeferredKilledUnrenamed is actDeferredKilledInGate with the kill as
@@ -143,21 +134,30 @@ func actDeferredKilledInGate(r *fltRun) {
 // recreate's, the window talking to the engine through the proxy), so the
 // kill lands before the renames.
 func actDeferredKilledUnrenamed(r *fltRun) {
-	v := r.ver
-	v.Step = "4"
-	r.writeMesh(v)
-	r.windows = append(r.windows, fltWindow{step: "gc"})
-	p := r.start(true, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
-	p.waitFor("step gc started")
-	v.Version, v.Probe = "2", "false"
-	r.writeMesh(v)
 	since := time.Now()
-	r.run(false, "apply", "-f", r.file, "--settle", "1s")
+	p := r.deferUnhealthy(true)
 	if r.waitEvent("start", r.module+".svc.meshctl-new", since) {
 		p.signal(syscall.SIGKILL)
 	}
 	p.wait()
+}
+
+// deferUnhealthy starts a window (through the proxy, via) whose step takes
+// 4 s, and, mid-step, applies a version 2 that never becomes healthy: the
+// apply defers it, and the window's close will recreate the service. It
+// returns the window; the healing apply fails on version 2 (exit 1).
+func (r *fltRun) deferUnhealthy(via bool) *fltProc {
+	v := r.ver
+	v.Step = "4"
+	r.writeMesh(v)
+	r.windows = append(r.windows, fltWindow{step: "gc"})
+	p := r.start(via, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
+	p.waitFor("step gc started")
+	v.Version, v.Probe = "2", "false"
+	r.writeMesh(v)
+	r.run(false, "apply", "-f", r.file, "--settle", "1s")
 	r.finalExit = 1
+	return p
 }
 
 // actSignalInStop signals a window (or an apply replacing version 1 by 2)

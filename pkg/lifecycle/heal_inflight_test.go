@@ -8,8 +8,6 @@ import (
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
-	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // inFlight is an engine with a stop or a start of one container that a
@@ -161,23 +159,7 @@ func TestReleaseSettlesADeadClosesStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &inFlight{Fake: f, id: oldID, op: "stop"}
-	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
-		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
-		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
-	}
-	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Unlock()
-	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
-		t.Fatalf("release: %d released, %v", n, err)
-	}
+	releaseDeadHold(t, d, eng, scope)
 	if eng.op != "" {
 		t.Error("the dead close's stop of m.c is still in flight after the release: it lands after the start")
 	}

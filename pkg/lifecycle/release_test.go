@@ -195,23 +195,7 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 					}
 				}
 			}
-			now := time.Now()
-			hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
-				Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-			var observed []engine.Container
-			classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-			if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
-				t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
-			}
-			lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer lock.Unlock()
-			w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-			if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
-				t.Fatalf("release: %d released, %v", n, err)
-			}
+			w := releaseDeadHold(t, d, eng, scope)
 			if beside {
 				t.Error("the held m.c was started while the unverified new one ran")
 			}
@@ -253,24 +237,8 @@ func TestReleaseFinishesADeadWindowsStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
-		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
-		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
-	}
-	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Unlock()
 	eng.Changes()
-	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
-		t.Fatalf("release: %d released, %v", n, err)
-	}
+	releaseDeadHold(t, d, eng, scope)
 	stop, start := -1, -1
 	changes := eng.Changes()
 	for i, ch := range changes {
@@ -284,4 +252,30 @@ func TestReleaseFinishesADeadWindowsStop(t *testing.T) {
 	if stop < 0 || start < stop {
 		t.Errorf("release events %q: want m.c stopped (the dead window's stop seen through), then started", changes)
 	}
+}
+
+// releaseDeadHold releases, as an apply would, the stale hold of a dead
+// window w-1 on m.c (its process gone, its lock free), and returns the
+// windows with their listing updated by the release.
+func releaseDeadHold(t *testing.T, d *state.Dir, eng engine.Client, scope string) *Windows {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+	var observed []engine.Container
+	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
+	}
+	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
+	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
+		t.Fatalf("release: %d released, %v", n, err)
+	}
+	return w
 }
