@@ -95,7 +95,11 @@ func actDeferred(r *fltRun) {
 	p.waitFor("step gc started")
 	v.Version = "2"
 	r.writeMesh(v)
-	if res := r.run(false, "apply", "-f", r.file, "--settle", "1s"); res.code != 0 {
+	// A window whose engine call hangs under the state lock keeps every
+	// other command waiting for the lock (fail closed): the apply then ends
+	// by the harness's SIGTERM, as its budget runs out, and the healing
+	// apply carries out the change.
+	if res := r.run(false, "apply", "-f", r.file, "--settle", "1s"); res.code != 0 && !(r.hangs() && res.code == 130) {
 		r.t.Errorf("the mid-window apply exited %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
 	r.want = "2"

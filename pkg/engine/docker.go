@@ -95,14 +95,37 @@ type dockerClient struct {
 	url  *url.URL
 }
 
-// do runs f and gives its error the context op, or turns it into an
-// *UnreachableError or a not-found error. f must send its requests with the
-// ctx it is given: through it the transport hands back the network error.
+// callTimeout bounds a request that a well engine answers at once (all but
+// a pull, a followed log, a wait for an exit, and a stop, which gets it on
+// top of its grace period). A dockerd with a stuck container can leave one
+// unanswered for ever (an inspect of it, a list), and a command waiting on
+// it would keep the state lock, and every other command of the host, with
+// it.
+var callTimeout = 2 * time.Minute
+
+// do runs f bounded by callTimeout (call).
 func (c *dockerClient) do(ctx context.Context, op string, f func(ctx context.Context) error) error {
+	return c.call(ctx, op, callTimeout, f)
+}
+
+// call runs f, bounded (0: not), and gives its error the context op, or
+// turns it into an *UnreachableError, a not-found error or a
+// *NoAnswerError. f must send its requests with the ctx it is given:
+// through it the transport hands back the network error.
+func (c *dockerClient) call(ctx context.Context, op string, bound time.Duration, f func(ctx context.Context) error) error {
+	fctx := ctx
+	if bound > 0 {
+		var cancel context.CancelFunc
+		fctx, cancel = context.WithTimeout(ctx, bound)
+		defer cancel()
+	}
 	var netErr atomic.Pointer[error]
-	err := f(context.WithValue(ctx, netErrKey{}, &netErr))
+	err := f(context.WithValue(fctx, netErrKey{}, &netErr))
 	if err == nil {
 		return nil
+	}
+	if bound > 0 && ctx.Err() == nil && errors.Is(fctx.Err(), context.DeadlineExceeded) {
+		return &NoAnswerError{Op: op, Bound: bound}
 	}
 	if errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%s: %w", op, err)
@@ -210,7 +233,7 @@ func (c *dockerClient) Pull(ctx context.Context, ref string, progress io.Writer)
 	if progress == nil {
 		progress = io.Discard
 	}
-	return c.do(ctx, "pull "+ref, func(ctx context.Context) error {
+	return c.call(ctx, "pull "+ref, 0, func(ctx context.Context) error {
 		rc, err := c.api.ImagePull(ctx, ref, image.PullOptions{})
 		if err != nil {
 			return err
@@ -287,7 +310,11 @@ func (c *dockerClient) Stop(ctx context.Context, id string, timeout time.Duratio
 	if timeout < 0 {
 		secs = -1 // the engine waits for the container to exit, however long
 	}
-	return c.do(ctx, "stop "+id, func(ctx context.Context) error {
+	bound := time.Duration(0) // a stop that waits however long is not bounded either
+	if secs >= 0 {
+		bound = time.Duration(secs)*time.Second + callTimeout
+	}
+	return c.call(ctx, "stop "+id, bound, func(ctx context.Context) error {
 		return c.api.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
 	})
 }
@@ -319,7 +346,7 @@ func (c *dockerClient) SetRestart(ctx context.Context, id string, policy string)
 }
 
 func (c *dockerClient) Logs(ctx context.Context, id string, w io.Writer) error {
-	return c.do(ctx, "logs of "+id, func(ctx context.Context) error {
+	return c.call(ctx, "logs of "+id, 0, func(ctx context.Context) error {
 		rc, err := c.api.ContainerLogs(ctx, id, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: true})
 		if err != nil {
 			return err
@@ -332,7 +359,7 @@ func (c *dockerClient) Logs(ctx context.Context, id string, w io.Writer) error {
 
 func (c *dockerClient) Wait(ctx context.Context, id string) (int, error) {
 	var code int
-	err := c.do(ctx, "wait for "+id, func(ctx context.Context) error {
+	err := c.call(ctx, "wait for "+id, 0, func(ctx context.Context) error {
 		res, errs := c.api.ContainerWait(ctx, id, container.WaitConditionNotRunning)
 		select {
 		case r := <-res:

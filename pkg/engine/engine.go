@@ -236,6 +236,21 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Fault says an unreachable engine is a failure.
 func (e *UnreachableError) Fault() fault.Kind { return fault.Failed }
 
+// NoAnswerError is a request the engine did not answer within its bound
+// (a request that a well engine answers at once: see callTimeout). The
+// engine may have acted on it all the same.
+type NoAnswerError struct {
+	Op    string
+	Bound time.Duration
+}
+
+func (e *NoAnswerError) Error() string {
+	return fmt.Sprintf("%s: the engine did not answer within %s", e.Op, e.Bound)
+}
+
+// Fault says the command failed (exit 1).
+func (e *NoAnswerError) Fault() fault.Kind { return fault.Failed }
+
 // notFoundError keeps the engine's own message ("No such container: x")
 // while matching ErrNotFound.
 type notFoundError struct{ error }
