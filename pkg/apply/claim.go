@@ -43,13 +43,13 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 		}
 	}
 	if len(want.Containers) == 0 {
-		return execute(ctx, x, items, absent, rep, opts), lock, nil, nil
+		return execute(ctx, x, items, absent, rep, opts, nil), lock, nil, nil
 	}
 	if claim, err = claims.Take(lock, want, opts.Now()); err != nil {
 		return nil, lock, nil, err
 	}
 	lock.Unlock()
-	runErr = execute(ctx, x, items, absent, rep, opts)
+	runErr = execute(ctx, x, items, absent, rep, opts, claim.Keep)
 	lo := opts.Lock
 	lo.Timeout = max(lo.Timeout, relockWait)
 	// After a signal too: the record says what was done.

@@ -16,10 +16,14 @@ import (
 // item's outcome is written into its report line; a failed one becomes
 // "failed" with its error. A create or recreate whose image is absent fails
 // without touching the engine: stopping the old container only to find the
-// new one cannot be made would take the service down for nothing.
-func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *applied.Report, opts Options) error {
+// new one cannot be made would take the service down for nothing. A
+// container whose recreate could not put the old one back
+// (lifecycle.NotPutBackError) is handed to keep (the claim's Keep), so
+// that the next command heals it.
+func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *applied.Report, opts Options,
+	keep func(name string)) error {
 	r := &execution{x: x, items: items, absent: absent, rep: rep, opts: opts, ord: orderOf(items),
-		sem: make(chan struct{}, opts.Parallel)}
+		sem: make(chan struct{}, opts.Parallel), keep: keep}
 	r.x.Health = r.health
 	r.x.Watching = r.unslotted
 	var wg sync.WaitGroup
@@ -52,6 +56,7 @@ type execution struct {
 	opts   Options
 	ord    *lifecycle.Order
 	sem    chan struct{} // a slot per container changed at once (--parallel)
+	keep   func(name string)
 
 	mu   sync.Mutex // guards errs and rep
 	errs []error
@@ -132,6 +137,9 @@ func (r *execution) failed(i int, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.errs = append(r.errs, fmt.Errorf("%s: %w", it.Name, err))
+	if npb := (*lifecycle.NotPutBackError)(nil); errors.As(err, &npb) && r.keep != nil {
+		r.keep(it.Name)
+	}
 	cr := &r.rep.Containers[i]
 	if _, ok := r.absent[imageOf(it)]; ok && it.Action != Remove {
 		// The reasons say why already (the image's line): the error says

@@ -318,3 +318,59 @@ func TestClaimSaysWhatRan(t *testing.T) {
 		t.Errorf("the claim's Ran: %v, want m.c: %s (and not m.e, which it creates)", c.Ran, old.ID)
 	}
 }
+
+// startRefused is an engine that refuses to start one container (its
+// start hangs and is given up, or fails).
+type startRefused struct {
+	*enginetest.Fake
+	id string
+}
+
+func (e *startRefused) Start(ctx context.Context, id string) error {
+	if id == e.id {
+		return errors.New("engine did not answer")
+	}
+	return e.Fake.Start(ctx, id)
+}
+
+// TestUnfinishedPutBackIsHealed: a recreate whose new container fails,
+// and whose put-back then cannot start the old one again, leaves the last
+// good version stopped under its name. Its apply keeps its claim on it
+// (claims.Held.Keep), dead once the apply is gone, so that the next apply
+// heals it: it starts the old one before it plans, and its own failed
+// recreate puts it back running. Without the kept claim, the next apply
+// found it stopped, replaced a stopped container, and its put-back left it
+// stopped: the service stayed down (the fault harness's long run, seed
+// 27069: a hang of the put-back's start, then SIGTERM).
+func TestUnfinishedPutBackIsHealed(t *testing.T) {
+	const bad = "meshtest/busybox:bad"
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", bad)
+	f.FailStart(bad, true)
+	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Get("m.c")
+	if _, err := run(t, d, &startRefused{Fake: f, id: old.ID}, meshOf(t, "c: {image: "+bad+"}"), nil); err == nil {
+		t.Fatal("the apply of a version that cannot start succeeded")
+	}
+	if c, _ := f.Get("m.c"); c.ID != old.ID || c.Running {
+		t.Fatalf("m.c after the refused put-back: %+v, want the old one, stopped", c)
+	}
+	var doc claims.Doc
+	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) ||
+		doc.Claims[0].Ran["m.c"] != old.ID {
+		t.Fatalf("claims after the refused put-back: %+v, %v; want the apply's kept on m.c, saying it ran", doc, err)
+	}
+	// The next apply of the same file: the new version fails again, and
+	// the old one runs again.
+	if _, err := run(t, d, f, meshOf(t, "c: {image: "+bad+"}"), nil); err == nil {
+		t.Fatal("the healing apply of a version that cannot start succeeded")
+	}
+	if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running {
+		t.Errorf("m.c after the next apply: %+v, want the old one running", c)
+	}
+	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
+		t.Errorf("claims after the next apply: %+v, %v; want none", doc, err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/state"
@@ -59,6 +60,22 @@ func LockName(id string) string { return "claim-" + id }
 type Held struct {
 	Claim
 	lock *state.Lock
+
+	mu   sync.Mutex
+	kept []string
+}
+
+// Keep marks name, one of the claim's containers, as left for a heal: its
+// change failed half way (lifecycle.NotPutBackError). Release then leaves
+// the claim's part on it recorded, dead once the OS lock goes, and the next
+// apply (or window open) heals it as it heals the claim of an apply that
+// died.
+func (h *Held) Keep(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Contains(h.kept, name) {
+		h.kept = append(h.kept, name)
+	}
 }
 
 // Live returns the claims recorded in the state directory whose process
@@ -142,6 +159,9 @@ func (h *Held) Release(lock *state.Lock) error {
 	_, err := lock.Read(File, &doc)
 	if err == nil {
 		doc.Claims = slices.DeleteFunc(doc.Claims, func(c Claim) bool { return c.ID == h.ID })
+		if left, ok := h.left(); ok {
+			doc.Claims = append(doc.Claims, left)
+		}
 		err = lock.Write(File, &doc)
 	}
 	h.lock.RemoveLockFile()
@@ -184,4 +204,30 @@ func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), na
 		}
 	}
 	return Claim{}, false, nil
+}
+
+// left is the claim's part on the containers Keep marked, if any.
+func (h *Held) left() (Claim, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.kept) == 0 {
+		return Claim{}, false
+	}
+	c := Claim{ID: h.ID, PID: h.PID, Since: h.Since}
+	for _, n := range h.Containers {
+		if !slices.Contains(h.kept, n) {
+			continue
+		}
+		c.Containers = append(c.Containers, n)
+		if slices.Contains(h.Creates, n) {
+			c.Creates = append(c.Creates, n)
+		}
+		if id, ok := h.Ran[n]; ok {
+			if c.Ran == nil {
+				c.Ran = map[string]string{}
+			}
+			c.Ran[n] = id
+		}
+	}
+	return c, len(c.Containers) > 0
 }

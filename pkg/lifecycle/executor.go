@@ -185,17 +185,17 @@ func (x Executor) StartOld(ctx context.Context, name string, old engine.Containe
 // the old one started again, if it ran, so that never two copies run.
 func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old engine.Container, err error) error {
 	if derr := x.RemoveNew(ctx, name, newID); derr != nil {
-		return errors.Join(err, derr, fmt.Errorf("the old %s stays stopped", name))
+		return notPutBack(name, errors.Join(err, derr, fmt.Errorf("the old %s stays stopped", name)))
 	}
 	// Unmoved as far as this recreate knows: a rename aside that the engine
 	// did though it said otherwise (or could not say) would have the old
 	// one start under the aside name, beside the service the next apply
 	// creates. The engine says under which name it is.
 	if nerr := x.nameBack(ctx, name, old.ID); nerr != nil {
-		return errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name))
+		return notPutBack(name, errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name)))
 	}
 	if rerr := x.restart(ctx, name, old); rerr != nil {
-		return errors.Join(err, rerr)
+		return notPutBack(name, errors.Join(err, rerr))
 	}
 	return fmt.Errorf("%w; the old container was put back", err)
 }
@@ -294,17 +294,31 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 	ctx = cleanupContext(ctx)
 	if newID != "" {
 		if err := x.removeGone(ctx, newID); err != nil {
-			return fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name))
+			return notPutBack(name, fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name)))
 		}
 	}
 	if err := x.rename(ctx, old.ID, name); err != nil {
-		return fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name))
+		return notPutBack(name, fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name)))
 	}
 	if err := x.restart(ctx, name, old); err != nil {
-		return fmt.Errorf("put the old %s back: %w", name, err)
+		return notPutBack(name, fmt.Errorf("put the old %s back: %w", name, err))
 	}
 	return nil
 }
+
+// NotPutBackError is a put-back of Name that could not leave the old
+// container as it was (under its name, running if it ran): it stays aside,
+// or stopped. An apply keeps its claim on Name (claims.Held.Keep), so that
+// the next command's heal (HealDead) finishes the put-back.
+type NotPutBackError struct {
+	Name string
+	Err  error
+}
+
+func (e *NotPutBackError) Error() string { return e.Err.Error() }
+func (e *NotPutBackError) Unwrap() error { return e.Err }
+
+func notPutBack(name string, err error) error { return &NotPutBackError{Name: name, Err: err} }
 
 func (x Executor) restart(ctx context.Context, name string, old engine.Container) error {
 	if !old.Running {

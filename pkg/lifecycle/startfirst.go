@@ -57,16 +57,24 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		return errors.Join(err, x.nameBack(ctx, d.Name, old.ID), errors.New("the old container was left as it was"))
+		if nerr := x.nameBack(ctx, d.Name, old.ID); nerr != nil {
+			return notPutBack(d.Name, errors.Join(err, nerr))
+		}
+		return errors.Join(err, errors.New("the old container was left as it was"))
 	}
 	if err := x.rename(ctx, id, d.Name); err != nil {
 		// The old one still runs, on its networks: it takes its name back.
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 		cctx := cleanupContext(ctx)
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
-			return errors.Join(err, rerr)
+			// The old one runs on as RetiringName: the heal carries the
+			// recreate through (the new one passed its gate).
+			return notPutBack(d.Name, errors.Join(err, rerr))
 		}
-		return errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", x.rename(cctx, old.ID, d.Name)))
+		if rerr := x.rename(cctx, old.ID, d.Name); rerr != nil {
+			return notPutBack(d.Name, errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", rerr)))
+		}
+		return err
 	}
 	return x.retire(ctx, d, old)
 }
