@@ -189,8 +189,10 @@ func newExitCodesTopic() *cobra.Command {
 		Long: `Every meshctl command exits with one of:
 
   0    done (an apply that found containers held by a window is done)
-  1    failed: the engine refused or is unreachable, a step failed, a
-       container could not be converged
+  1    failed: the engine refused, is unreachable, or did not answer a
+       request within 2 minutes (a stop: its grace period on top; a pull, a
+       log or a wait for an exit: not bounded), a step failed, a container
+       could not be converged
   2    bad usage or bad input: flags, mesh file, names, unknown ids, a state
        file that cannot be read, a state directory meshctl refuses
   3    busy: the state lock was not had within --lock-timeout, or a window
