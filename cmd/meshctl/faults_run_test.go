@@ -461,14 +461,22 @@ func (p *fltProc) waitFor(text string) bool {
 
 // waitStepGone waits until no step container of the module runs (a run:
 // step outlives a SIGKILLed window; its hold is honoured until it ends).
+//
+// One that reads created may be a start its SIGKILLed window sent, which
+// the engine still carries out (then it runs, and its hold is honoured):
+// it is given startInFlight to start before it counts as gone.
 func (r *fltRun) waitStepGone() {
-	deadline := time.Now().Add(time.Minute)
+	const startInFlight = 5 * time.Second
+	begin := time.Now()
+	deadline := begin.Add(time.Minute)
 	for time.Now().Before(deadline) {
 		list, err := r.g.m.eng.List(r.t.Context(), map[string]string{"io.meshctl.module": r.module, "io.meshctl.role": "step"})
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		if !slices.ContainsFunc(list, func(c engine.Container) bool { return c.Running }) {
+		running := slices.ContainsFunc(list, func(c engine.Container) bool { return c.Running })
+		created := slices.ContainsFunc(list, func(c engine.Container) bool { return c.State == "created" })
+		if !running && (!created || time.Since(begin) > startInFlight) {
 			return
 		}
 		time.Sleep(200 * time.Millisecond)
