@@ -106,7 +106,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		// Seen through after a signal too; then, or if the engine said no
 		// (it may have acted all the same), the new one goes and the old
 		// one is started again.
-		if err := StopThrough(ctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil || ctx.Err() != nil {
+		if err := StopThrough(ctx, x.Engine, old.ID, StopTimeoutOf(old)); (err != nil && !x.stopped(ctx, old.ID)) || ctx.Err() != nil {
 			return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("stop %s: %w", d.Name, errors.Join(err, context.Cause(ctx))))
 		}
 	}
@@ -216,15 +216,21 @@ func (x Executor) nameBack(ctx context.Context, name, id string) error {
 
 // OldLeftError is a recreate that replaced its container (the new one runs,
 // healthy, under the name) but could not remove the old one, left aside and
-// stopped as NAME.meshctl-old: nothing may start it again, or two copies of
-// the service would run. The next recreate of the name removes it.
+// stopped as NAME.meshctl-old (or, start-first, Aside: NAME.meshctl-retiring):
+// nothing may start it again, or two copies of the service would run. The
+// next recreate of the name removes it.
 type OldLeftError struct {
-	Name string
-	Err  error
+	Name  string
+	Aside string // "": OldName(Name)
+	Err   error
 }
 
 func (e *OldLeftError) Error() string {
-	return fmt.Sprintf("%s replaced, but the old one could not be removed: %v; it stays aside, stopped, as %s", e.Name, e.Err, OldName(e.Name))
+	aside := e.Aside
+	if aside == "" {
+		aside = OldName(e.Name)
+	}
+	return fmt.Sprintf("%s replaced, but the old one could not be removed: %v; it stays aside, stopped, as %s", e.Name, e.Err, aside)
 }
 
 func (e *OldLeftError) Unwrap() error { return e.Err }
@@ -262,22 +268,37 @@ func (x Executor) rename(ctx context.Context, id, to string) error {
 	return err
 }
 
-// renameAside renames old out of the way of its replacement. A container
-// already under the aside name is a leftover of a recreate that died half
-// way (the service itself is old, which exists): if it is ours, it goes.
+// renameAside renames old out of the way of its replacement, as
+// OldName (moveAside).
 func (x Executor) renameAside(ctx context.Context, name string, old engine.Container) error {
-	err := x.rename(ctx, old.ID, OldName(name))
+	return x.moveAside(ctx, old, OldName(name))
+}
+
+// moveAside renames old to aside (OldName, or a start-first recreate's
+// RetiringName). A container already under that name is a leftover of a
+// recreate that died or failed half way (the service itself is old, which
+// exists): if it is ours, it goes.
+func (x Executor) moveAside(ctx context.Context, old engine.Container, aside string) error {
+	err := x.rename(ctx, old.ID, aside)
 	if err == nil {
 		return nil
 	}
-	left, ierr := x.Engine.Inspect(ctx, OldName(name))
+	left, ierr := x.Engine.Inspect(ctx, aside)
 	if ierr != nil || left.ID == old.ID || left.Labels[LabelManaged] != x.Scope {
 		return err
 	}
 	if rerr := x.Engine.Remove(ctx, left.ID); rerr != nil {
-		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", OldName(name), rerr))
+		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", aside, rerr))
 	}
-	return x.rename(ctx, old.ID, OldName(name))
+	return x.rename(ctx, old.ID, aside)
+}
+
+// stopped asks the engine whether container id is stopped (or gone): after
+// a stop that failed, or whose answer was lost, the engine may have done it
+// all the same.
+func (x Executor) stopped(ctx context.Context, id string) bool {
+	c, err := x.Engine.Inspect(cleanupContext(ctx), id)
+	return engine.IsNotFound(err) || err == nil && !c.Running
 }
 
 // PutBack undoes a recreate of name that did not finish: it removes the new

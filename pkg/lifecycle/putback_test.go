@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
@@ -140,5 +141,73 @@ func TestRecreateRenameAnswerLost(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// stopLost is an engine that carries out every Stop and then says it
+// failed (the answer lost).
+type stopLost struct{ *enginetest.Fake }
+
+func (e stopLost) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if err := e.Fake.Stop(ctx, id, grace); err != nil {
+		return err
+	}
+	return errors.New("answer lost")
+}
+
+// TestRecreateStopAnswerLost: a stop of the old container that the engine
+// did, though its answer was lost, is asked of the engine: the recreate
+// goes on, stop-first or start-first, and leaves the new one alone under
+// the name, nothing aside. A start-first recreate used to leave the old one
+// as m.c.meshctl-retiring for good, and every later start-first recreate
+// of m.c then failed on that name (found by docs/model/window.pml's
+// start-first configuration with a lost answer).
+func TestRecreateStopAnswerLost(t *testing.T) {
+	for _, startFirst := range []bool{false, true} {
+		t.Run(map[bool]string{false: "stop-first", true: "start-first"}[startFirst], func(t *testing.T) {
+			ctx := context.Background()
+			f := enginetest.NewFake("old:1", "new:1", "new:2")
+			desired := func(image string, health *mesh.Healthcheck) *Desired {
+				if startFirst {
+					return startFirstOf(t, image, health)
+				}
+				return desiredOf(t, image, health)
+			}
+			if err := (Executor{Engine: f, Scope: "s"}).Create(ctx, desired("old:1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			f.SetHealth("new:1", "healthy", "")
+			f.SetHealth("new:2", "healthy", "")
+			x := Executor{Engine: stopLost{f}, Scope: "s"}
+			for _, image := range []string{"new:1", "new:2"} {
+				if err := x.Recreate(ctx, desired(image, probe), engineContainer(t, f, "m.c")); err != nil {
+					t.Fatalf("recreate to %s: %v", image, err)
+				}
+				cs := f.Containers()
+				if len(cs) != 1 || cs[0].Name != "m.c" || !cs[0].Running || cs[0].Spec.Image != image {
+					t.Fatalf("after the recreate to %s: %+v, want %s alone under m.c, running", image, cs, image)
+				}
+			}
+		})
+	}
+}
+
+// TestStartFirstClearsALeftoverRetiring: a container of this state
+// directory left under m.c.meshctl-retiring (a recreate that could not
+// remove its old one) does not stop the next start-first recreate: it is
+// removed, as a stop-first recreate removes a leftover m.c.meshctl-old.
+func TestStartFirstClearsALeftoverRetiring(t *testing.T) {
+	ctx := context.Background()
+	f, x := startFirstHost(t)
+	labels := map[string]string{LabelManaged: "s", LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}
+	if _, err := f.Create(ctx, RetiringName("m.c"), engine.Spec{Image: "old:1", Labels: labels}); err != nil {
+		t.Fatal(err)
+	}
+	f.SetHealth("new:1", "healthy", "")
+	if err := x.Recreate(ctx, startFirstOf(t, "new:1", probe), engineContainer(t, f, "m.c")); err != nil {
+		t.Fatal(err)
+	}
+	if cs := f.Containers(); len(cs) != 1 || cs[0].Name != "m.c" || cs[0].Spec.Image != "new:1" {
+		t.Errorf("containers %+v: want the new m.c alone", cs)
 	}
 }

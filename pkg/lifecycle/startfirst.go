@@ -50,7 +50,7 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		_ = x.leaveNetworks(cleanupContext(ctx), d, id)
 		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
 	}
-	if err := x.rename(ctx, old.ID, RetiringName(d.Name)); err != nil {
+	if err := x.moveAside(ctx, old, RetiringName(d.Name)); err != nil {
 		// The engine may have done it all the same: the old one, which runs,
 		// keeps (or takes back) its name once the new one is gone.
 		err = fmt.Errorf("rename %s to %s: %w", d.Name, RetiringName(d.Name), err)
@@ -96,13 +96,15 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 		}
 	}
 	cctx := cleanupContext(ctx)
-	if err := StopThrough(cctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil {
+	// A stop the engine did though it said otherwise (its answer lost) is
+	// asked of it: the old one goes all the same.
+	if err := StopThrough(cctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil && !x.stopped(cctx, old.ID) {
 		errs = append(errs, fmt.Errorf("stop the old %s: %w", d.Name, err))
 	} else if err := x.removeGone(cctx, old.ID); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return &OldLeftError{Name: d.Name, Err: errors.Join(errs...)}
+		return &OldLeftError{Name: d.Name, Aside: RetiringName(d.Name), Err: errors.Join(errs...)}
 	}
 	return nil
 }
