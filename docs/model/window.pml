@@ -115,6 +115,39 @@
  *                       only on a C whose policy is "no" (a dead close's
  *                       recreate in its second round stops one whose policy
  *                       is back; before 6652623)
+ * LOST_ANSWER (with RECREATE): one engine call's answer may be lost (the
+ * engine did it, the caller sees an error), once a run, on any StopThrough,
+ * Start, Rename or Remove of a Recreate and its put-backs: a failed stop or
+ * start leads to putBackUnmoved (RemoveNew, nameBack, restart), a rename
+ * asks the engine (Executor.rename), removeGone removes again; a recreate
+ * that failed so makes the last apply run again (as the next cron run
+ * would); a close whose recreate failed with the old one not back under C
+ * starts nothing and keeps its hold.
+ *   BROKEN_RENAME_LOST_UNASKED  a failed rename is taken as not done, and
+ *                       putBackUnmoved does not ask under which name the old
+ *                       one is (no nameBack): the code before 2793d10
+ * START_FIRST (with RECREATE, NO_WINDOW): C's update order is start-first:
+ * a recreate of a running C is recreateStartFirst (create C.meshctl-new
+ * without the aliases, Start, the gate; passed: takeAliases, rename the
+ * old one C.meshctl-retiring, the new one C, retire: leaveNetworks, the
+ * drain, StopThrough, removeGone; failed: RemoveNew, the old one
+ * untouched), of a stopped one the stop-first Recreate; HealDead carries a
+ * dead claim's recreate whose old one is retiring through
+ * (finishStartFirst), else removes the leftover new one. Properties: while
+ * no apply has been killed, a container of C that passed a gate runs, not
+ * stopping, under the aliases, in every state (no gap; two containers of C
+ * run during the overlap, by design); at the end, one container of C,
+ * under its name and the aliases, running the last version that passed its
+ * gate. No window: its open stops C (a gap by design).
+ *   BROKEN_RETIRE_BEFORE_GATE  the old one is retired (aliases, renames,
+ *                       retire) before the new one's gate
+ *   BROKEN_HEAL_DROPS_RETIRING  HealDead has no forward case: it removes
+ *                       the new one of a dead start-first recreate whose old
+ *                       one is retiring (or leaves the retiring one)
+ * With both, UNFIXED_RETIRE_STOP is the code as it is (README.md, "A bug the
+ * lost-answer configurations found"): retire's StopThrough whose answer is
+ * lost ends it (OldLeftError), C.meshctl-retiring stays; without it, the
+ * proposed fix: retire asks the engine after a failed stop.
  */
 
 #ifndef MAXK
@@ -289,12 +322,18 @@ inline stop_k(k) {
  * Remove, Rename again), Rename the new one to C, the health gate; passed:
  * removeGone the old one; failed: PutBack (removeGone the new one, Rename
  * the old one back, Start it if it ran). n, k: the caller's scratch. */
-#ifdef LOST_ANSWER
-#define STOPFIRST recreate_exact
-#elif defined(START_FIRST)
-#define STOPFIRST recreate_stop_first
+/* the stop-first Recreate: recreate, or recreate_stop_first beside the
+ * start-first one (START_FIRST); with LOST_ANSWER, the one below it */
+#ifdef START_FIRST
+#define RECREATE_STOP_FIRST recreate_stop_first
 #else
-#define STOPFIRST recreate
+#define RECREATE_STOP_FIRST recreate
+#endif
+#ifdef LOST_ANSWER
+#define STOPFIRST recreate_no_lost_answer
+#define LOSTFIRST RECREATE_STOP_FIRST
+#else
+#define STOPFIRST RECREATE_STOP_FIRST
 #endif
 inline STOPFIRST(o, oldrun) {
 	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
@@ -334,13 +373,16 @@ inline STOPFIRST(o, oldrun) {
  * only: the code before 2793d10, no asking, no nameBack) leads to
  * putBackUnmoved, or PutBack; a PutBack whose rename back fails returns
  * (the old one stays stopped). */
-inline recreate(o, oldrun) {
+inline LOSTFIRST(o, oldrun) {
 	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
 	if :: k != NONE -> remove_k(k) :: else fi;           /* code: createNew: removeGone(leftover) */
 	atomic {                                              /* code: createNew: Create C.meshctl-new */
 		n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
 		assert(n != NONE);
 		nm[n] = NEWN; ver[n] = 2
+#ifdef START_FIRST
+		; alias[n] = 1
+#endif
 	};
 	if :: oldrun -> stop_k(o) LOSE :: else fi;            /* code: StopThrough(old) */
 	if :: !err -> start_k(n) LOSE :: else fi;             /* code: Start(new) */
@@ -391,7 +433,11 @@ inline recreate_start_first(o) {
 		assert(n != NONE);
 		nm[n] = NEWN; ver[n] = 2; alias[n] = 0
 	};
+#ifdef LOST_ANSWER
+	start_k(n) LOSE;                                      /* code: Start(new) */
+#else
 	start_k(n);                                           /* code: Start(new) */
+#endif
 #ifdef BROKEN_RETIRE_BEFORE_GATE
 	/* the old one retired before the new one's gate */
 	alias[n] = 1;                                         /* code: takeAliases */
@@ -406,20 +452,43 @@ inline recreate_start_first(o) {
 	fi;
 #else
 	if
-	:: healthy2 ->                                        /* code: gate passed */
+	:: healthy2 && !err ->                                /* code: gate passed */
 		/* code: takeAliases: DisconnectNetwork (it has no aliases: no
 		 * effect), then: */
 		alias[n] = 1;                                     /* code: takeAliases: ConnectNetwork with the aliases */
+#ifdef LOST_ANSWER
+		/* (the renames ask the engine: with one lost answer they succeed;
+		 * their failure paths, RemoveNew and nameBack, are not reached) */
+		atomic { assert(nm[o] == NAMEN); nm[o] = RETN LOSE ASKED };  /* code: rename(old, C.meshctl-retiring) */
+		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN LOSE ASKED };  /* code: rename(new, C) */
+		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
+		stop_k(o) LOSE;                                   /* code: retire: StopThrough(old) */
+#ifdef UNFIXED_RETIRE_STOP
+		/* the code as it is: a StopThrough that fails ends retire
+		 * (OldLeftError): the old one stays as C.meshctl-retiring */
+		if :: !err -> remove_k(o) LOSE GONE :: else fi   /* code: retire: removeGone(old) */
+#else
+		/* the proposed fix: a StopThrough that fails is asked of the
+		 * engine (Inspect: it is not running), and the old one goes */
+		err = 0;                                          /* code: retire: Inspect(old) */
+		remove_k(o) LOSE GONE                             /* code: retire: removeGone(old) */
+#endif
+#else
 		atomic { assert(nm[o] == NAMEN); nm[o] = RETN };  /* code: rename(old, C.meshctl-retiring) */
 		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN };  /* code: rename(new, C) */
 		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
 		stop_k(o);                                        /* code: retire: StopThrough(old) */
 		remove_k(o)                                       /* code: retire: removeGone(old) */
+#endif
 	:: else ->                                            /* code: gate failed: leaveNetworks(new) (no aliases) */
 		remove_k(n)                                       /* code: RemoveNew: removeGone(new) */
 	fi;
 #endif
+#ifdef LOST_ANSWER
+	atomic { if :: err -> efail = 1 :: else fi; err = 0; n = 0; k = 0 }
+#else
 	atomic { n = 0; k = 0 }
+#endif
 }
 
 /* code: Recreate: start-first when the old one runs (startsFirst), else
