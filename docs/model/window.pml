@@ -115,6 +115,39 @@
  *                       only on a C whose policy is "no" (a dead close's
  *                       recreate in its second round stops one whose policy
  *                       is back; before 6652623)
+ * LOST_ANSWER (with RECREATE): one engine call's answer may be lost (the
+ * engine did it, the caller sees an error), once a run, on any StopThrough,
+ * Start, Rename or Remove of a Recreate and its put-backs: a failed stop or
+ * start leads to putBackUnmoved (RemoveNew, nameBack, restart), a rename
+ * asks the engine (Executor.rename), removeGone removes again; a recreate
+ * that failed so makes the last apply run again (as the next cron run
+ * would); a close whose recreate failed with the old one not back under C
+ * starts nothing and keeps its hold.
+ *   BROKEN_RENAME_LOST_UNASKED  a failed rename is taken as not done, and
+ *                       putBackUnmoved does not ask under which name the old
+ *                       one is (no nameBack): the code before 2793d10
+ * START_FIRST (with RECREATE, NO_WINDOW): C's update order is start-first:
+ * a recreate of a running C is recreateStartFirst (create C.meshctl-new
+ * without the aliases, Start, the gate; passed: takeAliases, rename the
+ * old one C.meshctl-retiring, the new one C, retire: leaveNetworks, the
+ * drain, StopThrough, removeGone; failed: RemoveNew, the old one
+ * untouched), of a stopped one the stop-first Recreate; HealDead carries a
+ * dead claim's recreate whose old one is retiring through
+ * (finishStartFirst), else removes the leftover new one. Properties: while
+ * no apply has been killed, a container of C that passed a gate runs, not
+ * stopping, under the aliases, in every state (no gap; two containers of C
+ * run during the overlap, by design); at the end, one container of C,
+ * under its name and the aliases, running the last version that passed its
+ * gate. No window: its open stops C (a gap by design).
+ *   BROKEN_RETIRE_BEFORE_GATE  the old one is retired (aliases, renames,
+ *                       retire) before the new one's gate
+ *   BROKEN_HEAL_DROPS_RETIRING  HealDead has no forward case: it removes
+ *                       the new one of a dead start-first recreate whose old
+ *                       one is retiring (or leaves the retiring one)
+ * With both, UNFIXED_RETIRE_STOP is the code as it is (README.md, "A bug the
+ * lost-answer configurations found"): retire's StopThrough whose answer is
+ * lost ends it (OldLeftError), C.meshctl-retiring stays; without it, the
+ * proposed fix: retire asks the engine after a failed stop.
  */
 
 #ifndef MAXK
@@ -186,6 +219,34 @@ bool claimran[6];   /* the claim says its old C ran (claims.Claim.Ran) */
 bool claimdef[6];
 byte closedwith[3]; /* ghost: the version window w's close last read in applied.json */
 bool gaveup;        /* ghost: a close gave up converging after closeRounds */
+#define RETN  4   /* C.meshctl-retiring (lifecycle.RetiringName) */
+#ifdef START_FIRST
+/* the container answers to the service's aliases on its networks (a
+ * start-first recreate creates the new one without them: takeAliases gives
+ * them once it passed its gate; retire takes the old one off) */
+bool alias[NS];
+bool booted;        /* ghost: init has made C */
+/* ghost: some container of C that passed a gate (version 1, or version 2
+ * when it passes) runs, not stopping, under the aliases */
+#define SERVES(k) (nm[k] != 0 && crun[k] && !stopping[k] && alias[k] && (ver[k] == 1 || healthy2))
+#define SERVED (SERVES(0) || SERVES(1) || SERVES(2))
+#endif
+#ifdef LOST_ANSWER
+bool lost;          /* an engine call's answer has been lost (once a run) */
+bool efail;         /* ghost: a recreate failed on an engine error (the last apply runs again, as cron would) */
+/* LOSE: the engine call just made did what it was asked, and its answer is
+ * lost (the caller sees an error), at most once a run; err is the
+ * caller's. ASKED: the code asks the engine after a failed rename (Inspect
+ * by the new name: it is the container renamed, so no error); GONE:
+ * removeGone removes again (not found: gone, no error). */
+#define LOSE ; if :: !lost -> lost = 1; err = 1 :: skip fi
+#define GONE ; err = 0
+#ifdef BROKEN_RENAME_LOST_UNASKED
+#define ASKED
+#else
+#define ASKED ; err = 0
+#endif
+#endif
 #define ANYRUN (crun[0] || crun[1] || crun[2])
 #define NRUN (crun[0] + crun[1] + crun[2])
 #define C_RUNS (nm[0] == NAMEN && crun[0] || nm[1] == NAMEN && crun[1] || nm[2] == NAMEN && crun[2])
@@ -230,7 +291,11 @@ inline slot(name, k) {
 /* code: engine.Remove (force: a running container is killed; the engine
  * carries out a start in flight on it first, then the remove) */
 inline remove_k(k) {
-	atomic { nm[k] = 0; ver[k] = 0; crun[k] = 0; stopping[k] = 0; starting[k] = 0; polno[k] = 0 }
+	atomic { nm[k] = 0; ver[k] = 0; crun[k] = 0; stopping[k] = 0; starting[k] = 0; polno[k] = 0
+#ifdef START_FIRST
+		; alias[k] = 0
+#endif
+	}
 }
 
 /* code: engine.Start: the request is in the engine, which carries it out
@@ -257,13 +322,29 @@ inline stop_k(k) {
  * Remove, Rename again), Rename the new one to C, the health gate; passed:
  * removeGone the old one; failed: PutBack (removeGone the new one, Rename
  * the old one back, Start it if it ran). n, k: the caller's scratch. */
-inline recreate(o, oldrun) {
+/* the stop-first Recreate: recreate, or recreate_stop_first beside the
+ * start-first one (START_FIRST); with LOST_ANSWER, the one below it */
+#ifdef START_FIRST
+#define RECREATE_STOP_FIRST recreate_stop_first
+#else
+#define RECREATE_STOP_FIRST recreate
+#endif
+#ifdef LOST_ANSWER
+#define STOPFIRST recreate_no_lost_answer
+#define LOSTFIRST RECREATE_STOP_FIRST
+#else
+#define STOPFIRST RECREATE_STOP_FIRST
+#endif
+inline STOPFIRST(o, oldrun) {
 	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
 	if :: k != NONE -> remove_k(k) :: else fi;           /* code: createNew: removeGone(leftover) */
 	atomic {                                              /* code: createNew: Create C.meshctl-new */
 		n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
 		assert(n != NONE);
 		nm[n] = NEWN; ver[n] = 2
+#ifdef START_FIRST
+		; alias[n] = 1                                    /* (with the service's aliases) */
+#endif
 	};
 	if :: oldrun -> stop_k(o) :: else fi;                 /* code: StopThrough(old) */
 	start_k(n);                                           /* code: Start(new) */
@@ -281,6 +362,145 @@ inline recreate(o, oldrun) {
 	atomic { n = 0; k = 0 }
 }
 
+#ifdef LOST_ANSWER
+/* The same Recreate where one engine call's answer may be lost (LOSE): the
+ * engine did it, the caller sees an error. A StopThrough or Start that
+ * fails leads to putBackUnmoved (RemoveNew; nameBack: Inspect the old one
+ * by id, renamed back to C if it is not under it; restart if it ran); a
+ * rename asks the engine (Executor.rename: Inspect by the new name) and
+ * one that was done is no error; removeGone removes again (not found: no
+ * error). A rename aside, or to C, that fails (BROKEN_RENAME_LOST_UNASKED
+ * only: the code before 2793d10, no asking, no nameBack) leads to
+ * putBackUnmoved, or PutBack; a PutBack whose rename back fails returns
+ * (the old one stays stopped). */
+inline LOSTFIRST(o, oldrun) {
+	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
+	if :: k != NONE -> remove_k(k) :: else fi;           /* code: createNew: removeGone(leftover) */
+	atomic {                                              /* code: createNew: Create C.meshctl-new */
+		n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
+		assert(n != NONE);
+		nm[n] = NEWN; ver[n] = 2
+#ifdef START_FIRST
+		; alias[n] = 1
+#endif
+	};
+	if :: oldrun -> stop_k(o) LOSE :: else fi;            /* code: StopThrough(old) */
+	if :: !err -> start_k(n) LOSE :: else fi;             /* code: Start(new) */
+	if
+	:: !err ->
+		atomic { slot(OLDN, k) };
+		if :: k != NONE -> remove_k(k) :: else fi;       /* code: renameAside: Remove(leftover) */
+		atomic { assert(nm[o] == NAMEN); nm[o] = OLDN LOSE ASKED }  /* code: renameAside → rename: Rename(old, C.meshctl-old), Inspect */
+	:: else
+	fi;
+	if
+	:: err ->                                             /* code: putBackUnmoved: */
+		atomic { efail = 1; err = 0; remove_k(n) };       /* code: RemoveNew: removeGone(new) */
+#ifndef BROKEN_RENAME_LOST_UNASKED
+		atomic { if :: nm[o] != NAMEN -> nm[o] = NAMEN :: else fi };  /* code: nameBack: Inspect(old), Rename(old, C) if not under it */
+#endif
+		if :: oldrun -> start_k(o) :: else fi             /* code: restart: Start(old) if it ran */
+	:: else ->
+		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN LOSE ASKED };  /* code: rename: Rename(new, C), Inspect */
+		if
+		:: healthy2 && !err -> remove_k(o) LOSE GONE      /* code: gate passed; removeGone(old) */
+		:: else ->                                        /* code: gate failed (or the rename); PutBack: */
+			atomic { if :: err -> efail = 1 :: else fi; err = 0; remove_k(n) } LOSE GONE;  /* code: removeGone(new) */
+			atomic { assert(nm[o] == OLDN); nm[o] = NAMEN LOSE ASKED };  /* code: rename: Rename(old, C), Inspect */
+			if
+			:: !err && oldrun -> start_k(o) LOSE          /* code: restart: Start(old) if it ran */
+			:: else                                       /* (a failed rename back: PutBack returns) */
+			fi
+		fi
+	fi;
+	atomic { if :: err -> efail = 1 :: else fi; err = 0; n = 0; k = 0 }
+}
+#endif
+
+#ifdef START_FIRST
+/* code: lifecycle.Executor.recreateStartFirst of o (it runs) to version 2:
+ * createNewAs (a leftover C.meshctl-new of ours: removeGone; Create on the
+ * networks without the aliases), Start, the gate; passed: takeAliases
+ * (DisconnectNetwork, ConnectNetwork with the aliases), rename(old,
+ * C.meshctl-retiring), rename(new, C), retire (leaveNetworks of the old
+ * one, the drain, StopThrough, removeGone); failed: leaveNetworks of the
+ * new one, RemoveNew, the old one untouched. */
+inline recreate_start_first(o) {
+	atomic { assert(nm[o] == NAMEN); slot(NEWN, k) };
+	if :: k != NONE -> remove_k(k) :: else fi;           /* code: createNewAs: removeGone(leftover) */
+	atomic {                                              /* code: createNewAs: Create C.meshctl-new, no aliases */
+		n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
+		assert(n != NONE);
+		nm[n] = NEWN; ver[n] = 2; alias[n] = 0
+	};
+#ifdef LOST_ANSWER
+	start_k(n) LOSE;                                      /* code: Start(new) */
+#else
+	start_k(n);                                           /* code: Start(new) */
+#endif
+#ifdef BROKEN_RETIRE_BEFORE_GATE
+	/* the old one retired before the new one's gate */
+	alias[n] = 1;                                         /* code: takeAliases */
+	atomic { assert(nm[o] == NAMEN); nm[o] = RETN };      /* code: rename(old, C.meshctl-retiring) */
+	atomic { assert(nm[n] == NEWN); nm[n] = NAMEN };      /* code: rename(new, C) */
+	alias[o] = 0;                                         /* code: retire: leaveNetworks(old) */
+	stop_k(o);                                            /* code: retire: StopThrough(old) */
+	remove_k(o);                                          /* code: retire: removeGone(old) */
+	if
+	:: healthy2                                           /* code: gate passed */
+	:: else -> remove_k(n)                                /* code: gate failed: RemoveNew */
+	fi;
+#else
+	if
+	:: healthy2 && !err ->                                /* code: gate passed */
+		/* code: takeAliases: DisconnectNetwork (it has no aliases: no
+		 * effect), then: */
+		alias[n] = 1;                                     /* code: takeAliases: ConnectNetwork with the aliases */
+#ifdef LOST_ANSWER
+		/* (the renames ask the engine: with one lost answer they succeed;
+		 * their failure paths, RemoveNew and nameBack, are not reached) */
+		atomic { assert(nm[o] == NAMEN); nm[o] = RETN LOSE ASKED };  /* code: rename(old, C.meshctl-retiring) */
+		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN LOSE ASKED };  /* code: rename(new, C) */
+		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
+		stop_k(o) LOSE;                                   /* code: retire: StopThrough(old) */
+#ifdef UNFIXED_RETIRE_STOP
+		/* the code as it is: a StopThrough that fails ends retire
+		 * (OldLeftError): the old one stays as C.meshctl-retiring */
+		if :: !err -> remove_k(o) LOSE GONE :: else fi   /* code: retire: removeGone(old) */
+#else
+		/* the proposed fix: a StopThrough that fails is asked of the
+		 * engine (Inspect: it is not running), and the old one goes */
+		err = 0;                                          /* code: retire: Inspect(old) */
+		remove_k(o) LOSE GONE                             /* code: retire: removeGone(old) */
+#endif
+#else
+		atomic { assert(nm[o] == NAMEN); nm[o] = RETN };  /* code: rename(old, C.meshctl-retiring) */
+		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN };  /* code: rename(new, C) */
+		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
+		stop_k(o);                                        /* code: retire: StopThrough(old) */
+		remove_k(o)                                       /* code: retire: removeGone(old) */
+#endif
+	:: else ->                                            /* code: gate failed: leaveNetworks(new) (no aliases) */
+		remove_k(n)                                       /* code: RemoveNew: removeGone(new) */
+	fi;
+#endif
+#ifdef LOST_ANSWER
+	atomic { if :: err -> efail = 1 :: else fi; err = 0; n = 0; k = 0 }
+#else
+	atomic { n = 0; k = 0 }
+#endif
+}
+
+/* code: Recreate: start-first when the old one runs (startsFirst), else
+ * stop-first */
+inline recreate(o, oldrun) {
+	if
+	:: oldrun -> recreate_start_first(o)
+	:: else -> recreate_stop_first(o, oldrun)
+	fi
+}
+#endif
+
 /* code: lifecycle.Executor.HealDead, under the state lock, when mine (the
  * caller may heal C): a leftover C.meshctl-new of ours is removed (begun);
  * for a dead claim on C (every recorded claim is dead here: the caller
@@ -293,12 +513,46 @@ inline recreate(o, oldrun) {
 inline heal_dead(mine) {
 	if
 	:: mine ->
+#ifdef START_FIRST
+		/* code: forward: a dead claim on C with C.meshctl-retiring there
+		 * (a start-first recreate whose new one passed its gate): its
+		 * new one is kept */
+		atomic { slot(RETN, r); fwd = (r != NONE && (claimed[A] || claimed[B] || claimed[F])) };
+#ifdef BROKEN_HEAL_DROPS_RETIRING
+		fwd = 0;
+#endif
+		atomic { slot(NEWN, k) };
+		if :: k != NONE && !fwd -> remove_k(k); begun = 1 :: else fi;  /* code: removeGone(C.meshctl-new) */
+#else
 		atomic { slot(NEWN, k) };
 		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeGone(C.meshctl-new) */
+#endif
 		if
 		:: claimed[A] || claimed[B] || claimed[F] ->
 			atomic { slot(OLDN, k); slot(NAMEN, o) };
 			if
+#ifdef START_FIRST
+			:: fwd ->                                     /* code: finishStartFirst */
+				if
+				:: o == NONE ->
+					atomic { slot(NEWN, k) };
+					if
+					:: k == NONE ->                       /* no new one left: */
+						atomic { nm[r] = NAMEN; o = r };  /* code: rename(retiring, C) */
+						start_k(o)                        /* code: StartOld */
+					:: else ->
+						atomic { nm[k] = NAMEN }          /* code: rename(new, C) */
+					fi
+				:: else
+				fi;
+				if
+				:: nm[r] == RETN ->
+					stop_k(r);                            /* code: StopThrough(retiring) */
+					remove_k(r)                           /* code: removeGone(retiring) */
+				:: else
+				fi;
+				atomic { begun = 1; r = 0; fwd = 0 }
+#endif
 			:: k != NONE ->
 #ifndef BROKEN_NO_HEAL_ASIDE
 				if :: o != NONE -> remove_k(o) :: else fi;    /* code: PutBack: removeGone(new) */
@@ -464,7 +718,11 @@ inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs
 #ifdef RECREATE
 /* forget_all also clears what a process keeps across its steps (at its
  * death) */
-inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0; begun = 0; w = 0; atopen = 0; want = 0; round = 0 } }
+inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0; begun = 0; w = 0; atopen = 0; want = 0; round = 0; err = 0
+#ifdef START_FIRST
+	; r = 0; fwd = 0
+#endif
+} }
 
 /* One apply (RECREATE): apply.runLocked. takeLock: another apply's live
  * claim → unlock, claims.Wait, again (Run); observe; heal (healInterrupted:
@@ -511,7 +769,25 @@ inline apply_pass(me) {
 		atomic { applied = 2; unlock_state(me); forget() }  /* code: record: lock.Write(applied.json) */
 #endif
 	:: else ->
+#if defined(LOST_ANSWER) || defined(START_FIRST)
+		atomic { slot(NAMEN, o) };
+		if
+		:: o == NONE ->                    /* code: Plan: create (C is missing; only a broken variant gets here) */
+			atomic {                       /* code: Create C (here under the state lock) */
+				n = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
+				assert(n != NONE);
+				nm[n] = NAMEN; ver[n] = 2
+#ifdef START_FIRST
+				; alias[n] = 1
+#endif
+			};
+			start_k(n);                    /* code: Start */
+			if :: !healthy2 -> remove_k(n) :: else fi;  /* code: the gate; failed: Remove */
+			atomic { applied = 2; unlock_state(me); forget(); n = 0 }
+		:: else ->
+#else
 		atomic { slot(NAMEN, o); assert(o != NONE) };
+#endif
 		if
 		:: ver[o] != 2 || !obs_c ->        /* code: Plan: recreate (a version 1, or stopped) */
 			atomic { clk[me] = 1; claimed[me] = 1; claimran[me] = obs_c };  /* code: claims.Take: its lock, claims.json */
@@ -524,6 +800,9 @@ inline apply_pass(me) {
 		:: else ->                         /* code: Plan: unchanged; record */
 			atomic { applied = 2; unlock_state(me); forget(); o = 0 }
 		fi
+#if defined(LOST_ANSWER) || defined(START_FIRST)
+		fi
+#endif
 	fi
 }
 #else
@@ -581,7 +860,11 @@ inline apply_pass(me) {
 /* a process's copies of what it read, and (RECREATE) the containers it
  * works on */
 #ifdef RECREATE
-#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun
+#ifdef START_FIRST
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round, r; bool oldrun, begun, err, fwd
+#else
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun, err
+#endif
 #else
 #define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr
 #endif
@@ -705,11 +988,21 @@ record:
 			if
 			:: want != ver[o] && want != atopen ->    /* code: bringOne: deferred (a change since the open) */
 				recreate(o, oldrun);                  /* code: Recreate */
+#ifdef LOST_ANSWER
+				/* code: failed: Inspect(C): the old one back under C →
+				 * Resume; else nothing started, the hold kept */
+				if
+				:: nm[o] == NAMEN -> polno[o] = 0; start_k(o)  /* code: Resume: SetRestart, Start */
+				:: nm[o] == 0                         /* replaced: the old one removed */
+				:: else -> goto closed                /* not back under its name */
+				fi
+#else
 				if
 				:: !healthy2 ->                       /* code: Inspect(C): the old one is back under C */
 					polno[o] = 0; start_k(o)          /* code: Resume: SetRestart, Start */
 				:: else
 				fi
+#endif
 			:: else ->
 				polno[o] = 0;                         /* code: Resume: SetRestart(policy) */
 				start_k(o)                            /* code: Resume: Start */
@@ -790,6 +1083,9 @@ proctype LastApply() {
 	:: apply_pass(F);
 		if
 		:: hold[1] || hold[2] -> (!step_run)
+#ifdef LOST_ANSWER
+		:: efail -> efail = 0              /* a recreate failed on an engine error: again */
+#endif
 		:: else -> break
 		fi
 	od;
@@ -799,7 +1095,11 @@ proctype LastApply() {
 	 * its gate. */
 	(!starting[0] && !starting[1] && !starting[2] && !stopping[0] && !stopping[1] && !stopping[2]);
 	atomic { slot(NAMEN, o);
-		assert(o != NONE && crun[o] && ver[o] == (healthy2 -> 2 : 1) && (nm[0] != 0) + (nm[1] != 0) + (nm[2] != 0) == 1) };
+		assert(o != NONE && crun[o] && ver[o] == (healthy2 -> 2 : 1) && (nm[0] != 0) + (nm[1] != 0) + (nm[2] != 0) == 1
+#ifdef START_FIRST
+			&& alias[o]
+#endif
+		) };
 #endif
 	done[F] = 1
 }
@@ -856,7 +1156,13 @@ end:
 	/* and never two containers of C run at once */
 	do
 	:: atomic { step_run && ANYRUN -> assert(!(step_run && ANYRUN)) }
+#ifdef START_FIRST
+	/* start-first: no gap while nothing is killed (two containers of C run
+	 * during the overlap, by design) */
+	:: atomic { booted && !dead[A] && !dead[B] && !SERVED -> assert(dead[A] || dead[B] || SERVED) }
+#else
 	:: atomic { NRUN > 1 -> assert(NRUN <= 1) }
+#endif
 	od
 #else
 	atomic { (step_run && c_run) -> assert(false) }
@@ -865,7 +1171,11 @@ end:
 
 init {
 	atomic {
+#ifdef NO_WINDOW
+		done[W1] = 1;
+#else
 		run Window(W1);
+#endif
 #ifdef ONE_WINDOW
 		done[W2] = 1;
 #else
@@ -875,6 +1185,9 @@ init {
 #ifdef RECREATE
 		run Apply(B);
 		nm[0] = NAMEN; ver[0] = 1; crun[0] = 1;
+#ifdef START_FIRST
+		alias[0] = 1; booted = 1;
+#endif
 		if :: healthy2 = 1 :: skip fi;
 #else
 		done[B] = 1;
