@@ -144,10 +144,10 @@
  *   BROKEN_HEAL_DROPS_RETIRING  HealDead has no forward case: it removes
  *                       the new one of a dead start-first recreate whose old
  *                       one is retiring (or leaves the retiring one)
- * With both, UNFIXED_RETIRE_STOP is the code as it is (README.md, "A bug the
- * lost-answer configurations found"): retire's StopThrough whose answer is
- * lost ends it (OldLeftError), C.meshctl-retiring stays; without it, the
- * proposed fix: retire asks the engine after a failed stop.
+ * With both, BROKEN_RETIRE_STOP_UNASKED is the code before 429d227 (README.md,
+ * "A bug the lost-answer configurations found"): retire's StopThrough whose
+ * answer is lost ends it (OldLeftError), C.meshctl-retiring stays; without
+ * it, the fix: retire asks the engine after a failed stop.
  */
 
 #ifndef MAXK
@@ -463,12 +463,12 @@ inline recreate_start_first(o) {
 		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN LOSE ASKED };  /* code: rename(new, C) */
 		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
 		stop_k(o) LOSE;                                   /* code: retire: StopThrough(old) */
-#ifdef UNFIXED_RETIRE_STOP
-		/* the code as it is: a StopThrough that fails ends retire
+#ifdef BROKEN_RETIRE_STOP_UNASKED
+		/* the code before 429d227: a StopThrough that fails ends retire
 		 * (OldLeftError): the old one stays as C.meshctl-retiring */
 		if :: !err -> remove_k(o) LOSE GONE :: else fi   /* code: retire: removeGone(old) */
 #else
-		/* the proposed fix: a StopThrough that fails is asked of the
+		/* the fix (429d227): a StopThrough that fails is asked of the
 		 * engine (Inspect: it is not running), and the old one goes */
 		err = 0;                                          /* code: retire: Inspect(old) */
 		remove_k(o) LOSE GONE                             /* code: retire: removeGone(old) */
