@@ -317,10 +317,12 @@ func snapshot(t testing.TB, d *state.Dir) map[string]string {
 	return out
 }
 
-// TestRecreateClearsLeftoverAside: a recreate that died half way leaves
-// "m.a.meshctl-old" behind; the next recreate of m.a removes that leftover
-// (it is ours, and m.a itself exists) instead of failing at the rename for
-// ever.
+// TestRecreateClearsLeftoverAside: a recreate that could not remove its
+// old container leaves "m.a.meshctl-old" behind, stopped, with no claim;
+// the next apply removes that leftover (it is ours, and m.a itself exists)
+// before it plans, and its recreate of m.a does not fail at the rename.
+// (A leftover under the aside name at the rename itself, where the heal
+// may not touch it, goes there: moveAside, TestStartFirstClearsALeftoverRetiring.)
 func TestRecreateClearsLeftoverAside(t *testing.T) {
 	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, meshOf(t, "a: {image: "+busybox+", command: [one]}"), nil); err != nil {
@@ -341,7 +343,7 @@ func TestRecreateClearsLeftoverAside(t *testing.T) {
 	if got := rep.Containers[0]; got.Name != "m.a" || got.Action != Recreate {
 		t.Fatalf("m.a: %+v", got)
 	}
-	want := []string{"create m.a.meshctl-new", "stop m.a", "start m.a.meshctl-new", "remove m.a.meshctl-old",
+	want := []string{"remove m.a.meshctl-old", "create m.a.meshctl-new", "stop m.a", "start m.a.meshctl-new",
 		"rename m.a m.a.meshctl-old", "rename m.a.meshctl-new m.a", "remove m.a.meshctl-old"}
 	if got := eng.Changes(); !slices.Equal(got, want) {
 		t.Fatalf("changes:\n got %q\nwant %q", got, want)

@@ -218,7 +218,8 @@ func (x Executor) nameBack(ctx context.Context, name, id string) error {
 // healthy, under the name) but could not remove the old one, left aside and
 // stopped as NAME.meshctl-old (or, start-first, Aside: NAME.meshctl-retiring):
 // nothing may start it again, or two copies of the service would run. The
-// next recreate of the name removes it.
+// next apply's heal removes it (HealDead), as does the next recreate of the
+// name.
 type OldLeftError struct {
 	Name  string
 	Aside string // "": OldName(Name)

@@ -34,7 +34,12 @@ import (
 //     unverified, it is removed, before anything starts; where a claim was
 //     replacing NAME, its recreate had begun (Recreate makes the new one
 //     before the old one stops), so an old one it left stopped under the
-//     name is started again, as the put-back would have.
+//     name is started again, as the put-back would have;
+//   - a leftover NAME.meshctl-old (OldName) of this state directory, stopped,
+//     that no dead claim names, beside a container under NAME: a recreate
+//     that replaced NAME but could not remove the old one (OldLeftError)
+//     left it; it goes (without NAME, it may be the last good one: it
+//     stays).
 //
 // mine says which containers the caller may heal now: a name it may not (a
 // live window holds it, or it is another module's) is left as it is and
@@ -135,7 +140,37 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 			kept = append(kept, left)
 		}
 	}
-	return kept, changed, nil
+	removed, err := x.removeLeftAside(ctx, observed, byName, dead, mine, progress)
+	return kept, changed || removed, err
+}
+
+// removeLeftAside removes the NAME.meshctl-old containers (OldName) of this
+// state directory that a recreate which replaced NAME could not remove:
+// stopped, no dead claim naming NAME, and a container under NAME.
+func (x Executor) removeLeftAside(ctx context.Context, observed []engine.Container, byName map[string]engine.Container,
+	dead []claims.Claim, mine func(name string) bool, progress func(string, ...any)) (bool, error) {
+	claimed := map[string]bool{}
+	for _, c := range dead {
+		for _, n := range c.Containers {
+			claimed[n] = true
+		}
+	}
+	removed := false
+	for _, c := range observed {
+		base, isOld := strings.CutSuffix(c.Name, OldName(""))
+		if !isOld || !IsService(c, x.Scope) || c.Running || claimed[base] || !mine(base) {
+			continue
+		}
+		if _, ok := byName[base]; !ok {
+			continue
+		}
+		if err := x.removeGone(cleanupContext(ctx), c.ID); err != nil {
+			return removed, fmt.Errorf("remove %s, which a recreate of %s left: %w", c.Name, base, err)
+		}
+		progress("removed %s: a recreate replaced %s but could not remove it\n", c.Name, base)
+		removed = true
+	}
+	return removed, nil
 }
 
 // finishStartFirst carries through the start-first recreate of name that

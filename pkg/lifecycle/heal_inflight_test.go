@@ -170,3 +170,50 @@ func TestReleaseSettlesADeadClosesStop(t *testing.T) {
 		t.Error("m.c.meshctl-new is still there")
 	}
 }
+
+// TestHealRemovesALeftAside: a recreate that replaced m.c but could not
+// remove the old one (OldLeftError) left it stopped as m.c.meshctl-old,
+// with no claim: the next heal removes it. Without a container under m.c
+// it may be the last good one, and a held name is not the heal's: both
+// stay. (The fault harness's long run, seeds 27595 and 38587: the removal
+// of the old one hung; the healing apply left it aside.)
+func TestHealRemovesALeftAside(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		withNew, mine bool
+		wantGone      bool
+	}{
+		{"beside the new one", true, true, true},
+		{"nothing under the name", false, true, false},
+		{"held", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			f := enginetest.NewFake("old:1", "new:1")
+			x := Executor{Engine: f, Scope: "s"}
+			if err := x.Create(ctx, desiredOf(t, "old:1", nil)); err != nil {
+				t.Fatal(err)
+			}
+			old, _ := f.Get("m.c")
+			_ = f.Stop(ctx, old.ID, 0)
+			_ = f.Rename(ctx, old.ID, OldName("m.c"))
+			if tc.withNew {
+				if err := x.Create(ctx, desiredOf(t, "new:1", nil)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			observed, err := f.List(ctx, Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, changed, err := x.HealDead(ctx, observed, nil, func(string) bool { return tc.mine }, func(string, ...any) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, there := f.Get(OldName("m.c"))
+			if there == tc.wantGone || changed != tc.wantGone {
+				t.Errorf("m.c.meshctl-old there: %v, changed: %v; want it gone: %v", there, changed, tc.wantGone)
+			}
+		})
+	}
+}
