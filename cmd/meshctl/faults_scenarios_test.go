@@ -152,12 +152,25 @@ func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...str
 	}
 	res := p.wait()
 	r.t.Logf("%s after %s", res.describe(), res.took.Round(time.Millisecond))
-	if res.sig == syscall.SIGTERM || res.sig == syscall.SIGINT || res.sig == syscall.SIGHUP {
+	switch {
+	case res.sig != syscall.SIGTERM && res.sig != syscall.SIGINT && res.sig != syscall.SIGHUP:
+	case delay < fltStartup:
+		// Before its signal handler is in place (the Go runtime and the
+		// packages' initialisation come first), a signal ends any Go
+		// program; nothing was opened yet, and the host is checked after.
+		r.t.Logf("%s came %s after the start, before meshctl handles signals", signalName(sig), delay)
+	default:
 		// Asked to end, meshctl closes what it opened and exits 130; it
 		// is not killed by the signal (SIGHUP: 17.9).
 		r.t.Errorf("meshctl %s was %s, want it to clean up and exit", strings.Join(p.args, " "), res.describe())
 	}
 }
+
+// fltStartup bounds how long meshctl takes, from its exec, to handle
+// SIGTERM, SIGINT and SIGHUP: the Go runtime, then the initialisation of
+// its packages (about 7 ms unloaded), then main. The long run saw a SIGTERM
+// 1 ms after the start end the window by the signal (seed 39055).
+const fltStartup = 50 * time.Millisecond
 
 // actSignalWindow signals a window (a 3 s graceful stop, a 2 s run: step)
 // at a drawn instant of its life.
