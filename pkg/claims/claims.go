@@ -210,24 +210,27 @@ func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), na
 func (h *Held) left() (Claim, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.kept) == 0 {
-		return Claim{}, false
-	}
-	c := Claim{ID: h.ID, PID: h.PID, Since: h.Since}
-	for _, n := range h.Containers {
-		if !slices.Contains(h.kept, n) {
+	return h.Claim.Part(func(name string) bool { return slices.Contains(h.kept, name) })
+}
+
+// Part is c on those of its containers that in says, with what it records
+// of them; false when there is none.
+func (c Claim) Part(in func(name string) bool) (Claim, bool) {
+	p := Claim{ID: c.ID, PID: c.PID, Since: c.Since}
+	for _, n := range c.Containers {
+		if !in(n) {
 			continue
 		}
-		c.Containers = append(c.Containers, n)
-		if slices.Contains(h.Creates, n) {
-			c.Creates = append(c.Creates, n)
+		p.Containers = append(p.Containers, n)
+		if slices.Contains(c.Creates, n) {
+			p.Creates = append(p.Creates, n)
 		}
-		if id, ok := h.Ran[n]; ok {
-			if c.Ran == nil {
-				c.Ran = map[string]string{}
+		if id, ok := c.Ran[n]; ok {
+			if p.Ran == nil {
+				p.Ran = map[string]string{}
 			}
-			c.Ran[n] = id
+			p.Ran[n] = id
 		}
 	}
-	return c, len(c.Containers) > 0
+	return p, len(p.Containers) > 0
 }

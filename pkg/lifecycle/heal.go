@@ -79,20 +79,9 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 		changed = true
 	}
 	for i, c := range dead {
-		left := claims.Claim{ID: c.ID, PID: c.PID, Since: c.Since}
 		for _, name := range c.Containers {
 			if !mine(name) {
-				left.Containers = append(left.Containers, name)
-				if slices.Contains(c.Creates, name) {
-					left.Creates = append(left.Creates, name)
-				}
-				if id, ok := c.Ran[name]; ok {
-					if left.Ran == nil {
-						left.Ran = map[string]string{}
-					}
-					left.Ran[name] = id
-				}
-				continue
+				continue // its part of the claim is kept, below
 			}
 			cur, exists := byName[name]
 			aside, isAside := byName[OldName(name)]
@@ -136,7 +125,7 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 				changed = true
 			}
 		}
-		if len(left.Containers) > 0 {
+		if left, ok := c.Part(func(name string) bool { return !mine(name) }); ok {
 			kept = append(kept, left)
 		}
 	}
