@@ -107,17 +107,7 @@ func TestRecreateRenameAnswerLost(t *testing.T) {
 					map[int]string{1: "/aside", 2: "/to-name"}[nth] + map[bool]string{false: "", true: "/inspect-fails"}[inspectFails]
 				t.Run(name, func(t *testing.T) {
 					ctx := context.Background()
-					f := enginetest.NewFake("old:1", "new:1")
-					desired := func(image string, health *mesh.Healthcheck) *Desired {
-						if startFirst {
-							return startFirstOf(t, image, health)
-						}
-						return desiredOf(t, image, health)
-					}
-					if err := (Executor{Engine: f, Scope: "s"}).Create(ctx, desired("old:1", nil)); err != nil {
-						t.Fatal(err)
-					}
-					f.SetHealth("new:1", "healthy", "")
+					f, desired := orderedHost(t, startFirst, "new:1")
 					eng := &renameLost{Fake: f, nth: nth, inspectFails: inspectFails}
 					x := Executor{Engine: eng, Scope: "s"}
 					err := x.Recreate(ctx, desired("new:1", probe), engineContainer(t, f, "m.c"))
@@ -166,18 +156,7 @@ func TestRecreateStopAnswerLost(t *testing.T) {
 	for _, startFirst := range []bool{false, true} {
 		t.Run(map[bool]string{false: "stop-first", true: "start-first"}[startFirst], func(t *testing.T) {
 			ctx := context.Background()
-			f := enginetest.NewFake("old:1", "new:1", "new:2")
-			desired := func(image string, health *mesh.Healthcheck) *Desired {
-				if startFirst {
-					return startFirstOf(t, image, health)
-				}
-				return desiredOf(t, image, health)
-			}
-			if err := (Executor{Engine: f, Scope: "s"}).Create(ctx, desired("old:1", nil)); err != nil {
-				t.Fatal(err)
-			}
-			f.SetHealth("new:1", "healthy", "")
-			f.SetHealth("new:2", "healthy", "")
+			f, desired := orderedHost(t, startFirst, "new:1", "new:2")
 			x := Executor{Engine: stopLost{f}, Scope: "s"}
 			for _, image := range []string{"new:1", "new:2"} {
 				if err := x.Recreate(ctx, desired(image, probe), engineContainer(t, f, "m.c")); err != nil {
@@ -210,4 +189,25 @@ func TestStartFirstClearsALeftoverRetiring(t *testing.T) {
 	if cs := f.Containers(); len(cs) != 1 || cs[0].Name != "m.c" || cs[0].Spec.Image != "new:1" {
 		t.Errorf("containers %+v: want the new m.c alone", cs)
 	}
+}
+
+// orderedHost is a fake engine where m.c (old:1) runs, made stop-first or
+// start-first (startFirstOf), with healthy images news to recreate it
+// with; desired makes m.c of an image in the same order.
+func orderedHost(t *testing.T, startFirst bool, news ...string) (f *enginetest.Fake, desired func(image string, health *mesh.Healthcheck) *Desired) {
+	t.Helper()
+	f = enginetest.NewFake(append([]string{"old:1"}, news...)...)
+	desired = func(image string, health *mesh.Healthcheck) *Desired {
+		if startFirst {
+			return startFirstOf(t, image, health)
+		}
+		return desiredOf(t, image, health)
+	}
+	if err := (Executor{Engine: f, Scope: "s"}).Create(context.Background(), desired("old:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range news {
+		f.SetHealth(n, "healthy", "")
+	}
+	return f, desired
 }
