@@ -135,15 +135,7 @@ func TestWriteAtomic(t *testing.T) {
 // TestAlertRules: the alert rules docs/metrics.md gives pass promtool check
 // rules, and name only metrics this package writes (or node_exporter's).
 func TestAlertRules(t *testing.T) {
-	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "## Alert rules\n\n```yaml\n")
-	if !ok {
-		t.Fatal("docs/metrics.md has no yaml block under ## Alert rules")
-	}
-	rules, _, _ := strings.Cut(rest, "```")
+	rules := alertRules(t)
 	rendered := string(Render(sampleSnapshot()))
 	for _, name := range regexp.MustCompile(`\bmeshctl_[a-z_]+`).FindAllString(rules, -1) {
 		if !strings.Contains(rendered, "# TYPE "+name+" gauge") {
@@ -164,4 +156,51 @@ func TestAlertRules(t *testing.T) {
 	if out, err := exec.Command(promtool, "check", "rules", file).CombinedOutput(); err != nil {
 		t.Errorf("promtool check rules: %v\n%s", err, out)
 	}
+}
+
+// TestAlertRulesFire: the alert rules of docs/metrics.md fire when they
+// should and only then (promtool test rules, testdata/alerts_test.yaml): the
+// garbage-collect alert for a host whose last success is 3 days old, for a
+// host whose windows all failed while another host's succeed, and when no
+// host ever ran it; the stale-hold alert once a hold has been stale 10
+// minutes.
+func TestAlertRulesFire(t *testing.T) {
+	rules := alertRules(t)
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and promtool is missing")
+		}
+		t.Skip("promtool not installed")
+	}
+	tests, err := os.ReadFile(filepath.Join("testdata", "alerts_test.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, body := range map[string]string{"rules.yaml": rules, "alerts_test.yaml": string(tests)} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool, "test", "rules", "alerts_test.yaml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("promtool test rules: %v\n%s", err, out)
+	}
+}
+
+// alertRules returns the yaml block under "## Alert rules" in docs/metrics.md.
+func alertRules(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "## Alert rules\n\n```yaml\n")
+	if !ok {
+		t.Fatal("docs/metrics.md has no yaml block under ## Alert rules")
+	}
+	rules, _, _ := strings.Cut(rest, "```")
+	return rules
 }
