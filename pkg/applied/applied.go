@@ -172,6 +172,17 @@ func (a *Applied) ModuleNames() []string {
 	return a.File.ModuleNames()
 }
 
+// HasStep reports whether the applied state has a module's step. With
+// nothing applied (or an applied state without its file) every step counts,
+// since none can be told gone.
+func (a *Applied) HasStep(module, step string) bool {
+	if a == nil || a.File == nil {
+		return true
+	}
+	m := a.File.Modules[module]
+	return m != nil && m.Steps[step] != nil
+}
+
 // Resolved is a container's image as an apply resolved it.
 type Resolved struct {
 	Image string `json:"image"`

@@ -64,7 +64,17 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil {
 		return snap, err
 	}
-	snap.Windows = hist.Windows
+	// A step the applied state no longer has is left out, as status --check
+	// forgets it: its last window would otherwise alert for ever.
+	app, _, err := applied.LoadApplied(d)
+	if err != nil {
+		return snap, err
+	}
+	for _, w := range hist.Windows {
+		if app.HasStep(w.Module, w.Step) {
+			snap.Windows = append(snap.Windows, w)
+		}
+	}
 	classified, err := e.classifyHolds(ctx, d, &doc)
 	if err != nil {
 		return snap, err

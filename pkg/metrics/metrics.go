@@ -29,7 +29,8 @@ var HoldStates = []string{holds.Open, holds.Overdue, holds.Orphaned, holds.Unkno
 
 // Snapshot is what the metrics file reports.
 type Snapshot struct {
-	// Windows is the history of closed windows, oldest first.
+	// Windows is the history of closed windows, oldest first, of the
+	// steps the applied state has.
 	Windows []holds.Entry
 	// Holds counts the open windows' holds by state.
 	Holds map[string]int

@@ -119,7 +119,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		}
 	}
 	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
-		FailedWindows: failedWindows(ws.History.Windows, appliedStep(app, appliedOK)), Problems: []string{}}
+		FailedWindows: failedWindows(ws.History.Windows, app.HasStep), Problems: []string{}}
 	heldBy := map[string]holds.View{}
 	for _, c := range ws.Classified {
 		v := holds.ViewOf(c.Hold, c.State)
@@ -219,19 +219,6 @@ func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) [
 		}
 	}
 	return out
-}
-
-// appliedStep reports whether the applied state has a module's step; with
-// nothing applied (or an applied state without its file) every step counts,
-// since none can be told gone.
-func appliedStep(a *applied.Applied, ok bool) func(module, step string) bool {
-	return func(module, step string) bool {
-		if !ok || a == nil || a.File == nil {
-			return true
-		}
-		m := a.File.Modules[module]
-		return m != nil && m.Steps[step] != nil
-	}
 }
 
 // problems lists what needs a person: a failed last apply or window, a
