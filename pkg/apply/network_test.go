@@ -189,6 +189,32 @@ func TestRunNetworkRefusals(t *testing.T) {
 			t.Errorf("changes %v, want none", c)
 		}
 	})
+	t.Run("a changed definition with a container of a module this apply does not converge on it", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		other := "\n  o:\n    containers:\n      x: {image: meshtest/busybox:1, networks: [m/default]}\n"
+		if _, err := run(t, d, eng, decodeMesh(t, netFile+other), nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.Changes()
+		changed := strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)
+		_, err := run(t, d, eng, decodeMesh(t, changed), nil)
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) ||
+			!strings.Contains(err.Error(), "o.x of module o, which this apply does not converge, joins it: apply module o in the same file as module m") {
+			t.Fatalf("err = %v, want a ChangedNetworkError naming o.x and module o", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none: module o's container is left alone", c)
+		}
+		// Both modules in one file: o.x is in the plan, recreated with the
+		// new definition in its spec.
+		rep, err := run(t, d, eng, decodeMesh(t, changed+other), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := actions(rep); got["o.x"] != Recreate || got["m.db"] != Recreate {
+			t.Errorf("actions %v, want o.x and m.db recreated", got)
+		}
+	})
 	t.Run("a changed definition while a window holds a container on it", func(t *testing.T) {
 		d, eng := stateDir(t), enginetest.NewFake(busybox)
 		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
