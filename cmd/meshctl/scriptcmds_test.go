@@ -245,6 +245,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		n, err := c.InspectNetwork(ctx, rest[0])
 		check(err)
 		if err == nil {
+			ts.Check(publicSubnets(n))
 			fmt.Fprintf(ts.Stdout(), "network=%s subnet=%s internal=%v managed=%v module=%s containers=%s\n", n.Name,
 				strings.Join(n.Subnets, ","), n.Internal, n.Labels["io.meshctl.managed"] != "", n.Labels["io.meshctl.module"],
 				strings.Join(n.Containers, ","))
@@ -258,6 +259,9 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		_, err := c.CreateNetwork(ctx, rest[0], engine.NetworkSpec{})
 		check(err)
 		name := rest[0]
+		if n, err := c.InspectNetwork(ctx, name); err == nil {
+			ts.Check(publicSubnets(n))
+		}
 		ts.Defer(func() {
 			if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
 				_ = c.RemoveNetwork(context.Background(), name)

@@ -265,7 +265,10 @@ func (a *pass) fillNetworks() {
 
 // checkReplaceable refuses, before any change, to make network it again
 // while a container that this apply cannot take off it and put back is
-// attached: one outside this state directory, or one a live window holds.
+// attached: one outside this state directory, one a live window holds, or
+// one of a module this apply does not converge (its spec records the
+// network's definition: it would be stopped and moved outside any plan,
+// and left with a spec that differs from its container).
 func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 	n, err := a.eng.InspectNetwork(ctx, it.Name)
 	if err != nil {
@@ -278,6 +281,11 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 			if hold, held := a.in.Holds[c.Name]; held {
 				return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
 					Why: c.Name + " joins it and window " + hold.Window + " holds it: apply again once the window has closed"}
+			}
+			if m := c.Labels[lifecycle.LabelModule]; !a.in.Modules[m] {
+				return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+					Why: c.Name + " of module " + m + ", which this apply does not converge, joins it: apply module " + m +
+						" in the same file as module " + it.Module + " (its containers are then recreated in the plan)"}
 			}
 		}
 	}
@@ -298,10 +306,13 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 // new definition in their spec. The network's containers are unreachable
 // there while it is replaced.
 //
-// It runs under the state lock, not under the plan's claim: it stops and
-// starts containers of other modules too, which no claim covers, and a
+// It runs under the state lock, before the plan's claim is taken: a
 // window must never find one of them half-done (planNetworks refused the
-// change while a window holds one).
+// change while a window holds one). Its containers are all of the modules
+// this apply converges (planNetworks refused the change otherwise): a kill
+// here leaves them stopped, some off the network, and the next apply of
+// these modules recreates them (not running), making the network again
+// first if it still has the old definition.
 func (a *pass) replaceNetworks(ctx context.Context) error {
 	for i := range a.netItems {
 		it := &a.netItems[i]

@@ -8,11 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // TestPlanNetworks is the network plan's rules, one per row.
@@ -184,6 +187,65 @@ func TestRunNetworkRefusals(t *testing.T) {
 		}
 		if c := eng.Changes(); len(c) > 0 {
 			t.Errorf("changes %v, want none", c)
+		}
+	})
+	t.Run("a changed definition with a container of a module this apply does not converge on it", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		other := "\n  o:\n    containers:\n      x: {image: meshtest/busybox:1, networks: [m/default]}\n"
+		if _, err := run(t, d, eng, decodeMesh(t, netFile+other), nil); err != nil {
+			t.Fatal(err)
+		}
+		eng.Changes()
+		changed := strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)
+		_, err := run(t, d, eng, decodeMesh(t, changed), nil)
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) ||
+			!strings.Contains(err.Error(), "o.x of module o, which this apply does not converge, joins it: apply module o in the same file as module m") {
+			t.Fatalf("err = %v, want a ChangedNetworkError naming o.x and module o", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none: module o's container is left alone", c)
+		}
+		// Both modules in one file: o.x is in the plan, recreated with the
+		// new definition in its spec.
+		rep, err := run(t, d, eng, decodeMesh(t, changed+other), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := actions(rep); got["o.x"] != Recreate || got["m.db"] != Recreate {
+			t.Errorf("actions %v, want o.x and m.db recreated", got)
+		}
+	})
+	t.Run("a changed definition while a window holds a container on it", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		// A live window holding m.db: its lock taken, its hold recorded.
+		win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer win.Unlock()
+		now := time.Now()
+		hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.db"},
+			Restart: map[string]string{"m.db": "unless-stopped"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+		l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Write(holds.File, &hd)
+		l.Unlock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		eng.Changes()
+		_, err = run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), "m.db joins it and window w-1 holds it") {
+			t.Fatalf("err = %v, want a ChangedNetworkError naming m.db and window w-1", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none: the held container is not taken off the network", c)
 		}
 	})
 }

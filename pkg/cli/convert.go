@@ -58,6 +58,13 @@ the environment, an external one or inline content is refused, saying to
 make it a file. container_name is not kept: a comment above the container
 says it is named MODULE.NAME and reached by its service name.
 
+Networks become module networks: Compose's default network, which every
+service without networks: joins, becomes the module network default
+(engine name meshctl.MODULE.default), so that the services reach each other
+by service name as under Compose; a named network keeps its internal flag
+and its aliases, an external one is joined by its engine name. ipam, a
+driver other than bridge, driver_opts and fixed addresses are refused.
+
 A service with build: runs the current build of its own ledger module,
 artifact: MODULE-SERVICE, also when it names an image: too. A comment above
 it (on stderr with -o json) says how CI records each build: meshctl build
@@ -68,7 +75,7 @@ A value from the shell is never written: an environment entry that Compose
 would take from it (- API_TOKEN, or ${X} set in the shell) is refused,
 saying to put it in an env_file. Values from .env are written.
 
-Any other key (networks, runtime, platform, ports in long form with options
+Any other key (runtime, platform, ports in long form with options
 meshctl lacks, …) is refused by name, each once with
 what to do instead, and nothing is printed: a conversion never drops a key
 silently. x-* extensions are ignored, as Compose ignores them. compose-go's

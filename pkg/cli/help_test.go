@@ -105,7 +105,7 @@ func TestExamplesNameRealCommands(t *testing.T) {
 // names every field the decoder accepts.
 func TestMeshFileTopicNamesEveryField(t *testing.T) {
 	for _, typ := range []reflect.Type{reflect.TypeFor[mesh.Container](), reflect.TypeFor[mesh.Step](), reflect.TypeFor[mesh.RunStep](),
-		reflect.TypeFor[mesh.Healthcheck](), reflect.TypeFor[mesh.Logging](), reflect.TypeFor[mesh.FileMount]()} {
+		reflect.TypeFor[mesh.Healthcheck](), reflect.TypeFor[mesh.Logging](), reflect.TypeFor[mesh.FileMount](), reflect.TypeFor[mesh.Network]()} {
 		for _, name := range yamlFields(typ) {
 			if !regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(name) + ` `).MatchString(meshFileHelp) {
 				t.Errorf("help mesh-file does not name %s's field %q", typ.Name(), name)

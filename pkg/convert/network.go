@@ -20,8 +20,9 @@ var (
 // networkSteps are the next steps of the networks' keys meshctl has no
 // field for (see nextSteps).
 var networkSteps = map[string]string{
-	"ipam": "meshctl takes a network's addresses from the engine's pool: remove ipam, and reach the containers by name " +
-		"(SERVICE, or MODULE.SERVICE)",
+	// A network's key: no SERVICE or CONTAINER to name (notCarried).
+	"ipam": "meshctl takes a network's addresses from the engine's pool: remove ipam, and reach its containers " +
+		"by their service names",
 	"ipv4_address":   "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
 	"ipv6_address":   "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
 	"link_local_ips": "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",

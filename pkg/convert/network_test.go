@@ -93,6 +93,9 @@ networks:
 		"services.web.networks.front.ipv4_address", "services.web.networks.front.priority"} {
 		if msg, n := refusal(t, err, key); n != 1 || strings.HasPrefix(msg, "not carried over by meshctl") {
 			t.Errorf("%s refused %d times, or without its next step (%q):\n%s", key, n, msg, strings.Join(re.Keys, "\n"))
+		} else if strings.Contains(msg, "(,") || strings.Contains(msg, ".)") || strings.Contains(msg, "MODULE") {
+			// A network's key has no service: a step naming one reads "(, or MODULE.)".
+			t.Errorf("%s's next step has an empty or unfilled name: %q", key, msg)
 		}
 	}
 }

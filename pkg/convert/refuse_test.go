@@ -1,10 +1,13 @@
 package convert
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/cli"
 )
 
 // refusal is the message of the refusal of path in err, and how many
@@ -131,6 +134,36 @@ services:
 	for _, key := range []string{"max_attempts", "delay"} {
 		if msg, n := refusal(t, err, "services.web.deploy.restart_policy."+key); n != 1 || !strings.Contains(msg, "remove") {
 			t.Errorf("%s: %q", key, msg)
+		}
+	}
+}
+
+// TestConvertHelpRefusesNoCarriedKey: the keys `meshctl help convert` gives
+// as refused are keys convert does not carry (networks were listed there
+// after convert had begun to carry them), and the help says what becomes of
+// the keys it carries whose meaning is not plain from their name.
+func TestConvertHelpRefusesNoCarriedKey(t *testing.T) {
+	var out bytes.Buffer
+	if code := cli.Run(context.Background(), cli.NewEnv(strings.NewReader(""), &out, &out), []string{"help", "convert"}); code != 0 {
+		t.Fatalf("meshctl help convert: exit %d: %s", code, out.String())
+	}
+	help := strings.Join(strings.Fields(out.String()), " ")
+	_, rest, ok := strings.Cut(help, "Any other key (")
+	list, _, ok2 := strings.Cut(rest, ")")
+	if !ok || !ok2 {
+		t.Fatalf("help convert gives no list of refused keys:\n%s", out.String())
+	}
+	for _, item := range strings.Split(list, ",") {
+		// "ports in long form with options meshctl lacks" names a part
+		// of a key; a bare key is the whole of it.
+		key := strings.Fields(item)
+		if len(key) == 1 && (serviceKeys[key[0]] || topKeys[key[0]]) {
+			t.Errorf("help convert gives %s as refused, but convert carries it", key[0])
+		}
+	}
+	for _, says := range []string{"Networks become module networks", "Secrets and configs defined with file:", "A service with build:"} {
+		if !strings.Contains(help, says) {
+			t.Errorf("help convert does not say %q", says)
 		}
 	}
 }

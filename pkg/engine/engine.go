@@ -82,7 +82,9 @@ type Client interface {
 	// ConnectNetwork joins a container to a network, answering there to
 	// aliases too.
 	ConnectNetwork(ctx context.Context, network, container string, aliases []string) error
-	// DisconnectNetwork takes a container, running or not, off a network.
+	// DisconnectNetwork takes a container, running or not, off a network;
+	// one that is not on it (or a network that is gone) is a not-found
+	// error.
 	DisconnectNetwork(ctx context.Context, network, container string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64

@@ -115,6 +115,14 @@ func (c *dockerClient) ConnectNetwork(ctx context.Context, net, container string
 
 func (c *dockerClient) DisconnectNetwork(ctx context.Context, net, container string) error {
 	return c.do(ctx, "disconnect "+container+" from network "+net, func(ctx context.Context) error {
-		return c.api.NetworkDisconnect(ctx, net, container, true)
+		err := c.api.NetworkDisconnect(ctx, net, container, true)
+		// A container that is not on the network (or a network that is
+		// gone: a forced disconnect says the same) is an internal error
+		// to the engine (500), and a not-found error here: taken off it
+		// already, as by a disconnect whose answer was lost.
+		if err != nil && strings.Contains(err.Error(), "is not connected to the network") {
+			return notFoundError{err}
+		}
+		return err
 	})
 }

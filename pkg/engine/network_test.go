@@ -95,3 +95,31 @@ func TestNetworks(t *testing.T) {
 		t.Errorf("Start on a missing network: %v", err)
 	}
 }
+
+// TestDisconnectNotConnected: taking a container off a network it is not
+// on is a not-found error, as the interface's fake has it: an apply killed
+// while it made a network again (replaceNetwork), with some containers
+// taken off it already, is carried through by the next one, whose
+// disconnect of those finds them off (the engine answers 500 "is not
+// connected to the network").
+func TestDisconnectNotConnected(t *testing.T) {
+	c := enginetest.Client(t)
+	enginetest.RequireImage(t, c, enginetest.Image)
+	ctx := ctxT(t)
+	net := prefix + "disc"
+	if _, err := c.CreateNetwork(ctx, net, engine.NetworkSpec{Labels: map[string]string{"io.meshctl.test": prefix}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RemoveNetwork(context.Background(), net) })
+	id := create(t, c, prefix+"disc", engine.Spec{Image: enginetest.Image, Cmd: []string{"sleep", "600"},
+		Networks: map[string][]string{net: nil}})
+	if err := c.DisconnectNetwork(ctx, net, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DisconnectNetwork(ctx, net, id); !engine.IsNotFound(err) {
+		t.Errorf("DisconnectNetwork of a container not on the network: %v, want not found", err)
+	}
+	if err := c.DisconnectNetwork(ctx, prefix+"nonesuch", id); !engine.IsNotFound(err) {
+		t.Errorf("DisconnectNetwork from a missing network: %v, want not found", err)
+	}
+}
