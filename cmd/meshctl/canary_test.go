@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 )
 
 // The canaries: secret values, one per way a secret reaches meshctl, so
@@ -316,5 +318,47 @@ func TestCanaryBadInput(t *testing.T) {
 				checkStateDir(t, m.state, 5)
 			}
 		})
+	}
+}
+
+// TestCanaryEtcdLedger (issue 18, "Also": the ledger password): with an
+// etcd ledger, MESHCTL_LEDGER_PASSWORD is in no output of the build
+// commands (text, -o json, -v, success or failure) nor in the metrics file
+// they write, whether the cluster answers (the test cluster, authentication
+// off) or none does; the file-ledger run of TestCanary never sends the
+// password anywhere. A wrong password is TestEtcdTLSAndAuth's.
+func TestCanaryEtcdLedger(t *testing.T) {
+	eps := etcdtest.Endpoints(t)
+	m := newMeshctl(t, "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	metricsFile := filepath.Join(m.dir, "meshctl.prom")
+	m.env = append(m.env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
+		"MESHCTL_METRICS_FILE="+metricsFile)
+	for _, ledger := range []struct{ name, url, want string }{
+		{"the test cluster", "etcd://" + eps + etcdtest.Prefix(t.Name()), ""},
+		{"no cluster", "etcd://127.0.0.1:" + etcdtest.FreePort(t) + "/meshctl", "did not answer"},
+	} {
+		for _, args := range [][]string{
+			{"build", "request", "web"},
+			{"build", "request", "web", "-o", "json"},
+			{"-v", "build", "current", "web"},
+			{"build", "record", "b-01M8R0TS7B000DBZQPR6TEMNFQ", "--image", "meshtest/busybox:1", "-o", "json"},
+			{"build", "list"},
+		} {
+			args = append([]string{"--ledger", ledger.url, "--lock-timeout", "5s"}, args...)
+			stdout, stderr, err := m.run2(args...)
+			out := stdout + stderr
+			if ledger.want != "" && (err == nil || !strings.Contains(out, ledger.want)) {
+				t.Errorf("%s: meshctl %s: %v, want a failure saying %q:\n%s", ledger.name, strings.Join(args, " "), err, ledger.want, out)
+			}
+			if prom, err := os.ReadFile(metricsFile); err == nil {
+				out += string(prom)
+			}
+			if strings.Contains(out, canaryMark) {
+				t.Errorf("%s: meshctl %s printed the ledger password, or wrote it to the metrics file:\n%s", ledger.name, strings.Join(args, " "), markCanaries(out))
+			}
+		}
+	}
+	if _, err := os.Stat(m.state); err == nil {
+		checkStateDir(t, m.state, 0)
 	}
 }
