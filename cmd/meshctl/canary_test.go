@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 )
 
 // The canaries: secret values, one per way a secret reaches meshctl, so
@@ -80,7 +82,8 @@ const canaryPullMesh = `modules:
 // env-file, a run: step's env, meshctl's own environment and the ledger
 // password appear in no output of any command — success and failure, text
 // and -o json, --dry-run, -v, status and status --check, window run, logs
-// and list, the build commands — and in no file of the state directory,
+// and list, the build commands — nor in the metrics file (--metrics-file)
+// any of them wrote, and in no file of the state directory,
 // except applied.json (the desired state, which has env: as written), which
 // stays 0600 in a 0700 directory. The content of a secrets: file (issue 20)
 // is in no file at all, applied.json included, nor on the container's
@@ -88,8 +91,9 @@ const canaryPullMesh = `modules:
 func TestCanary(t *testing.T) {
 	host := testEngine(t)
 	m := newMeshctl(t, host)
+	metricsFile := filepath.Join(m.dir, "meshctl.prom")
 	m.env = append(m.env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
-		"CI_JOB_TOKEN="+canaryProcess)
+		"CI_JOB_TOKEN="+canaryProcess, "MESHCTL_METRICS_FILE="+metricsFile)
 	module := fmt.Sprintf("cny%08x", rand.Uint32())
 	m.cleanupModule(module)
 	write := func(name, text string) {
@@ -112,6 +116,11 @@ func TestCanary(t *testing.T) {
 			t.Fatalf("meshctl %s: %v (want failure: %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantFail, stdout, stderr)
 		}
 		out := "$ meshctl " + strings.Join(args, " ") + "\n" + stdout + stderr
+		// The metrics file is written whole after most commands: what
+		// each wrote is searched, not only the last.
+		if prom, err := os.ReadFile(metricsFile); err == nil {
+			out += "\n" + metricsFile + " after it:\n" + string(prom)
+		}
 		outputs = append(outputs, out)
 		return stdout
 	}
@@ -174,8 +183,12 @@ func TestCanary(t *testing.T) {
 
 	for _, out := range outputs {
 		if strings.Contains(out, canaryMark) {
-			t.Errorf("a secret was printed:\n%s", markCanaries(out))
+			cmd, _, _ := strings.Cut(out, "\n")
+			t.Errorf("a secret was printed, or written to the metrics file, by %s:\n%s", cmd, markCanaries(out))
 		}
+	}
+	if !strings.Contains(outputs[len(outputs)-1], "meshctl_apply_last_success 1") {
+		t.Errorf("the last apply wrote no metrics file %s: the check searched nothing there", metricsFile)
 	}
 	checkStateDir(t, m.state, 5)
 }
@@ -243,8 +256,8 @@ func markCanaries(out string) string {
 // engine refuses — a key set twice in env's list form, a list item
 // without "=", a string where env's map belongs, a control character in a
 // value — is named by its key and file:line, never quoted, in the text and
-// JSON errors of apply, apply --dry-run and window run, and in no state
-// file (last-apply.json keeps the error).
+// JSON errors of apply, apply --dry-run and window run, in no metrics
+// file they wrote, and in no state file (last-apply.json keeps the error).
 func TestCanaryBadInput(t *testing.T) {
 	host := testEngine(t)
 	tests := []struct {
@@ -263,6 +276,8 @@ func TestCanaryBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMeshctl(t, host)
+			metricsFile := filepath.Join(m.dir, "meshctl.prom")
+			m.env = append(m.env, "MESHCTL_METRICS_FILE="+metricsFile)
 			module := fmt.Sprintf("cnb%08x", rand.Uint32())
 			m.cleanupModule(module)
 			mesh := fmt.Sprintf(`modules:
@@ -295,10 +310,55 @@ func TestCanaryBadInput(t *testing.T) {
 				if out := stdout + stderr; strings.Contains(out, canaryMark) {
 					t.Errorf("meshctl %s printed a secret:\n%s", strings.Join(args, " "), markCanaries(out))
 				}
+				if prom, err := os.ReadFile(metricsFile); err == nil && strings.Contains(string(prom), canaryMark) {
+					t.Errorf("meshctl %s wrote a secret to the metrics file:\n%s", strings.Join(args, " "), markCanaries(string(prom)))
+				}
 			}
 			if _, err := os.Stat(m.state); err == nil {
 				checkStateDir(t, m.state, 5)
 			}
 		})
+	}
+}
+
+// TestCanaryEtcdLedger (issue 18, "Also": the ledger password): with an
+// etcd ledger, MESHCTL_LEDGER_PASSWORD is in no output of the build
+// commands (text, -o json, -v, success or failure) nor in the metrics file
+// they write, whether the cluster answers (the test cluster, authentication
+// off) or none does; the file-ledger run of TestCanary never sends the
+// password anywhere. A wrong password is TestEtcdTLSAndAuth's.
+func TestCanaryEtcdLedger(t *testing.T) {
+	eps := etcdtest.Endpoints(t)
+	m := newMeshctl(t, "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
+	metricsFile := filepath.Join(m.dir, "meshctl.prom")
+	m.env = append(m.env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
+		"MESHCTL_METRICS_FILE="+metricsFile)
+	for _, ledger := range []struct{ name, url, want string }{
+		{"the test cluster", "etcd://" + eps + etcdtest.Prefix(t.Name()), ""},
+		{"no cluster", "etcd://127.0.0.1:" + etcdtest.FreePort(t) + "/meshctl", "did not answer"},
+	} {
+		for _, args := range [][]string{
+			{"build", "request", "web"},
+			{"build", "request", "web", "-o", "json"},
+			{"-v", "build", "current", "web"},
+			{"build", "record", "b-01M8R0TS7B000DBZQPR6TEMNFQ", "--image", "meshtest/busybox:1", "-o", "json"},
+			{"build", "list"},
+		} {
+			args = append([]string{"--ledger", ledger.url, "--lock-timeout", "5s"}, args...)
+			stdout, stderr, err := m.run2(args...)
+			out := stdout + stderr
+			if ledger.want != "" && (err == nil || !strings.Contains(out, ledger.want)) {
+				t.Errorf("%s: meshctl %s: %v, want a failure saying %q:\n%s", ledger.name, strings.Join(args, " "), err, ledger.want, out)
+			}
+			if prom, err := os.ReadFile(metricsFile); err == nil {
+				out += string(prom)
+			}
+			if strings.Contains(out, canaryMark) {
+				t.Errorf("%s: meshctl %s printed the ledger password, or wrote it to the metrics file:\n%s", ledger.name, strings.Join(args, " "), markCanaries(out))
+			}
+		}
+	}
+	if _, err := os.Stat(m.state); err == nil {
+		checkStateDir(t, m.state, 0)
 	}
 }

@@ -63,7 +63,8 @@ func newBuildImportCmd(env *Env) *cobra.Command {
 ledger, which must be empty: the same ids, order, plans and outcomes, and
 each module's current build. Ids issued afterwards follow the imported ones.
 A ledger that has issued an id is refused (exit 2), and so is a malformed
-export.`,
+export, a FILE that is neither a regular file nor a pipe (a device, a
+directory: refused unread), and an input of more than 256 MiB.`,
 		Example: `  meshctl --ledger etcd://10.0.0.1:2379/meshctl build import ledger.jsonl
   meshctl build export | meshctl --ledger etcd://10.0.0.1:2379 build import -`,
 		Annotations: map[string]string{exitStatusKey: `  0    imported
@@ -86,15 +87,16 @@ func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) err
 	// command deaf to signals.
 	data, err := interruptible(ctx, "reading the export", func() ([]byte, error) {
 		var in io.Reader = env.Stdin
+		name := "stdin"
 		if opts.file != "" && opts.file != "-" {
-			f, err := os.Open(opts.file)
+			f, err := openImport(opts.file)
 			if err != nil {
-				return nil, usageErrorf("import: %v", err)
+				return nil, err
 			}
 			defer f.Close()
-			in = f
+			in, name = f, opts.file
 		}
-		return io.ReadAll(in)
+		return readImport(in, name, maxImportSize)
 	})
 	if err != nil {
 		return err
@@ -110,4 +112,48 @@ func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) err
 	}
 	env.Printf("imported %d builds into %s\n", n, l.Where())
 	return nil
+}
+
+// maxImportSize bounds what build import reads: an export's line is about
+// 300 bytes, so 256 MiB holds some 800,000 builds. A larger input (stdin
+// from /dev/zero) is refused, not read until memory runs out.
+const maxImportSize = 256 << 20
+
+// openImport opens the export at path: a regular file or a pipe (a FIFO,
+// bash's <(…)); a device or a directory is refused unread (exit 2).
+func openImport(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErrorf("import: %v", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, usageErrorf("import: %v", err)
+	}
+	if m := fi.Mode(); !m.IsRegular() && m&os.ModeNamedPipe == 0 {
+		f.Close()
+		kind := "a device"
+		switch {
+		case m.IsDir():
+			kind = "a directory"
+		case m&os.ModeSocket != 0:
+			kind = "a socket"
+		}
+		return nil, usageErrorf("import: %s is not a regular file or a pipe (%s): give an export (meshctl build export > FILE)", path, kind)
+	}
+	return f, nil
+}
+
+// readImport reads the whole export from in (named name), of at most limit
+// bytes: a larger one is refused (exit 2).
+func readImport(in io.Reader, name string, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(in, limit+1))
+	if err != nil {
+		return nil, usageErrorf("import: %s: %v", name, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, usageErrorf("import: %s is larger than %d MiB, more than an export of 800,000 builds: is it an export?", name, limit>>20)
+	}
+	return data, nil
 }

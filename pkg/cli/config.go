@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -32,9 +35,12 @@ func loadConfig(cmd *cobra.Command) error {
 	flags := cmd.Flags()
 	path, explicit := configPath(flags)
 	if path != "" {
-		v.SetConfigFile(path)
-		v.SetConfigType("yaml")
-		if err := v.ReadInConfig(); err != nil {
+		data, err := readConfigFile(path)
+		if err == nil {
+			v.SetConfigType("yaml")
+			err = v.ReadConfig(bytes.NewReader(data))
+		}
+		if err != nil {
 			if !explicit && errors.Is(err, os.ErrNotExist) {
 				path = ""
 			} else {
@@ -57,6 +63,36 @@ func loadConfig(cmd *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// maxConfigSize bounds the config file, which holds a dozen keys at most.
+const maxConfigSize = 64 << 10
+
+// readConfigFile reads the config file at path: a regular file of at most
+// maxConfigSize bytes. A FIFO, a device (/dev/zero) or a directory is
+// refused without being read, as a mesh file is.
+func readConfigFile(path string) ([]byte, error) {
+	// O_NONBLOCK: the open(2) of a FIFO no one writes returns at once.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("larger than %d KiB: a config file holds a few keys", maxConfigSize>>10)
+	}
+	return data, nil
 }
 
 // configPath returns the config file to read and whether the user named it.

@@ -57,10 +57,11 @@ func newMeshFileTopic() *cobra.Command {
 const meshFileHelp = `The mesh file is the desired state of one host, in YAML or JSON (apply -f FILE,
 or -f - for stdin). Decoding is strict: an unknown field, a wrong type, a
 duplicate key, a bad name, an unknown container in while-stopped, a file over
-2 MiB or of more than 262,144 values, or a -f FILE that is not a regular file
-(give a pipe as -f -) is refused (exit 2) naming the file, line and field, every
-error at once (up to 10); nothing is touched. No error quotes a value of env or
-of an env-file: it names the key, file and line.
+2 MiB or of more than 262,144 values (aliases repeating 65,536 at most), or a
+-f FILE that is not a regular file (give a pipe as -f -) is refused (exit 2)
+naming the file, line and field, every error at once (up to 10); nothing is
+touched. No error quotes a value of env or of an env-file: it names the key,
+file and line.
 Names of modules, containers and steps match ^[a-z0-9][a-z0-9-]{0,62}$.
 
   modules:

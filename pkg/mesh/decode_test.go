@@ -687,7 +687,7 @@ func TestDecodeRefusalIsStable(t *testing.T) {
 }
 
 // TestDecodeAliasBomb is a small file whose aliases expand to a million
-// containers: it is refused, quickly.
+// containers: it is refused before it is decoded (MaxRepeated).
 func TestDecodeAliasBomb(t *testing.T) {
 	var b strings.Builder
 	b.WriteString("modules:\n  m0:\n    containers: &c\n      c0: &x {image: x, command: [a, b], env: {A: b}}\n")
@@ -698,7 +698,7 @@ func TestDecodeAliasBomb(t *testing.T) {
 		fmt.Fprintf(&b, "  m%d: {containers: *c}\n", i)
 	}
 	_, err := Decode("mesh.yaml", []byte(b.String()))
-	checkRefusal(t, err, "mesh.yaml", 0, "", "excessive aliasing")
+	checkRefusal(t, err, "mesh.yaml", 0, "", "its aliases repeat more than 65536 values in all: write the values out, or apply its modules from several files")
 }
 
 func TestDecodeDuration(t *testing.T) {

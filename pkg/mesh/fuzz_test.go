@@ -71,6 +71,12 @@ modules:
 	for _, a := range adversarials() {
 		f.Add(a.file(4 << 10))
 	}
+	// Two of 256 KiB, large enough for checkDecodeTime to see work that
+	// grows faster than the file: the label keys (yaml.v3's own
+	// duplicate-key check spent over a second on them), and aliases of a
+	// map (decoded again at each alias: 400ms before MaxRepeated).
+	f.Add(adversarials()[0].file(256 << 10))
+	f.Add(adversarials()[len(adversarials())-1].file(256 << 10))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		start := cpuTime()
 		file, err := Decode("fuzz.yaml", data)

@@ -150,9 +150,8 @@ func (d *document) UnmarshalYAML(decode func(any) error) error {
 	}
 	d.tree.adopt(root.n)
 	r := reshaper{}
-	if !r.walk(root.n) {
-		return &yaml.TypeError{Errors: []string{fmt.Sprintf("holds more than %d values (keys, list items and scalars): "+
-			"apply its modules from several files", MaxNodes)}}
+	if err := r.walk(root.n); err != nil {
+		return &yaml.TypeError{Errors: []string{err.Error()}}
 	}
 	// The tree must read as the file again once decoded: error lines and
 	// fields are found in it.
@@ -176,6 +175,9 @@ const chunkKeys = 64
 type reshaper struct {
 	errs  []string
 	saved []savedContent
+	// repeats are the values each anchored node holds, its aliases'
+	// included: what an alias of it costs to decode (repeated).
+	repeats map[*yaml.Node]int
 }
 
 type savedContent struct {
@@ -190,17 +192,26 @@ var takenTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "
 	"!!null": true, "!!seq": true, "!!map": true, "!!merge": true, "!": true}
 
 // walk visits every node once; an alias is not followed (its anchor is
-// visited where it is written). It returns false, its work undone, for a
-// tree of more than MaxNodes nodes.
-func (r *reshaper) walk(root *yaml.Node) bool {
+// visited where it is written), but the values it repeats, which yaml.v3
+// decodes again at each alias, are counted. It returns an error, its work
+// undone, for a tree of more than MaxNodes nodes, or whose aliases repeat
+// more than MaxRepeated values.
+func (r *reshaper) walk(root *yaml.Node) error {
 	stack := []*yaml.Node{root}
-	for nodes := 1; len(stack) > 0; nodes++ {
-		if nodes > MaxNodes {
-			r.undo()
-			return false
-		}
+	nodes, repeated := 0, 0
+	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
+		if nodes++; nodes > MaxNodes {
+			r.undo()
+			return fmt.Errorf("holds more than %d values (keys, list items and scalars): apply its modules from several files", MaxNodes)
+		}
+		if n.Kind == yaml.AliasNode && n.Alias != nil {
+			if repeated += r.repeated(n.Alias); repeated > MaxRepeated {
+				r.undo()
+				return fmt.Errorf("its aliases repeat more than %d values in all: write the values out, or apply its modules from several files", MaxRepeated)
+			}
+		}
 		if n.Style&yaml.TaggedStyle != 0 && !takenTags[n.ShortTag()] {
 			r.fail(n, "the tag %s is not taken: write the value as plain text, without a tag", n.ShortTag())
 		}
@@ -211,7 +222,46 @@ func (r *reshaper) walk(root *yaml.Node) bool {
 			stack = append(stack, n.Content...)
 		}
 	}
-	return true
+	return nil
+}
+
+// MaxRepeated is the most values a file's aliases may repeat in all (an
+// alias of a map of 10 keys repeats 21: the map, its keys and values).
+// yaml.v3 decodes an alias's values again at each alias: unbounded, a file
+// of 20 KB would cost as much as one of megabytes.
+const MaxRepeated = 1 << 16
+
+// repeated is how many values an alias of n makes yaml.v3 decode: n's
+// nodes, each alias among them counted as the values it repeats; at most
+// MaxNodes+1. Each anchored node is counted once, so that the walk stays
+// linear in the file.
+func (r *reshaper) repeated(n *yaml.Node) int {
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return 1
+		}
+		return r.repeated(n.Alias)
+	}
+	if n.Anchor != "" {
+		if c, ok := r.repeats[n]; ok {
+			return c
+		}
+		if r.repeats == nil {
+			r.repeats = map[*yaml.Node]int{}
+		}
+		r.repeats[n] = 1 // an anchor within itself: yaml.v3 refuses it
+	}
+	c := 1
+	for _, k := range n.Content {
+		if c += r.repeated(k); c > MaxNodes {
+			c = MaxNodes + 1
+			break
+		}
+	}
+	if n.Anchor != "" {
+		r.repeats[n] = c
+	}
+	return c
 }
 
 // fail records an error at n's line and column, in yaml's form.
