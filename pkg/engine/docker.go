@@ -286,10 +286,10 @@ func (c *dockerClient) Create(ctx context.Context, name string, spec Spec) (stri
 		if err = c.connect(ctx, name, id, spec, rest); err != nil {
 			// Not left behind half-joined: the caller knows no id.
 			_ = c.Remove(context.WithoutCancel(ctx), id)
-			return "", err
+			return "", hideIn(err, spec.Env)
 		}
 	}
-	return id, err
+	return id, hideIn(err, spec.Env)
 }
 
 func restartPolicy(name string) container.RestartPolicy {
@@ -300,9 +300,17 @@ func restartPolicy(name string) container.RestartPolicy {
 }
 
 func (c *dockerClient) Start(ctx context.Context, id string) error {
-	return c.do(ctx, "start "+id, func(ctx context.Context) error {
+	err := c.do(ctx, "start "+id, func(ctx context.Context) error {
 		return c.api.ContainerStart(ctx, id, container.StartOptions{})
 	})
+	if err == nil || IsNotFound(err) || ctx.Err() != nil || errors.As(err, new(*UnreachableError)) || errors.As(err, new(*NoAnswerError)) {
+		return err
+	}
+	// runc's refusal can quote the container's environment.
+	if env, ok := c.envOf(ctx, id); ok {
+		return hideIn(err, env)
+	}
+	return &hiddenError{text: "start " + id + ": the engine refused it (its words withheld: the container's environment, which they may quote, could not be read)", err: err}
 }
 
 func (c *dockerClient) Stop(ctx context.Context, id string, timeout time.Duration) error {

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,9 @@ func inspectHealth(ct *Container, r container.InspectResponse) {
 				out := strings.TrimSpace(h.Log[n-1].Output)
 				if out == "" {
 					out = "exit code " + strconv.Itoa(h.Log[n-1].ExitCode)
+				}
+				if r.Config != nil {
+					out = hideEnv(out, r.Config.Env)
 				}
 				ct.HealthOutput = out
 			}
@@ -61,5 +65,13 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 		_, err = stdcopy.StdCopy(&out, &out, rc)
 		return err
 	})
-	return out.String(), err
+	if err != nil {
+		return "", err
+	}
+	// A program may print its environment; meshctl prints the tail.
+	env, ok := c.envOf(ctx, id)
+	if !ok {
+		return "", fmt.Errorf("logs of %s: not shown: the container's environment, which they may quote, could not be read", id)
+	}
+	return hideEnv(out.String(), env), nil
 }
