@@ -300,7 +300,8 @@ func etcdBuilder() error {
 // included), last and each head never move back, each build's request is
 // never rewritten and its record never changes, and each record carries
 // the image its builder recorded for that id. A few seconds by default;
-// a minute and 12 kills with MESHCTL_LONG=1, which logs the counts.
+// about a minute and 13 kills of builders with MESHCTL_LONG=1, which logs
+// the counts.
 func TestEtcdHostileHistory(t *testing.T) {
 	testEtcd(t)
 	phase, kills := time.Second, 2
