@@ -292,15 +292,17 @@ func etcdBuilder() error {
 
 // TestEtcdHostileHistory runs builders as processes with skewed clocks
 // (two minutes ahead to a minute behind) against a one-member cluster of
-// its own, SIGKILLs them at random instants (mid-record), stops the one
-// ahead (so the last id is ahead of every clock left), takes a snapshot, SIGKILLs the member and restores the snapshot (with
+// its own, SIGKILLs them at random instants (mid-record), SIGKILLs the
+// member (the leader) and starts it again on its data, stops the builder
+// ahead (so the last id is ahead of every clock left), takes a snapshot,
+// SIGKILLs the member and restores the snapshot (with
 // --bump-revision --mark-compacted) while they run, and then checks etcd's
 // own write history: before the restore from revision 1, after it from the
 // restore's revision. No id is issued twice (ids lost with the restore
 // included), last and each head never move back, each build's request is
 // never rewritten and its record never changes, and each record carries
 // the image its builder recorded for that id. A few seconds by default;
-// about a minute and 13 kills of builders with MESHCTL_LONG=1, which logs
+// about a minute and 14 kills of builders with MESHCTL_LONG=1, which logs
 // the counts.
 func TestEtcdHostileHistory(t *testing.T) {
 	testEtcd(t)
@@ -377,6 +379,11 @@ func TestEtcdHostileHistory(t *testing.T) {
 	}
 
 	run(2*phase, kills/2)
+	// The leader (the one member) SIGKILLed mid-call and started again on
+	// its data: the calls in flight lose their answers and are retried.
+	stopMember()
+	stopMember = ownMember(t, filepath.Join(dir, "data"), client, peer)
+	run(phase, 1)
 	// Host 0, two minutes ahead, stops: the last id is ahead of every other
 	// host's clock, as in issue 19's incident.
 	kill(builders[0])
