@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,6 +207,39 @@ func checkEvents(t testing.TB, prefix string, h, lost []etcdEvent, images map[st
 	return st
 }
 
+// headRead is what one read of a module's current build returned.
+type headRead struct{ module, id, image string }
+
+// readsFollowHistory checks one reader's reads, made one after another,
+// against the history h they were made in: each returned a head that h
+// wrote, with its image, and no read returned an older build than the one
+// before it (reads are linearizable and heads never move back).
+func readsFollowHistory(t *testing.T, prefix string, h []etcdEvent, reads []headRead) {
+	t.Helper()
+	written := map[headRead]bool{}
+	for _, e := range h {
+		m, ok := strings.CutPrefix(e.key, prefix+"/ledger/head/")
+		if !ok || e.value == nil {
+			continue
+		}
+		var r record
+		if err := json.Unmarshal(e.value, &r); err != nil {
+			t.Fatalf("revision %d, %s: %v", e.rev, e.key, err)
+		}
+		written[headRead{m, r.ID, r.Image}] = true
+	}
+	last := map[string]string{}
+	for i, r := range reads {
+		if !written[r] {
+			t.Errorf("read %d: current %s is %s (%s), a head etcd never wrote", i, r.module, r.id, r.image)
+		}
+		if r.id < last[r.module] {
+			t.Errorf("read %d: current %s went back from %s to %s", i, r.module, last[r.module], r.id)
+		}
+		last[r.module] = r.id
+	}
+}
+
 // skewOf is host i's clock skew: one two minutes ahead, one right, one a
 // minute behind, one 30 s ahead.
 func skewOf(i int) time.Duration {
@@ -301,7 +335,9 @@ func etcdBuilder() error {
 // restore's revision. No id is issued twice (ids lost with the restore
 // included), last and each head never move back, each build's request is
 // never rewritten and its record never changes, and each record carries
-// the image its builder recorded for that id. A few seconds by default;
+// the image its builder recorded for that id. A reader reads web's and
+// api's current builds throughout: each read is a head etcd wrote, and
+// none goes back (readsFollowHistory). A few seconds by default;
 // about a minute and 14 kills of builders with MESHCTL_LONG=1, which logs
 // the counts.
 func TestEtcdHostileHistory(t *testing.T) {
@@ -378,6 +414,34 @@ func TestEtcdHostileHistory(t *testing.T) {
 		time.Sleep(d / time.Duration(k+1))
 	}
 
+	// A reader throughout, as a host's apply reads artifact:; its reads
+	// are checked against etcd's history at the end (readsFollowHistory).
+	// epoch is 0 before the restore, 1 after it, -1 while it is made: a
+	// read called in one epoch and answered in another is not kept.
+	var epoch atomic.Int32
+	var reads [2][]headRead
+	reader := etcdClient(t, EtcdConfig{Endpoints: cfg.Endpoints, Prefix: cfg.Prefix, Timeout: 2 * time.Second})
+	stopReading, readerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for n := 0; ; n++ {
+			select {
+			case <-stopReading:
+				return
+			default:
+			}
+			m := []string{"web", "api"}[n%2]
+			e := epoch.Load()
+			b, ok, err := reader.CurrentBuild(context.Background(), m)
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err == nil && ok && e >= 0 && epoch.Load() == e {
+				reads[e] = append(reads[e], headRead{m, b.ID, b.Image})
+			}
+		}
+	}()
+
 	run(2*phase, kills/2)
 	// The leader (the one member) SIGKILLed mid-call and started again on
 	// its data: the calls in flight lose their answers and are retried.
@@ -397,17 +461,21 @@ func TestEtcdHostileHistory(t *testing.T) {
 		t.Fatalf("snapshot status %s: %v", out, err)
 	}
 	run(phase, 1) // lost with the restore
+	epoch.Store(-1) // the reads before this are in the history read next
 	before := etcdHistory(t, cfg, 1)
 	stopMember() // SIGKILL: every builder is mid-call
 	const bump = 1000000
 	restoreSnapshot(t, snap, filepath.Join(dir, "restored"), peer, bump)
 	ownMember(t, filepath.Join(dir, "restored"), client, peer)
+	epoch.Store(1)
 	run(2*phase, max(kills/2, 1))
 	for _, b := range builders {
 		kill(b)
 	}
 	builders = nil
 	wg.Wait()
+	close(stopReading)
+	<-readerDone
 	after := etcdHistory(t, cfg, status.Revision+bump+1)
 
 	var kept, lost []etcdEvent
@@ -419,6 +487,9 @@ func TestEtcdHostileHistory(t *testing.T) {
 		}
 	}
 	st := checkEvents(t, cfg.Prefix, append(kept, after...), lost, images)
+	readsFollowHistory(t, cfg.Prefix, before, reads[0])
+	readsFollowHistory(t, cfg.Prefix, append(kept, after...), reads[1])
+	t.Logf("reader: %d reads before the restore, %d after it", len(reads[0]), len(reads[1]))
 	t.Logf("history: %d writes kept and %d lost with the restore (snapshot at revision %d); %d ids issued (last written %d times), %d builds, %d records, %d head moves; builders printed %d ids, were SIGKILLed %d times",
 		len(kept)+len(after), len(lost), status.Revision, len(images), st.issued, st.builds, st.records, st.heads, lines, killed)
 	if st.builds == 0 || len(lost) == 0 || len(after) == 0 {
