@@ -460,7 +460,7 @@ func TestEtcdHostileHistory(t *testing.T) {
 	if err := json.Unmarshal(out, &status); err != nil || status.Revision == 0 {
 		t.Fatalf("snapshot status %s: %v", out, err)
 	}
-	run(phase, 1) // lost with the restore
+	run(phase, 1)   // lost with the restore
 	epoch.Store(-1) // the reads before this are in the history read next
 	before := etcdHistory(t, cfg, 1)
 	stopMember() // SIGKILL: every builder is mid-call
