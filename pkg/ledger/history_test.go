@@ -207,16 +207,27 @@ func checkEvents(t testing.TB, prefix string, h, lost []etcdEvent, images map[st
 	return st
 }
 
-// headRead is what one read of a module's current build returned.
-type headRead struct{ module, id, image string }
+// headRead is what one read of a module's current build returned; after
+// is the cluster's revision before the read began.
+type headRead struct {
+	module, id, image string
+	after             int64
+}
 
 // readsFollowHistory checks one reader's reads, made one after another,
 // against the history h they were made in: each returned a head that h
-// wrote, with its image, and no read returned an older build than the one
-// before it (reads are linearizable and heads never move back).
+// wrote, with its image, no older than the head h held at the revision
+// before the read began (reads are linearizable), and no read returned an
+// older build than the one before it (heads never move back).
 func readsFollowHistory(t *testing.T, prefix string, h []etcdEvent, reads []headRead) {
 	t.Helper()
-	written := map[headRead]bool{}
+	type value struct{ module, id, image string }
+	type head struct {
+		rev int64
+		id  string
+	}
+	written := map[value]bool{}
+	heads := map[string][]head{} // by module, in revision order
 	for _, e := range h {
 		m, ok := strings.CutPrefix(e.key, prefix+"/ledger/head/")
 		if !ok || e.value == nil {
@@ -226,12 +237,17 @@ func readsFollowHistory(t *testing.T, prefix string, h []etcdEvent, reads []head
 		if err := json.Unmarshal(e.value, &r); err != nil {
 			t.Fatalf("revision %d, %s: %v", e.rev, e.key, err)
 		}
-		written[headRead{m, r.ID, r.Image}] = true
+		written[value{m, r.ID, r.Image}] = true
+		heads[m] = append(heads[m], head{e.rev, r.ID})
 	}
 	last := map[string]string{}
 	for i, r := range reads {
-		if !written[r] {
+		if !written[value{r.module, r.id, r.image}] {
 			t.Errorf("read %d: current %s is %s (%s), a head etcd never wrote", i, r.module, r.id, r.image)
+		}
+		hs := heads[r.module]
+		if n := sort.Search(len(hs), func(j int) bool { return hs[j].rev > r.after }); n > 0 && r.id < hs[n-1].id {
+			t.Errorf("read %d: current %s is %s, older than %s, the head at revision %d, before the read began: a stale read", i, r.module, r.id, hs[n-1].id, r.after)
 		}
 		if r.id < last[r.module] {
 			t.Errorf("read %d: current %s went back from %s to %s", i, r.module, last[r.module], r.id)
@@ -336,8 +352,9 @@ func etcdBuilder() error {
 // included), last and each head never move back, each build's request is
 // never rewritten and its record never changes, and each record carries
 // the image its builder recorded for that id. A reader reads web's and
-// api's current builds throughout: each read is a head etcd wrote, and
-// none goes back (readsFollowHistory). A few seconds by default;
+// api's current builds throughout: each read is a head etcd wrote, none
+// older than the head at the revision before it began, none going back
+// (readsFollowHistory). A few seconds by default;
 // about a minute and 14 kills of builders with MESHCTL_LONG=1, which logs
 // the counts.
 func TestEtcdHostileHistory(t *testing.T) {
@@ -421,6 +438,10 @@ func TestEtcdHostileHistory(t *testing.T) {
 	var epoch atomic.Int32
 	var reads [2][]headRead
 	reader := etcdClient(t, EtcdConfig{Endpoints: cfg.Endpoints, Prefix: cfg.Prefix, Timeout: 2 * time.Second})
+	readerKV, err := reader.st.(*etcdStore).client()
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopReading, readerDone := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(readerDone)
@@ -432,12 +453,21 @@ func TestEtcdHostileHistory(t *testing.T) {
 			}
 			m := []string{"web", "api"}[n%2]
 			e := epoch.Load()
+			// The cluster's revision before the read: the read must see
+			// every head written up to it.
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			rev, err := readerKV.Get(rctx, cfg.Prefix+"/reader")
+			cancel()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			b, ok, err := reader.CurrentBuild(context.Background(), m)
 			if err != nil {
 				time.Sleep(20 * time.Millisecond)
 			}
 			if err == nil && ok && e >= 0 && epoch.Load() == e {
-				reads[e] = append(reads[e], headRead{m, b.ID, b.Image})
+				reads[e] = append(reads[e], headRead{m, b.ID, b.Image, rev.Header.Revision})
 			}
 		}
 	}()
