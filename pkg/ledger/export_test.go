@@ -302,3 +302,26 @@ func TestEtcdImportKilledResumes(t *testing.T) {
 		t.Errorf("id %s issued after the import is not after the imported last id %s", next, imported)
 	}
 }
+
+// TestEtcdImportMarkerAnswerLost: the import's first transaction (its
+// marker) commits and its answer is lost; the retry finds the marker its
+// own and goes on, rather than calling the ledger not empty.
+func TestEtcdImportMarkerAnswerLost(t *testing.T) {
+	src, _ := newTestLedger(t)
+	fillLedger(t, src, 20)
+	out := export(t, src)
+	dst := testEtcd(t)
+	s := dst.st.(*etcdStore)
+	between := func() {}
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return hookKV{kv, &between} }
+	if _, err := dst.Import(ctx, strings.NewReader(out)); err != nil {
+		t.Fatalf("import whose marker's answer was lost: %v", err)
+	}
+	if between != nil {
+		t.Fatal("no answer was lost: the test proves nothing")
+	}
+	s.wrapKV = nil
+	if again := export(t, dst); again != out {
+		t.Fatal("export after the import differs")
+	}
+}
