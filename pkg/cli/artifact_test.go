@@ -55,7 +55,9 @@ func TestArtifactReReadIsBounded(t *testing.T) {
 	if _, _, _, err := resolve("app"); err == nil {
 		t.Fatal("re-read with the cluster gone succeeded")
 	}
-	if d := time.Since(start); d > ledger.RecheckTimeout+2*time.Second {
-		t.Errorf("the re-read gave up after %s; want about %s, not --lock-timeout (1m)", d, ledger.RecheckTimeout)
+	// Half --lock-timeout: far from both, so that a loaded machine cannot
+	// fail it (a bound that is not a speed check).
+	if d := time.Since(start); d > env.Global.LockTimeout/2 {
+		t.Errorf("the re-read gave up after %s; want about %s, not --lock-timeout (%s)", d, ledger.RecheckTimeout, env.Global.LockTimeout)
 	}
 }

@@ -16,20 +16,20 @@ import (
 
 // publishWindow publishes this window to the mesh when the ledger is etcd,
 // under a lease that lapses if the process dies, and returns what ends the
-// publication once the window ended: a window whose hold is gone leaves the
-// mesh; one whose close kept its hold (fail closed) is left to lapse and
-// show as lapsed, for the mesh view is never more optimistic than the
-// host's own holds. It is best effort: holds stay local files, so a window
-// runs the same with etcd down, with a warning.
-func publishWindow(ctx context.Context, env *Env, module, step string) (end func(holdKept bool)) {
+// publication once the window ended: a window whose hold is gone from d
+// leaves the mesh; one whose close kept its hold (fail closed) is left to
+// lapse and show as lapsed, for the mesh view is never more optimistic than
+// the host's own holds. It is best effort: holds stay local files, so a
+// window runs the same with etcd down, with a warning.
+func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step string) (end func()) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
-		return func(bool) {}
+		return func() {}
 	}
 	l, err := openLedgerStore(cfg, nil)
 	if err != nil {
 		env.Warnf("window not published to the mesh: %v\n", err)
-		return func(bool) {}
+		return func() {}
 	}
 	l.Warnf = env.Warnf
 	w := ledger.MeshWindow{Host: env.hostName(), Module: module, Step: step, PID: os.Getpid(), OpenedAt: env.Now().UTC()}
@@ -37,10 +37,10 @@ func publishWindow(ctx context.Context, env *Env, module, step string) (end func
 	if err != nil {
 		l.Close()
 		env.Warnf("window not published to the mesh (it runs all the same): %v\n", err)
-		return func(bool) {}
+		return func() {}
 	}
-	return func(holdKept bool) {
-		if holdKept {
+	return func() {
+		if holdKept(d, module) {
 			p.Leave()
 		} else {
 			p.Stop()

@@ -106,9 +106,9 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	}
 	// With an etcd ledger the mesh sees this window once it holds the
 	// module, while its process lives.
-	endPublication := func(bool) {}
+	endPublication := func() {}
 	entry, err := window.Run(ctx, dir, eng, window.Options{
-		Opened:     func() { endPublication = publishWindow(ctx, env, opts.module, opts.step) },
+		Opened:     func() { endPublication = publishWindow(ctx, env, dir, opts.module, opts.step) },
 		Module:     opts.module,
 		Step:       opts.step,
 		File:       file,
@@ -121,7 +121,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		StepOutput: env.Progress().Output(stepOut),
 		Settle:     opts.settle,
 	})
-	endPublication(holdKept(dir, opts.module))
+	endPublication()
 	if out, cut := kept.Bytes(); err != nil && len(out) > 0 {
 		if cut {
 			fmt.Fprintf(env.Stderr, "(output truncated: last %d KiB shown)\n", keptOutput>>10)

@@ -3,9 +3,14 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -186,5 +191,137 @@ func TestEtcdImportInterruptedResumes(t *testing.T) {
 	imported := strings.Split(strings.Split(out, `"last":"`)[1], `"`)[0]
 	if next := request(t, other, "app").Builds[0].ID; next[2:] <= imported {
 		t.Errorf("id %s issued after the import is not after the imported last id %s", next, imported)
+	}
+}
+
+// etcdImporter is a child process of TestEtcdImportKilledResumes: it
+// imports the export file at path into the etcd ledger at
+// MESHCTL_LEDGER_TEST_ETCD under MESHCTL_LEDGER_TEST_PREFIX, as
+// meshctl build import does.
+func etcdImporter(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	l, err := OpenEtcd(EtcdConfig{Endpoints: strings.Split(os.Getenv("MESHCTL_LEDGER_TEST_ETCD"), ","),
+		Prefix: os.Getenv("MESHCTL_LEDGER_TEST_PREFIX"), Timeout: 20 * time.Second})
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	_, err = l.Import(context.Background(), f)
+	return err
+}
+
+// killImport runs an importer of path into cfg's ledger and SIGKILLs it as
+// soon as its marker shows in etcd's history (a watch from before it
+// started). It reports whether the kill landed mid-import: the marker is
+// still there.
+func killImport(t *testing.T, cfg EtcdConfig, path string) bool {
+	t.Helper()
+	cli, err := etcdClient(t, cfg).st.(*etcdStore).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	marker := cfg.Prefix + "/ledger/importing"
+	now, err := cli.Get(wctx, marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wch := cli.Watch(wctx, marker, clientv3.WithRev(now.Header.Revision+1))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childModeVar+"=etcd-import", childDirVar+"="+path,
+		"MESHCTL_LEDGER_TEST_ETCD="+strings.Join(cfg.Endpoints, ","), "MESHCTL_LEDGER_TEST_PREFIX="+cfg.Prefix)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for resp := range wch {
+		if len(resp.Events) > 0 || resp.Err() != nil {
+			break
+		}
+	}
+	_ = cmd.Process.Kill() // our own child, by its pid
+	_ = cmd.Wait()
+	got, err := cli.Get(context.Background(), marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(got.Kvs) == 1
+}
+
+// TestEtcdImportKilledResumes is issue 19's item 2 as it was found: an
+// import SIGKILLed while it writes. The ledger then issues no id and
+// answers nothing (exit 1, "being imported"), another import is refused
+// (exit 2), and the same import run again finishes it, whole.
+func TestEtcdImportKilledResumes(t *testing.T) {
+	src, _ := newTestLedger(t)
+	fillLedger(t, src, 200)
+	out := export(t, src)
+	path := filepath.Join(t.TempDir(), "ledger.jsonl")
+	if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testEtcd(t).st.(*etcdStore).cfg
+	base := cfg.Prefix
+	// The kill may come after the last transaction: then again, elsewhere.
+	for n := 1; ; n++ {
+		cfg.Prefix = fmt.Sprintf("%s-%d", base, n)
+		if killImport(t, cfg, path) {
+			t.Logf("import %d SIGKILLed before its end", n)
+			break
+		}
+		if n == 5 {
+			t.Fatal("5 imports, none SIGKILLed before its end: the test proves nothing")
+		}
+	}
+
+	l := etcdClient(t, cfg)
+	if _, err := l.Request(ctx, []string{"app"}, ""); exitCodeOf(err) != 1 || !strings.Contains(err.Error(), "being imported") {
+		t.Errorf("request into a ledger whose import was killed: %v; want exit 1, being imported", err)
+	}
+	if _, err := l.Current("app"); exitCodeOf(err) != 1 || !strings.Contains(err.Error(), "being imported") {
+		t.Errorf("current of a ledger whose import was killed: %v; want exit 1, being imported", err)
+	}
+	small, _ := newTestLedger(t)
+	fillLedger(t, small, 2)
+	if _, err := l.Import(ctx, strings.NewReader(export(t, small))); exitCodeOf(err) != 2 {
+		t.Errorf("another import into it: %v; want exit 2", err)
+	}
+	if _, err := l.Import(ctx, strings.NewReader(out)); err != nil {
+		t.Fatalf("the same import again: %v", err)
+	}
+	if again := export(t, l); again != out {
+		t.Fatal("export after the import run again differs")
+	}
+	imported := strings.Split(strings.Split(out, `"last":"`)[1], `"`)[0]
+	if next := request(t, l, "app").Builds[0].ID; next[2:] <= imported {
+		t.Errorf("id %s issued after the import is not after the imported last id %s", next, imported)
+	}
+}
+
+// TestEtcdImportMarkerAnswerLost: the import's first transaction (its
+// marker) commits and its answer is lost; the retry finds the marker its
+// own and goes on, rather than calling the ledger not empty.
+func TestEtcdImportMarkerAnswerLost(t *testing.T) {
+	src, _ := newTestLedger(t)
+	fillLedger(t, src, 20)
+	out := export(t, src)
+	dst := testEtcd(t)
+	s := dst.st.(*etcdStore)
+	between := func() {}
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return hookKV{kv, &between} }
+	if _, err := dst.Import(ctx, strings.NewReader(out)); err != nil {
+		t.Fatalf("import whose marker's answer was lost: %v", err)
+	}
+	if between != nil {
+		t.Fatal("no answer was lost: the test proves nothing")
+	}
+	s.wrapKV = nil
+	if again := export(t, dst); again != out {
+		t.Fatal("export after the import differs")
 	}
 }

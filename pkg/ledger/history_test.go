@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,6 +207,55 @@ func checkEvents(t testing.TB, prefix string, h, lost []etcdEvent, images map[st
 	return st
 }
 
+// headRead is what one read of a module's current build returned; after
+// is the cluster's revision before the read began.
+type headRead struct {
+	module, id, image string
+	after             int64
+}
+
+// readsFollowHistory checks one reader's reads, made one after another,
+// against the history h they were made in: each returned a head that h
+// wrote, with its image, no older than the head h held at the revision
+// before the read began (reads are linearizable), and no read returned an
+// older build than the one before it (heads never move back).
+func readsFollowHistory(t *testing.T, prefix string, h []etcdEvent, reads []headRead) {
+	t.Helper()
+	type value struct{ module, id, image string }
+	type head struct {
+		rev int64
+		id  string
+	}
+	written := map[value]bool{}
+	heads := map[string][]head{} // by module, in revision order
+	for _, e := range h {
+		m, ok := strings.CutPrefix(e.key, prefix+"/ledger/head/")
+		if !ok || e.value == nil {
+			continue
+		}
+		var r record
+		if err := json.Unmarshal(e.value, &r); err != nil {
+			t.Fatalf("revision %d, %s: %v", e.rev, e.key, err)
+		}
+		written[value{m, r.ID, r.Image}] = true
+		heads[m] = append(heads[m], head{e.rev, r.ID})
+	}
+	last := map[string]string{}
+	for i, r := range reads {
+		if !written[value{r.module, r.id, r.image}] {
+			t.Errorf("read %d: current %s is %s (%s), a head etcd never wrote", i, r.module, r.id, r.image)
+		}
+		hs := heads[r.module]
+		if n := sort.Search(len(hs), func(j int) bool { return hs[j].rev > r.after }); n > 0 && r.id < hs[n-1].id {
+			t.Errorf("read %d: current %s is %s, older than %s, the head at revision %d, before the read began: a stale read", i, r.module, r.id, hs[n-1].id, r.after)
+		}
+		if r.id < last[r.module] {
+			t.Errorf("read %d: current %s went back from %s to %s", i, r.module, last[r.module], r.id)
+		}
+		last[r.module] = r.id
+	}
+}
+
 // skewOf is host i's clock skew: one two minutes ahead, one right, one a
 // minute behind, one 30 s ahead.
 func skewOf(i int) time.Duration {
@@ -292,15 +342,21 @@ func etcdBuilder() error {
 
 // TestEtcdHostileHistory runs builders as processes with skewed clocks
 // (two minutes ahead to a minute behind) against a one-member cluster of
-// its own, SIGKILLs them at random instants (mid-record), stops the one
-// ahead (so the last id is ahead of every clock left), takes a snapshot, SIGKILLs the member and restores the snapshot (with
+// its own, SIGKILLs them at random instants (mid-record), SIGKILLs the
+// member (the leader) and starts it again on its data, stops the builder
+// ahead (so the last id is ahead of every clock left), takes a snapshot,
+// SIGKILLs the member and restores the snapshot (with
 // --bump-revision --mark-compacted) while they run, and then checks etcd's
 // own write history: before the restore from revision 1, after it from the
 // restore's revision. No id is issued twice (ids lost with the restore
 // included), last and each head never move back, each build's request is
 // never rewritten and its record never changes, and each record carries
-// the image its builder recorded for that id. A few seconds by default;
-// a minute and 12 kills with MESHCTL_LONG=1, which logs the counts.
+// the image its builder recorded for that id. A reader reads web's and
+// api's current builds throughout: each read is a head etcd wrote, none
+// older than the head at the revision before it began, none going back
+// (readsFollowHistory). A few seconds by default;
+// about a minute and 14 kills of builders with MESHCTL_LONG=1, which logs
+// the counts.
 func TestEtcdHostileHistory(t *testing.T) {
 	testEtcd(t)
 	phase, kills := time.Second, 2
@@ -375,7 +431,53 @@ func TestEtcdHostileHistory(t *testing.T) {
 		time.Sleep(d / time.Duration(k+1))
 	}
 
+	// A reader throughout, as a host's apply reads artifact:; its reads
+	// are checked against etcd's history at the end (readsFollowHistory).
+	// epoch is 0 before the restore, 1 after it, -1 while it is made: a
+	// read called in one epoch and answered in another is not kept.
+	var epoch atomic.Int32
+	var reads [2][]headRead
+	reader := etcdClient(t, EtcdConfig{Endpoints: cfg.Endpoints, Prefix: cfg.Prefix, Timeout: 2 * time.Second})
+	readerKV, err := reader.st.(*etcdStore).client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopReading, readerDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		for n := 0; ; n++ {
+			select {
+			case <-stopReading:
+				return
+			default:
+			}
+			m := []string{"web", "api"}[n%2]
+			e := epoch.Load()
+			// The cluster's revision before the read: the read must see
+			// every head written up to it.
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			rev, err := readerKV.Get(rctx, cfg.Prefix+"/reader")
+			cancel()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			b, ok, err := reader.CurrentBuild(context.Background(), m)
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err == nil && ok && e >= 0 && epoch.Load() == e {
+				reads[e] = append(reads[e], headRead{m, b.ID, b.Image, rev.Header.Revision})
+			}
+		}
+	}()
+
 	run(2*phase, kills/2)
+	// The leader (the one member) SIGKILLed mid-call and started again on
+	// its data: the calls in flight lose their answers and are retried.
+	stopMember()
+	stopMember = ownMember(t, filepath.Join(dir, "data"), client, peer)
+	run(phase, 1)
 	// Host 0, two minutes ahead, stops: the last id is ahead of every other
 	// host's clock, as in issue 19's incident.
 	kill(builders[0])
@@ -388,18 +490,22 @@ func TestEtcdHostileHistory(t *testing.T) {
 	if err := json.Unmarshal(out, &status); err != nil || status.Revision == 0 {
 		t.Fatalf("snapshot status %s: %v", out, err)
 	}
-	run(phase, 1) // lost with the restore
+	run(phase, 1)   // lost with the restore
+	epoch.Store(-1) // the reads before this are in the history read next
 	before := etcdHistory(t, cfg, 1)
 	stopMember() // SIGKILL: every builder is mid-call
 	const bump = 1000000
 	restoreSnapshot(t, snap, filepath.Join(dir, "restored"), peer, bump)
 	ownMember(t, filepath.Join(dir, "restored"), client, peer)
+	epoch.Store(1)
 	run(2*phase, max(kills/2, 1))
 	for _, b := range builders {
 		kill(b)
 	}
 	builders = nil
 	wg.Wait()
+	close(stopReading)
+	<-readerDone
 	after := etcdHistory(t, cfg, status.Revision+bump+1)
 
 	var kept, lost []etcdEvent
@@ -411,6 +517,9 @@ func TestEtcdHostileHistory(t *testing.T) {
 		}
 	}
 	st := checkEvents(t, cfg.Prefix, append(kept, after...), lost, images)
+	readsFollowHistory(t, cfg.Prefix, before, reads[0])
+	readsFollowHistory(t, cfg.Prefix, append(kept, after...), reads[1])
+	t.Logf("reader: %d reads before the restore, %d after it", len(reads[0]), len(reads[1]))
 	t.Logf("history: %d writes kept and %d lost with the restore (snapshot at revision %d); %d ids issued (last written %d times), %d builds, %d records, %d head moves; builders printed %d ids, were SIGKILLed %d times",
 		len(kept)+len(after), len(lost), status.Revision, len(images), st.issued, st.builds, st.records, st.heads, lines, killed)
 	if st.builds == 0 || len(lost) == 0 || len(after) == 0 {

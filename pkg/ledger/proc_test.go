@@ -40,6 +40,9 @@ func runChild(mode, dir string) error {
 	if mode == "etcd-builder" {
 		return etcdBuilder()
 	}
+	if mode == "etcd-import" {
+		return etcdImporter(dir)
+	}
 	d, err := state.Open(dir)
 	if err != nil {
 		return err

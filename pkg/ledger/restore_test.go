@@ -257,7 +257,9 @@ func TestEtcdCurrentAgainIsBounded(t *testing.T) {
 	if exitCodeOf(err) != 1 {
 		t.Errorf("re-read with the cluster down: %v; want exit 1, unreachable", err)
 	}
-	if d := time.Since(start); d > RecheckTimeout+2*time.Second {
-		t.Errorf("re-read gave up after %s; want about %s, not the ledger's minute", d, RecheckTimeout)
+	// Half the ledger's Timeout: far from both, so that a loaded machine
+	// cannot fail it (a bound that is not a speed check).
+	if d := time.Since(start); d > cfg.Timeout/2 {
+		t.Errorf("re-read gave up after %s; want about %s, not the ledger's %s", d, RecheckTimeout, cfg.Timeout)
 	}
 }

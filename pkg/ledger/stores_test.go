@@ -314,6 +314,7 @@ type hookTxn struct {
 
 func (t hookTxn) If(cs ...clientv3.Cmp) clientv3.Txn   { return hookTxn{t.Txn.If(cs...), t.between} }
 func (t hookTxn) Then(ops ...clientv3.Op) clientv3.Txn { return hookTxn{t.Txn.Then(ops...), t.between} }
+func (t hookTxn) Else(ops ...clientv3.Op) clientv3.Txn { return hookTxn{t.Txn.Else(ops...), t.between} }
 
 func (t hookTxn) Commit() (*clientv3.TxnResponse, error) {
 	resp, err := t.Txn.Commit()
