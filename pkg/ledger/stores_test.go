@@ -281,7 +281,7 @@ func TestRequestManyModules(t *testing.T) {
 func TestEtcdRefusalsFailAtOnce(t *testing.T) {
 	l := testEtcd(t)
 	s := l.st.(*etcdStore)
-	start := time.Now()
+	// Retried, it would end as "did not answer" once the budget is spent.
 	err := s.update(ctx, func(tx txn) error {
 		t := tx.(*etcdTx)
 		for i := range 200 {
@@ -292,9 +292,6 @@ func TestEtcdRefusalsFailAtOnce(t *testing.T) {
 	var r *RefusedError
 	if !errors.As(err, &r) || !strings.Contains(err.Error(), "too many operations in txn request") || strings.Contains(err.Error(), "did not answer") {
 		t.Errorf("a transaction of 200 writes: %v; want refused, too many operations", err)
-	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("refused after %s: it was retried", d)
 	}
 }
 

@@ -126,8 +126,8 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 			func(l *Ledger) error { _, err := l.Request(context.Background(), []string{"app"}, ""); return err },
 			"permission denied"},
 	} {
+		// Retried, a refusal would end as "did not answer" after the 15 s.
 		c.cfg.Timeout = 15 * time.Second
-		start := time.Now()
 		l, err := OpenEtcd(c.cfg)
 		if err == nil {
 			err = c.op(l)
@@ -140,8 +140,6 @@ func TestEtcdTLSAndAuth(t *testing.T) {
 			t.Errorf("%s: the error shows the password: %v", name, err)
 		case c.want != "" && (!strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "did not answer")):
 			t.Errorf("%s: %v; want %q, at once", name, err, c.want)
-		case c.want != "" && time.Since(start) > 5*time.Second:
-			t.Errorf("%s: refused after %s: it was retried", name, time.Since(start))
 		}
 	}
 	// The read-only role still reads.
