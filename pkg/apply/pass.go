@@ -216,7 +216,7 @@ func (a *pass) preview() (done bool, err error) {
 	if a.opts.DryRun {
 		fillReport(a.rep, a.items, a.absent)
 		a.fillNetworks()
-		a.rep.Changed = Changes(a.items) || netChanges(a.netItems)
+		a.rep.Changed = Changes(a.items, a.netItems)
 		a.rep.EngineCalls = a.eng.Calls()
 		return true, nil
 	}
@@ -251,7 +251,7 @@ func (a *pass) release(ctx context.Context) error {
 	fillReport(a.rep, a.items, a.absent)
 	markReleased(a.rep)
 	a.fillNetworks()
-	a.rep.Changed = Changes(a.items) || netChanges(a.netItems) || released > 0
+	a.rep.Changed = Changes(a.items, a.netItems) || released > 0
 	return nil
 }
 
