@@ -284,13 +284,17 @@ func (w *window) stepStopped(ctx context.Context) error {
 // the old container was put back and runs: it is back, though not changed.
 var errPutBack = errors.New("the old container was put back")
 
-// bringBack brings each held container back, with the state lock released:
-// it starts the same container (restart policy restored), unless an apply
-// deferred a change to it during this window, which it carries out
-// (recreate, pulling the image if it is still missing), or creates it where
-// it went missing. A spec that drifted before the window opened (an earlier
-// apply that failed) is not the window's to change: the same container is
-// started and the drift reported. It returns each container's error.
+// bringBack brings each held container back, with the state lock released,
+// in depends-on order: with bringOne, the rule that decides what a window's
+// close starts. It starts the same container (restart policy restored),
+// unless an apply deferred a change to it during this window, which it
+// carries out (recreate, pulling the image if it is still missing), or
+// creates it where it went missing. A spec that drifted before the window
+// opened (an earlier apply that failed) is not the window's to change: the
+// same container is started and the drift reported. After a signal, the
+// same containers are started as they are (startAsWas) and nothing is
+// created or recreated: the next apply does that. It returns each
+// container's error.
 func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
 	out := map[string]error{}
 	if w.hold == nil {
@@ -368,12 +372,10 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 	return x.Create(ctx, d)
 }
 
-// bringOne brings one held container, c, back (see bringBack): this is
-// the rule that decides what a window's close starts. The same container
-// is started (startAsWas), unless an apply deferred a change to it during
-// the window: then it is recreated, and put back running if the recreate
-// fails (carryOutDeferred). A signalled window's close calls startAsWas
-// directly: it leaves that change to the next apply.
+// bringOne brings one held container, c, back when no signal came (see
+// bringBack): the same container is started (startAsWas), unless an apply
+// deferred a change to it during the window: then it is recreated, and
+// put back running if the recreate fails (carryOutDeferred).
 func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	if diff, deferred := w.drift(name, c, d); deferred {
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
