@@ -244,7 +244,9 @@ func killEtcdLeader(t *testing.T, endpoints []string) {
 	}
 	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "etcd.sh"))
 	etcdSh := func(args ...string) {
-		if out, err := exec.Command(script, args...).CombinedOutput(); err != nil {
+		cmd := exec.Command(script, args...)
+		cmd.Env = etcdtest.ScriptEnv(dir, endpoints)
+		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("etcd.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}

@@ -8,17 +8,22 @@ import (
 )
 
 // SecretKey returns the key that f's secret and config files are hashed
-// with: the state directory's (made, with create, when it has none yet),
-// or nil when f has none. Without create (a dry run, status, a window), a
-// directory without a key gets a key of this run's own: no container can
-// have been created with a hash of the missing one, so every container
-// with a secret differs from the file either way.
-func SecretKey(d *state.Dir, f *mesh.File, create bool) ([]byte, error) {
+// with: the state directory's, made when it has none yet (by the first
+// apply of a file with secrets), or nil when f has none.
+func SecretKey(d *state.Dir, f *mesh.File) ([]byte, error) {
 	if f == nil || !f.HasFileMounts() {
 		return nil, nil
 	}
-	if create {
-		return d.SecretKey()
+	return d.SecretKey()
+}
+
+// PeekSecretKey is SecretKey for a command that writes no key (a dry run,
+// status, a window): a directory without a key gets a key of this run's
+// own. No container can have been created with a hash of the missing one,
+// so every container with a secret differs from the file either way.
+func PeekSecretKey(d *state.Dir, f *mesh.File) ([]byte, error) {
+	if f == nil || !f.HasFileMounts() {
+		return nil, nil
 	}
 	key, ok, err := d.PeekSecretKey()
 	if err != nil || ok {

@@ -48,7 +48,7 @@ func TestDesiredEachSecretOfOneModule(t *testing.T) {
 
 // TestSecretKeyOnlyForSecrets: a file without secrets or configs needs no
 // key, and none is made; one with them gets the directory's, made by
-// create only; without create and without a key, a key of the run's own.
+// SecretKey only; PeekSecretKey, without a key, gives one of the run's own.
 func TestSecretKeyOnlyForSecrets(t *testing.T) {
 	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
 	if err != nil {
@@ -57,24 +57,24 @@ func TestSecretKeyOnlyForSecrets(t *testing.T) {
 	plain := &mesh.File{Modules: map[string]*mesh.Module{"m": {Containers: map[string]*mesh.Container{"c": {Image: "x"}}}}}
 	withSecret := &mesh.File{Modules: map[string]*mesh.Module{"m": {Containers: map[string]*mesh.Container{"c": {Image: "x",
 		ContainerFields: mesh.ContainerFields{Secrets: []mesh.FileMount{{File: "/pw"}}}}}}}}
-	if key, err := SecretKey(d, plain, true); key != nil || err != nil {
+	if key, err := SecretKey(d, plain); key != nil || err != nil {
 		t.Errorf("a file without secrets: key %x, %v", key, err)
 	}
 	if _, ok, _ := d.PeekSecretKey(); ok {
 		t.Fatalf("a key was made for a file without secrets")
 	}
-	k1, err := SecretKey(d, withSecret, false)
+	k1, err := PeekSecretKey(d, withSecret)
 	if err != nil || len(k1) != 32 {
 		t.Fatalf("peek without a key: %x, %v", k1, err)
 	}
 	if _, ok, _ := d.PeekSecretKey(); ok {
-		t.Fatalf("a key was made without create")
+		t.Fatalf("a key was made by PeekSecretKey")
 	}
-	k2, err := SecretKey(d, withSecret, true)
+	k2, err := SecretKey(d, withSecret)
 	if err != nil || len(k2) != 32 || string(k1) == string(k2) {
 		t.Fatalf("create: %x, %v", k2, err)
 	}
-	if k3, err := SecretKey(d, withSecret, false); err != nil || string(k3) != string(k2) {
+	if k3, err := PeekSecretKey(d, withSecret); err != nil || string(k3) != string(k2) {
 		t.Errorf("peek after create: %x, %v; want the key made", k3, err)
 	}
 }

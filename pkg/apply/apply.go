@@ -78,7 +78,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 	// build fails here, with nothing changed.
 	// The secret key is only read here (the engine answers first, before
 	// anything is made); the pass under the lock makes it.
-	key, err := applied.SecretKey(d, opts.File, false)
+	key, err := applied.PeekSecretKey(d, opts.File)
 	if err != nil {
 		return nil, err
 	}

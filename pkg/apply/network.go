@@ -364,9 +364,6 @@ func (a *pass) replaceNetwork(ctx context.Context, it *NetItem) error {
 	return errors.Join(errs...)
 }
 
-// netChanges reports whether the network plan changes the engine.
-func netChanges(items []NetItem) bool {
-	return slices.ContainsFunc(items, func(it NetItem) bool {
-		return it.Action == Create || it.Action == Recreate || it.Action == Remove
-	})
-}
+// ChangesEngine reports whether carrying out it changes the engine
+// (changesEngine).
+func (it NetItem) ChangesEngine() bool { return changesEngine(it.Action) }

@@ -113,7 +113,11 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	// The secret key is made here, past the engine's ping and under the
 	// lock, by the first apply of a file with secrets; a dry run makes
 	// nothing.
-	key, err := applied.SecretKey(a.d, a.file, !a.opts.DryRun)
+	keyOf := applied.SecretKey
+	if a.opts.DryRun {
+		keyOf = applied.PeekSecretKey
+	}
+	key, err := keyOf(a.d, a.file)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +216,7 @@ func (a *pass) preview() (done bool, err error) {
 	if a.opts.DryRun {
 		fillReport(a.rep, a.items, a.absent)
 		a.fillNetworks()
-		a.rep.Changed = Changes(a.items) || netChanges(a.netItems)
+		a.rep.Changed = Changes(a.items, a.netItems)
 		a.rep.EngineCalls = a.eng.Calls()
 		return true, nil
 	}
@@ -247,7 +251,7 @@ func (a *pass) release(ctx context.Context) error {
 	fillReport(a.rep, a.items, a.absent)
 	markReleased(a.rep)
 	a.fillNetworks()
-	a.rep.Changed = Changes(a.items) || netChanges(a.netItems) || released > 0
+	a.rep.Changed = Changes(a.items, a.netItems) || released > 0
 	return nil
 }
 
@@ -277,7 +281,7 @@ func markReleased(rep *applied.Report) {
 func (a *pass) policies() map[string]string {
 	// A module left out keeps the policy recorded at open; the key only
 	// hashes, and a restart policy needs no hash.
-	key, _ := applied.SecretKey(a.d, a.recorded.File, false)
+	key, _ := applied.PeekSecretKey(a.d, a.recorded.File)
 	all, _ := a.recorded.DesiredEach(key)
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }

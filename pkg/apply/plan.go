@@ -212,13 +212,20 @@ func mustRecreate(c *engine.Container, diff []string) []string {
 	}
 }
 
-// ChangesEngine reports whether carrying out it changes the engine: a
-// create, a recreate or a removal. Every other action leaves the engine as
-// it is: this is what a claim covers, what execute carries out and what
-// makes a report "changed".
-func (it Item) ChangesEngine() bool {
-	return it.Action == Create || it.Action == Recreate || it.Action == Remove
+// ChangesEngine reports whether carrying out it changes the engine
+// (changesEngine).
+func (it Item) ChangesEngine() bool { return changesEngine(it.Action) }
+
+// changesEngine is the one rule for what changes the engine: a create, a
+// recreate or a removal, of a container or of a network. Every other
+// action leaves the engine as it is: this is what a claim covers, what
+// execute carries out and what makes a report "changed".
+func changesEngine(action string) bool {
+	return action == Create || action == Recreate || action == Remove
 }
 
-// Changes reports whether carrying out items would change the engine.
-func Changes(items []Item) bool { return slices.ContainsFunc(items, Item.ChangesEngine) }
+// Changes reports whether carrying out items and the network plan nets
+// would change the engine.
+func Changes(items []Item, nets []NetItem) bool {
+	return slices.ContainsFunc(items, Item.ChangesEngine) || slices.ContainsFunc(nets, NetItem.ChangesEngine)
+}

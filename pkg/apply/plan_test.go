@@ -382,22 +382,26 @@ func TestPlanEngineSpecRoundTrip(t *testing.T) {
 			t.Errorf("%s: %s %q, want unchanged", it.Name, it.Action, it.Reasons)
 		}
 	}
-	if Changes(Plan(Input{Desired: ds, Observed: observed, Scope: scope})) {
+	if Changes(Plan(Input{Desired: ds, Observed: observed, Scope: scope}), nil) {
 		t.Error("Changes = true for a plan of unchanged containers")
 	}
-	if !Changes(Plan(Input{Desired: ds, Scope: scope})) {
+	if !Changes(Plan(Input{Desired: ds, Scope: scope}), nil) {
 		t.Error("Changes = false for a plan of creates")
 	}
 }
 
-// TestPlanChanges checks which actions count as changing the engine.
+// TestPlanChanges checks which actions count as changing the engine, of a
+// container and of a network alike (one rule: changesEngine).
 func TestPlanChanges(t *testing.T) {
 	for action, want := range map[string]bool{
 		Create: true, Recreate: true, Remove: true,
-		Unchanged: false, Held: false, Deferred: false, Orphan: false, Conflict: false,
+		Unchanged: false, Held: false, Deferred: false, Orphan: false, Conflict: false, Kept: false, Failed: false,
 	} {
-		if got := Changes([]Item{{Action: Unchanged}, {Action: action}}); got != want {
+		if got := Changes([]Item{{Action: Unchanged}, {Action: action}}, nil); got != want {
 			t.Errorf("Changes(%s) = %v, want %v", action, got, want)
+		}
+		if got := Changes(nil, []NetItem{{Action: Unchanged}, {Action: action}}); got != want {
+			t.Errorf("Changes(network %s) = %v, want %v", action, got, want)
 		}
 	}
 }

@@ -1,6 +1,3 @@
-// Package cli wires meshctl's commands: flags, configuration, output and exit
-// status. The work itself is done by the domain packages (apply, window,
-// ledger), which know nothing of cobra.
 package cli
 
 import (

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -102,7 +103,7 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 		return nil, err
 	}
 	l := &Ledger{st: s}
-	s.retain = l.retain
+	s.retain, s.entropy = l.retain, l.entropy
 	return l, nil
 }
 
@@ -133,6 +134,8 @@ type etcdStore struct {
 	// retain is the Ledger's Retain (how many builds of a module are kept
 	// in full).
 	retain func() int
+	// entropy is the Ledger's Entropy (the random low bits of ids).
+	entropy func() io.Reader
 	// lease is what answers are written under (answerLease).
 	leaseMu sync.Mutex
 	lease   clientv3.LeaseID
@@ -638,7 +641,7 @@ func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 	}
 	var out []string
 	for i := range n {
-		s, err := clusterSeq(last, now, t.rev, i, defaultEntropy)
+		s, err := clusterSeq(last, now, t.rev, i, t.s.entropy())
 		if err != nil {
 			return nil, err
 		}

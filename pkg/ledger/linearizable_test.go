@@ -19,6 +19,8 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
 )
 
 // The linearizability checks: clients run request, record and current
@@ -326,15 +328,18 @@ func killLeader(t *testing.T, endpoints []string) {
 	defer unlock()
 	n := leaderMember(t, endpoints)
 	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "etcd.sh"))
-	etcdScript(t, script, "kill-member", n)
+	etcdScript(t, script, dir, endpoints, "kill-member", n)
 	t.Logf("killed the leader, member %s", n)
 	time.Sleep(1500 * time.Millisecond)
-	etcdScript(t, script, "start-member", n)
+	etcdScript(t, script, dir, endpoints, "start-member", n)
 }
 
-func etcdScript(t *testing.T, script string, args ...string) {
+// etcdScript runs scripts/etcd.sh on the test cluster: its home dir and
+// first client port, whatever MESHCTL_ETCD_DIR and MESHCTL_ETCD_PORT say
+// (unset, the script's defaults name another cluster).
+func etcdScript(t *testing.T, script, dir string, endpoints []string, args ...string) {
 	cmd := exec.Command(script, args...)
-	cmd.Env = os.Environ()
+	cmd.Env = etcdtest.ScriptEnv(dir, endpoints)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("%s %s: %v\n%s", script, strings.Join(args, " "), err, out)
 	}

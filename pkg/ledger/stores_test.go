@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -355,4 +356,32 @@ func TestEtcdAnswersKeptByTheCluster(t *testing.T) {
 			t.Errorf("answer %s: lease %+v, %v; want one of %s, alive", kv.Key, ttl, err, answerTTL)
 		}
 	}
+}
+
+// TestStoresTakeTheLedgersEntropy: on each store, the random low bits of
+// the ids a request issues come from Ledger.Entropy (the etcd store read
+// crypto/rand whatever the Ledger said).
+func TestStoresTakeTheLedgersEntropy(t *testing.T) {
+	eachStore(t, func(t *testing.T, l *Ledger) {
+		r := &countingReader{r: defaultEntropy}
+		l.Entropy = r
+		if _, err := l.Request(context.Background(), []string{"app"}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if r.n.Load() == 0 {
+			t.Error("the request issued its ids without reading Ledger.Entropy")
+		}
+	})
+}
+
+// countingReader counts the bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
 }

@@ -48,15 +48,48 @@ import (
 // changed the engine (the caller's listing is then out of date).
 func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dead []claims.Claim, mine func(name string) bool,
 	progress func(string, ...any)) (kept []claims.Claim, changed bool, err error) {
-	byName := map[string]engine.Container{}
+	left := deadLeft{byName: map[string]engine.Container{}}
 	for _, c := range observed {
 		if IsService(c, x.Scope) {
-			byName[c.Name] = c
+			left.byName[c.Name] = c
 		}
 	}
-	// A start-first recreate that died once its new container had passed
-	// the gate left the old one retiring (RetiringName): it is carried
-	// through, its new container kept.
+	left.forward = forwardable(left.byName, dead, mine)
+	if left.begun, changed, err = x.removeLeftNews(ctx, observed, left.forward, mine, progress); err != nil {
+		return dead, changed, err
+	}
+	for i, c := range dead {
+		for _, name := range c.Containers {
+			if !mine(name) {
+				continue // its part of the claim is kept, below
+			}
+			healed, err := x.healName(ctx, &left, c, name, progress)
+			if err != nil {
+				return append(kept, dead[i:]...), changed, err
+			}
+			changed = changed || healed
+		}
+		if part, ok := c.Part(func(name string) bool { return !mine(name) }); ok {
+			kept = append(kept, part)
+		}
+	}
+	removed, err := x.removeLeftAside(ctx, observed, left.byName, dead, mine, progress)
+	return kept, changed || removed, err
+}
+
+// deadLeft is what the dead claims left on the engine, as HealDead reads it
+// before healing a name.
+type deadLeft struct {
+	byName  map[string]engine.Container // the services, by name
+	forward map[string]bool             // start-first recreates to carry through (forwardable)
+	begun   map[string]bool             // names whose leftover NAME.meshctl-new was removed: their recreate had begun
+}
+
+// forwardable names the containers of the dead claims that a start-first
+// recreate, dead once its new container had passed the gate, left
+// retiring (RetiringName), among those the caller may heal (mine): the
+// recreate is carried through, its new container kept.
+func forwardable(byName map[string]engine.Container, dead []claims.Claim, mine func(name string) bool) map[string]bool {
 	forward := map[string]bool{}
 	for _, c := range dead {
 		for _, name := range c.Containers {
@@ -65,7 +98,17 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 			}
 		}
 	}
-	begun := map[string]bool{}
+	return forward
+}
+
+// removeLeftNews removes the leftover NAME.meshctl-new containers (NewName)
+// of this state directory whose NAME the caller may heal (mine), except
+// where a start-first recreate is carried through (forward): unverified,
+// they go before anything starts. It returns the names whose new one it
+// removed (their recreate had begun), and whether it removed any.
+func (x Executor) removeLeftNews(ctx context.Context, observed []engine.Container, forward map[string]bool, mine func(name string) bool,
+	progress func(string, ...any)) (begun map[string]bool, removed bool, err error) {
+	begun = map[string]bool{}
 	for _, c := range observed {
 		base, isNew := strings.CutSuffix(c.Name, NewName(""))
 		if !isNew || c.Labels[LabelManaged] != x.Scope || !mine(base) || forward[base] {
@@ -73,64 +116,57 @@ func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dea
 		}
 		begun[base] = true
 		if err := x.removeGone(cleanupContext(ctx), c.ID); err != nil {
-			return dead, changed, fmt.Errorf("remove %s, left by a command that died: %w", c.Name, err)
+			return begun, removed, fmt.Errorf("remove %s, left by a command that died: %w", c.Name, err)
 		}
 		progress("removed %s: a command that died left it, unverified\n", c.Name)
-		changed = true
+		removed = true
 	}
-	for i, c := range dead {
-		for _, name := range c.Containers {
-			if !mine(name) {
-				continue // its part of the claim is kept, below
-			}
-			cur, exists := byName[name]
-			aside, isAside := byName[OldName(name)]
-			switch {
-			case forward[name]:
-				done, err := x.finishStartFirst(ctx, name, byName)
-				if err != nil {
-					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
-				}
-				progress("%s: a start-first recreate that died was %s\n", name, done)
-				changed = true
-			case isAside:
-				newID := ""
-				if exists {
-					newID = cur.ID
-				}
-				// Started whatever it reads: it is what last ran healthy.
-				aside.Running = true
-				if err := x.PutBack(ctx, name, newID, aside); err != nil {
-					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted apply left %s aside: %w", name, err)
-				}
-				progress("put %s back: an apply that died while replacing it left it aside\n", name)
-				changed = true
-			case exists && slices.Contains(c.Creates, name):
-				if err := x.removeGone(cleanupContext(ctx), cur.ID); err != nil {
-					return append(kept, dead[i:]...), changed, fmt.Errorf("remove %s, which an interrupted apply created unverified: %w", name, err)
-				}
-				progress("removed %s: an apply that died while creating it never saw it healthy; the plan creates it again\n", name)
-				changed = true
-			case exists && c.Ran[name] == cur.ID:
-				if err := x.restartOld(ctx, name, cur); err != nil {
-					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted apply left %s: %w", name, err)
-				}
-				progress("restarted %s: an apply that died while replacing it may have left its stop or start in flight\n", name)
-				changed = true
-			case exists && begun[name] && !cur.Running:
-				if err := x.StartOld(ctx, name, cur); err != nil {
-					return append(kept, dead[i:]...), changed, fmt.Errorf("an interrupted apply left %s stopped: %w", name, err)
-				}
-				progress("put %s back: an apply that died while replacing it left it stopped\n", name)
-				changed = true
-			}
+	return begun, removed, nil
+}
+
+// healName heals what dead claim c left of its container name (see
+// HealDead, whose cases it takes in order), and says whether it changed
+// the engine.
+func (x Executor) healName(ctx context.Context, left *deadLeft, c claims.Claim, name string, progress func(string, ...any)) (bool, error) {
+	cur, exists := left.byName[name]
+	aside, isAside := left.byName[OldName(name)]
+	switch {
+	case left.forward[name]:
+		done, err := x.finishStartFirst(ctx, name, left.byName)
+		if err != nil {
+			return false, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
 		}
-		if left, ok := c.Part(func(name string) bool { return !mine(name) }); ok {
-			kept = append(kept, left)
+		progress("%s: a start-first recreate that died was %s\n", name, done)
+	case isAside:
+		newID := ""
+		if exists {
+			newID = cur.ID
 		}
+		// Started whatever it reads: it is what last ran healthy.
+		aside.Running = true
+		if err := x.PutBack(ctx, name, newID, aside); err != nil {
+			return false, fmt.Errorf("an interrupted apply left %s aside: %w", name, err)
+		}
+		progress("put %s back: an apply that died while replacing it left it aside\n", name)
+	case exists && slices.Contains(c.Creates, name):
+		if err := x.removeGone(cleanupContext(ctx), cur.ID); err != nil {
+			return false, fmt.Errorf("remove %s, which an interrupted apply created unverified: %w", name, err)
+		}
+		progress("removed %s: an apply that died while creating it never saw it healthy; the plan creates it again\n", name)
+	case exists && c.Ran[name] == cur.ID:
+		if err := x.restartOld(ctx, name, cur); err != nil {
+			return false, fmt.Errorf("an interrupted apply left %s: %w", name, err)
+		}
+		progress("restarted %s: an apply that died while replacing it may have left its stop or start in flight\n", name)
+	case exists && left.begun[name] && !cur.Running:
+		if err := x.StartOld(ctx, name, cur); err != nil {
+			return false, fmt.Errorf("an interrupted apply left %s stopped: %w", name, err)
+		}
+		progress("put %s back: an apply that died while replacing it left it stopped\n", name)
+	default:
+		return false, nil
 	}
-	removed, err := x.removeLeftAside(ctx, observed, byName, dead, mine, progress)
-	return kept, changed || removed, err
+	return true, nil
 }
 
 // removeLeftAside removes the NAME.meshctl-old containers (OldName) of this

@@ -94,7 +94,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// A module whose env-file cannot be read is reported, not the end of
 	// the report: the other modules' status does not depend on its files.
-	key, err := applied.SecretKey(d, app.File, false)
+	key, err := applied.PeekSecretKey(d, app.File)
 	if err != nil {
 		return nil, err
 	}

@@ -284,13 +284,17 @@ func (w *window) stepStopped(ctx context.Context) error {
 // the old container was put back and runs: it is back, though not changed.
 var errPutBack = errors.New("the old container was put back")
 
-// bringBack brings each held container back, with the state lock released:
-// it starts the same container (restart policy restored), unless an apply
-// deferred a change to it during this window, which it carries out
-// (recreate, pulling the image if it is still missing), or creates it where
-// it went missing. A spec that drifted before the window opened (an earlier
-// apply that failed) is not the window's to change: the same container is
-// started and the drift reported. It returns each container's error.
+// bringBack brings each held container back, with the state lock released,
+// in depends-on order: with bringOne, the rule that decides what a window's
+// close starts. It starts the same container (restart policy restored),
+// unless an apply deferred a change to it during this window, which it
+// carries out (recreate, pulling the image if it is still missing), or
+// creates it where it went missing. A spec that drifted before the window
+// opened (an earlier apply that failed) is not the window's to change: the
+// same container is started and the drift reported. After a signal, the
+// same containers are started as they are (startAsWas) and nothing is
+// created or recreated: the next apply does that. It returns each
+// container's error.
 func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
 	out := map[string]error{}
 	if w.hold == nil {
@@ -335,8 +339,10 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		w.status(name, "bringing back…")
 		var err error
 		switch {
+		case exists && signalled:
+			err = w.startAsWas(cctx, x, name, c, d)
 		case exists:
-			err = w.bringOne(cctx, x, name, c, d, signalled)
+			err = w.bringOne(cctx, x, name, c, d)
 		case signalled:
 			w.opts.Progress("%s is missing: the next apply creates it (this window was interrupted)\n", name)
 		default:
@@ -366,55 +372,75 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 	return x.Create(ctx, d)
 }
 
-// bringOne brings one held container, c, back (see bringBack): this is
-// the rule that decides what a window's close starts. The same container
-// is started, with the restart policy the last apply wants (d; without
-// one, the policy recorded at open), unless an apply deferred a change to
-// it during the window: then it is recreated, and put back running if the
-// recreate fails; a signalled window (signalled) leaves that change to the
-// next apply, and starts the same container.
-func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired, signalled bool) error {
+// bringOne brings one held container, c, back when no signal came (see
+// bringBack): the same container is started (startAsWas), unless an apply
+// deferred a change to it during the window: then it is recreated, and
+// put back running if the recreate fails (carryOutDeferred).
+func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+	if diff, deferred := w.drift(name, c, d); deferred {
+		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
+		return w.carryOutDeferred(ctx, x, name, c, d)
+	}
+	return w.startAsWas(ctx, x, name, c, d)
+}
+
+// drift says how held container c differs from the last apply's wish (d;
+// nil: none), and whether that is a change an apply deferred during the
+// window (the wish changed since the open) rather than one c had before.
+func (w *window) drift(name string, c engine.Container, d *lifecycle.Desired) (diff []string, deferred bool) {
+	if d == nil {
+		return nil, false
+	}
+	diff = lifecycle.Diff(c, d)
+	return diff, len(diff) > 0 && !sameDesired(w.atOpen[name], d)
+}
+
+// carryOutDeferred recreates held container c as the last apply wants it
+// (d), the change that apply deferred during the window. When the recreate
+// fails, only the old container, back under its name, is started again.
+func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+	err := w.ensureImage(ctx, d)
+	if err == nil {
+		err = x.Recreate(ctx, d, c)
+	}
+	if err == nil {
+		return nil
+	}
+	if ol := (*lifecycle.OldLeftError)(nil); errors.As(err, &ol) {
+		// The new one runs, healthy: the change is carried out. The
+		// old one must stay stopped, aside.
+		w.opts.Progress("warning: %v\n", err)
+		return nil
+	}
+	// Ask the engine before starting anything: only the old container,
+	// back under its name, may run again; anything else (the failed new
+	// one still there, the old one still aside) stays as it is, and the
+	// hold with it (fail closed).
+	ictx, cancel := lifecycle.Cleanup(ctx, time.Minute) // a signal may have cut the recreate short
+	back, ierr := w.eng.Inspect(ictx, name)
+	cancel()
+	if ierr != nil || back.ID != c.ID {
+		return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
+	}
+	if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	return fmt.Errorf("%w, and runs: %w", errPutBack, err)
+}
+
+// startAsWas starts held container c again as it is, with the restart
+// policy the last apply wants (d; without one, the policy recorded at
+// open). A difference from d, a change an apply deferred during a
+// signalled window or one c had before the window, is left to the next
+// apply.
+func (w *window) startAsWas(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
 	}
-	var diff []string
-	if d != nil {
-		diff = lifecycle.Diff(c, d)
-	}
-	deferred := len(diff) > 0 && !sameDesired(w.atOpen[name], d)
-	switch {
-	case deferred && signalled:
-		w.opts.Progress("%s: the change an apply deferred (%s) is left to the next apply: this window was interrupted\n", name, strings.Join(diff, ", "))
+	switch diff, deferred := w.drift(name, c, d); {
 	case deferred:
-		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
-		err := w.ensureImage(ctx, d)
-		if err == nil {
-			err = x.Recreate(ctx, d, c)
-		}
-		if err == nil {
-			return nil
-		}
-		if ol := (*lifecycle.OldLeftError)(nil); errors.As(err, &ol) {
-			// The new one runs, healthy: the change is carried out. The
-			// old one must stay stopped, aside.
-			w.opts.Progress("warning: %v\n", err)
-			return nil
-		}
-		// Ask the engine before starting anything: only the old container,
-		// back under its name, may run again; anything else (the failed new
-		// one still there, the old one still aside) stays as it is, and the
-		// hold with it (fail closed).
-		ictx, cancel := lifecycle.Cleanup(ctx, time.Minute) // a signal may have cut the recreate short
-		back, ierr := w.eng.Inspect(ictx, name)
-		cancel()
-		if ierr != nil || back.ID != c.ID {
-			return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
-		}
-		if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		return fmt.Errorf("%w, and runs: %w", errPutBack, err)
+		w.opts.Progress("%s: the change an apply deferred (%s) is left to the next apply: this window was interrupted\n", name, strings.Join(diff, ", "))
 	case len(diff) > 0:
 		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
 			name, strings.Join(diff, ", "))

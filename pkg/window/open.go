@@ -79,7 +79,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// Another module's unreadable env-file is not this window's concern:
 	// its containers only lose their policy for a dead window's release,
 	// which then keeps the one recorded at that window's open.
-	key, err := applied.SecretKey(w.d, a.File, false)
+	key, err := applied.PeekSecretKey(w.d, a.File)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +204,7 @@ func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 // it (DesiredEach). d is the state directory, whose secret key hashes
 // secret files.
 func desiredByName(d *state.Dir, a *applied.Applied, module string) (map[string]*lifecycle.Desired, error) {
-	key, err := applied.SecretKey(d, a.File, false)
+	key, err := applied.PeekSecretKey(d, a.File)
 	if err != nil {
 		return nil, err
 	}

@@ -258,7 +258,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		key, err := applied.SecretKey(d, a.File, false)
+		key, err := applied.PeekSecretKey(d, a.File)
 		if err != nil {
 			return nil, err
 		}

@@ -1,6 +1,3 @@
-// Package enginetest gives tests a client of the test engine, a private
-// Docker engine named by MESHCTL_TEST_DOCKER_HOST (scripts/engine.sh start),
-// never the host's default one.
 package enginetest
 
 import (

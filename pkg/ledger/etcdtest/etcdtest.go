@@ -75,3 +75,17 @@ func Member(t testing.TB, dataDir, client, peer string) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// ScriptEnv is the environment to run scripts/etcd.sh in on the test
+// cluster whose home is dir and whose client endpoints are endpoints (as
+// MESHCTL_TEST_ETCD_DIR and MESHCTL_TEST_ETCD name them): MESHCTL_ETCD_DIR
+// and MESHCTL_ETCD_PORT are set to them, else the script acts on the
+// cluster of its defaults (/tmp/meshctl-etcd, port 32379), someone
+// else's.
+func ScriptEnv(dir string, endpoints []string) []string {
+	port := ""
+	if len(endpoints) > 0 {
+		_, port, _ = strings.Cut(endpoints[0], ":")
+	}
+	return append(os.Environ(), "MESHCTL_ETCD_DIR="+dir, "MESHCTL_ETCD_PORT="+port)
+}
