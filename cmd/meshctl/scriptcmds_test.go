@@ -62,6 +62,7 @@ var scriptCmdList = []scriptCmd{
 	{"ctrlogs", false, "NAME [DUR]", "print a container's stdout and stderr, followed until it exits or for DUR (default 1m)", cmdCtrLogs},
 	{"exits", true, "CODE PROG ARG...", "run PROG like exec and check its exact exit status; its output is the next stdout/stderr", cmdExits},
 	{"idof", false, "NAME", "print a container's engine id (to tell the same container from a new one of that name)", cmdIDOf},
+	{"jsoncapture", false, "VAR PATH", "set VAR from the value at PATH in the last stdout (a non-string as JSON)", cmdJSONCapture},
 	{"jsonkeys", false, "PATH KEY...", "check the exact set of keys of the object at PATH in the last stdout", cmdJSONKeys},
 	{"jsonlen", false, "PATH N", "check the length of the array at PATH in the last stdout", cmdJSONLen},
 	{"jsonval", true, "PATH REGEX", "check that the value at PATH in the last stdout matches REGEX (a non-string as JSON)", cmdJSONVal},
@@ -599,6 +600,20 @@ func cmdJSONVal(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
+// cmdJSONCapture sets a variable from a JSON value: jsoncapture VAR PATH.
+func cmdJSONCapture(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 || neg {
+		ts.Fatalf("usage: jsoncapture VAR PATH")
+	}
+	v := jsonAt(ts, args[1])
+	s, ok := v.(string)
+	if !ok {
+		b, _ := json.Marshal(v)
+		s = string(b)
+	}
+	ts.Setenv(args[0], s)
+}
+
 // cmdJSONLen checks the length of the array at PATH: jsonlen PATH N.
 func cmdJSONLen(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 || neg {
@@ -640,6 +655,9 @@ func jsonAt(ts *testscript.TestScript, path string) any {
 			v = next
 		case []any:
 			i, err := strconv.Atoi(p)
+			if i < 0 {
+				i += len(x) // -1 is the last
+			}
 			if err != nil || i < 0 || i >= len(x) {
 				ts.Fatalf("json: no index %q (length %d) on the way to %s", p, len(x), path)
 			}
