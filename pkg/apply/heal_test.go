@@ -186,24 +186,7 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	d := stateDir(t)
 	f := enginetest.NewFake("old:1", "new:1")
 	oldID := diedInGate(t, d, f)
-	ctx := context.Background()
-	// A live window holding m.c: its lock taken, its hold recorded.
-	win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
-		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = l.Write(holds.File, &hd)
-	l.Unlock()
-	if err != nil {
-		t.Fatal(err)
-	}
+	win := liveWindow(t, d, "m.c", "always")
 	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -373,4 +356,29 @@ func TestUnfinishedPutBackIsHealed(t *testing.T) {
 	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
 		t.Errorf("claims after the next apply: %+v, %v; want none", doc, err)
 	}
+}
+
+// liveWindow makes a live window w-1 of module m that holds container
+// (its policy recorded for the close): its lock taken, its hold in the
+// holds file. Unlocking the returned lock is the window's death.
+func liveWindow(t *testing.T, d *state.Dir, container, policy string) *state.Lock {
+	t.Helper()
+	ctx := context.Background()
+	win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{container},
+		Restart: map[string]string{container: policy}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
+	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = l.Write(holds.File, &hd)
+	l.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return win
 }

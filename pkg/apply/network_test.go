@@ -8,14 +8,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/engine/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
-	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // TestPlanNetworks is the network plan's rules, one per row.
@@ -220,27 +217,9 @@ func TestRunNetworkRefusals(t *testing.T) {
 		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
 			t.Fatal(err)
 		}
-		ctx := context.Background()
-		// A live window holding m.db: its lock taken, its hold recorded.
-		win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer win.Unlock()
-		now := time.Now()
-		hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.db"},
-			Restart: map[string]string{"m.db": "unless-stopped"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-		l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = l.Write(holds.File, &hd)
-		l.Unlock()
-		if err != nil {
-			t.Fatal(err)
-		}
+		defer liveWindow(t, d, "m.db", "unless-stopped").Unlock()
 		eng.Changes()
-		_, err = run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+		_, err := run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
 		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), "m.db joins it and window w-1 holds it") {
 			t.Fatalf("err = %v, want a ChangedNetworkError naming m.db and window w-1", err)
 		}
