@@ -587,12 +587,7 @@ func cmdJSONVal(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 {
 		ts.Fatalf("usage: jsonval PATH REGEX")
 	}
-	v := jsonAt(ts, args[0])
-	s, ok := v.(string)
-	if !ok {
-		b, _ := json.Marshal(v)
-		s = string(b)
-	}
+	s := jsonText(jsonAt(ts, args[0]))
 	re, err := regexp.Compile(args[1])
 	ts.Check(err)
 	if re.MatchString(s) == neg {
@@ -605,13 +600,17 @@ func cmdJSONCapture(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) != 2 || neg {
 		ts.Fatalf("usage: jsoncapture VAR PATH")
 	}
-	v := jsonAt(ts, args[1])
-	s, ok := v.(string)
-	if !ok {
-		b, _ := json.Marshal(v)
-		s = string(b)
+	ts.Setenv(args[0], jsonText(jsonAt(ts, args[1])))
+}
+
+// jsonText is a JSON value as jsonval and jsoncapture read it: a string as
+// it is, any other value as JSON.
+func jsonText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
 	}
-	ts.Setenv(args[0], s)
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // cmdJSONLen checks the length of the array at PATH: jsonlen PATH N.
