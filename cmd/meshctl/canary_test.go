@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 )
 
 // The canaries: secret values, one per way a secret reaches meshctl, so

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/eventcheck"
+	"github.com/meshctl/meshctl/internal/eventcheck"
 )
 
 // verify heals the host with one apply without faults and checks it: the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+	"github.com/meshctl/meshctl/internal/faultproxy"
 )
 
 // fltKnown is a finding of the harness: a scenario and a fault (or a

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+	"github.com/meshctl/meshctl/internal/faultproxy"
 )
 
 // fltMesh is the module every scenario works on: a service whose graceful

@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+	"github.com/meshctl/meshctl/internal/faultproxy"
 )
 
 // allClasses are the proxy's fault classes.

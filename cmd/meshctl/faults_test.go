@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine/eventcheck"
-	"github.com/meshctl/meshctl/pkg/engine/faultproxy"
+	"github.com/meshctl/meshctl/internal/eventcheck"
+	"github.com/meshctl/meshctl/internal/faultproxy"
 )
 
 // TestFaults is issue 17's harness: it drives apply, window run (run: and

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -266,11 +266,11 @@ func TestMixedStress(t *testing.T) {
 	if err != nil {
 		t.Fatalf("holds: %v", err)
 	}
-	if _, _, err := applied.LoadApplied(d); err != nil {
+	if _, _, err := record.LoadApplied(d); err != nil {
 		t.Errorf("applied.json: %v", err)
 	}
-	var last applied.LastReport
-	if _, err := d.Read(applied.ReportFile, &last); err != nil {
+	var last record.LastReport
+	if _, err := d.Read(record.ReportFile, &last); err != nil {
 		t.Errorf("last-apply.json: %v", err)
 	}
 	for _, e := range hist.Windows {

@@ -7,7 +7,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -28,7 +28,7 @@ type Options struct {
 	// ignored, and the applied state is read under the state lock.
 	Last     bool
 	Parallel int
-	Resolve  applied.Resolver
+	Resolve  record.Resolver
 	Lock     state.LockOptions
 	Now      func() time.Time
 	// Progress reports what apply does, one line at a time (stderr).
@@ -57,12 +57,12 @@ type Options struct {
 // networks where they matter (usesNetworks).
 // Every artifact: is resolved where the plan is made, under the lock, and so
 // again after every pull: a build recorded while this apply pulled wins.
-func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*applied.Report, error) {
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*record.Report, error) {
 	opts = opts.withDefaults()
 	if opts.Last {
 		// A snapshot, to resolve and pull early; runLocked reads it again
 		// under the lock.
-		a, ok, err := applied.LoadApplied(d)
+		a, ok, err := record.LoadApplied(d)
 		if err != nil {
 			return nil, err
 		}
@@ -78,11 +78,11 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*a
 	// build fails here, with nothing changed.
 	// The secret key is only read here (the engine answers first, before
 	// anything is made); the pass under the lock makes it.
-	key, err := applied.PeekSecretKey(d, opts.File)
+	key, err := record.PeekSecretKey(d, opts.File)
 	if err != nil {
 		return nil, err
 	}
-	desired, err := applied.Desire(opts.File, opts.Resolve, nil, key)
+	desired, err := record.Desire(opts.File, opts.Resolve, nil, key)
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +160,7 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 // windows, executes the plan under a claim, and records. It returns,
 // without changing anything, the images the plan needs that are missing
 // and not yet tried.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*applied.Report, []string, error) {
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*record.Report, []string, error) {
 	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p}
 	if !opts.DryRun {
 		defer a.unlock()

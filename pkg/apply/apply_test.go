@@ -11,9 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -47,7 +47,7 @@ func stateDir(t testing.TB) *state.Dir {
 	return d
 }
 
-func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*Options)) (*applied.Report, error) {
+func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*Options)) (*record.Report, error) {
 	t.Helper()
 	opts := Options{File: f, Source: "mesh.yaml", Parallel: 4}
 	if mod != nil {
@@ -56,7 +56,7 @@ func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*
 	return Run(context.Background(), d, eng, opts)
 }
 
-func actions(rep *applied.Report) map[string]string {
+func actions(rep *record.Report) map[string]string {
 	out := map[string]string{}
 	for _, c := range rep.Containers {
 		out[c.Name] = c.Action
@@ -211,7 +211,7 @@ func TestRunConflictChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng.Changes()
-	before, _ := os.ReadFile(d.Path() + "/" + applied.AppliedFile)
+	before, _ := os.ReadFile(d.Path() + "/" + record.AppliedFile)
 
 	rep, err := run(t, d, eng, meshOf(t,
 		"a: {image: "+busybox+", env: {FOO: x}}", "b: {image: "+busybox+"}", "c: {image: "+busybox+"}"),
@@ -226,8 +226,8 @@ func TestRunConflictChangesNothing(t *testing.T) {
 	if c := eng.Changes(); len(c) > 0 {
 		t.Errorf("a conflicting apply changed the engine: %q", c)
 	}
-	if now, _ := os.ReadFile(d.Path() + "/" + applied.AppliedFile); string(now) != string(before) {
-		t.Error("a conflicting apply rewrote " + applied.AppliedFile)
+	if now, _ := os.ReadFile(d.Path() + "/" + record.AppliedFile); string(now) != string(before) {
+		t.Error("a conflicting apply rewrote " + record.AppliedFile)
 	}
 }
 
@@ -392,7 +392,7 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 	}
 	// The record says which image the pull gave: a window's close carries
 	// out a newer pull an apply deferred (issue 17 item 9).
-	if a, _, err := applied.LoadApplied(d); err != nil || a.Images["m.a"].PulledID != "id:newer" {
+	if a, _, err := record.LoadApplied(d); err != nil || a.Images["m.a"].PulledID != "id:newer" {
 		t.Fatalf("applied.json images %+v, %v; want m.a pulled as id:newer", a.Images, err)
 	}
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -22,7 +22,7 @@ const relockWait = 10 * time.Minute
 // the claim for the caller to record and release. A plan that changes
 // nothing is carried out (a no-op) under lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
-	rep *applied.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
+	rep *record.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
 	var want claims.Claim
 	for _, it := range items {
 		if it.ChangesEngine() {

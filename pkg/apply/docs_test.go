@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -27,7 +27,7 @@ func TestStateDirDocExamples(t *testing.T) {
 	kinds := map[string]func() any{
 		`"holds"`:      func() any { return &holds.Doc{} },
 		`"windows"`:    func() any { return &holds.History{} },
-		`"applied_at"`: func() any { return &applied.Applied{} },
+		`"applied_at"`: func() any { return &record.Applied{} },
 		`"claims"`:     func() any { return &claims.Doc{} },
 		`"id": "`: func() any {
 			return &struct {

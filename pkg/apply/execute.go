@@ -7,7 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
@@ -20,7 +20,7 @@ import (
 // container whose recreate could not put the old one back
 // (lifecycle.NotPutBackError) is handed to keep (the claim's Keep), so
 // that the next command heals it.
-func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *applied.Report, opts Options,
+func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *record.Report, opts Options,
 	keep func(name string)) error {
 	r := &execution{x: x, items: items, absent: absent, rep: rep, opts: opts, ord: orderOf(items),
 		sem: make(chan struct{}, opts.Parallel), keep: keep}
@@ -52,7 +52,7 @@ type execution struct {
 	x      lifecycle.Executor
 	items  []Item
 	absent map[string]string
-	rep    *applied.Report
+	rep    *record.Report
 	opts   Options
 	ord    *lifecycle.Order
 	sem    chan struct{} // a slot per container changed at once (--parallel)

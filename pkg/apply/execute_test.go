@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestHealthWaitHoldsNoSlot: a health wait is watching, not engine work: at

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -48,7 +48,7 @@ func TestApplyHealsAnInterruptedRecreate(t *testing.T) {
 
 func desiredOf(t *testing.T, image string) *lifecycle.Desired {
 	t.Helper()
-	ds, err := applied.Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil, nil)
+	ds, err := record.Desire(meshOf(t, "c: {image: "+image+"}"), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -258,7 +258,7 @@ func (a *pass) removeNetworks(ctx context.Context) error {
 func (a *pass) fillNetworks() {
 	a.rep.Networks = nil
 	for _, it := range a.netItems {
-		a.rep.Networks = append(a.rep.Networks, applied.NetworkReport{Name: it.Name, Module: it.Module,
+		a.rep.Networks = append(a.rep.Networks, record.NetworkReport{Name: it.Name, Module: it.Module,
 			Action: it.Action, Reasons: append([]string{}, it.Reasons...)})
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestRunFollowsDependsOn: with room to run everything at once, app

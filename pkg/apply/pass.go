@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -32,7 +32,7 @@ type pass struct {
 	claim *claims.Held
 
 	now      time.Time
-	prev     applied.Applied // the applied state before this apply
+	prev     record.Applied // the applied state before this apply
 	file     *mesh.File
 	desired  []lifecycle.Desired
 	windows  *lifecycle.Windows
@@ -43,8 +43,8 @@ type pass struct {
 	// when the apply has no need to look (usesNetworks).
 	netObserved []engine.Network
 	absent      map[string]string // image: why the engine lacks it for good
-	rep         *applied.Report
-	recorded    *applied.Applied // the applied state this apply records
+	rep         *record.Report
+	recorded    *record.Applied // the applied state this apply records
 	// appliedChanged says whether recorded differs from prev: else
 	// applied.json is not written again.
 	appliedChanged bool
@@ -97,7 +97,7 @@ func (a *pass) read(name string, doc state.Document) (bool, error) {
 // listing. It returns the pull: always images not pulled yet, to pull
 // without the lock.
 func (a *pass) observe(ctx context.Context) ([]string, error) {
-	if _, err := a.read(applied.AppliedFile, &a.prev); err != nil {
+	if _, err := a.read(record.AppliedFile, &a.prev); err != nil {
 		return nil, err
 	}
 	a.file = a.opts.File
@@ -113,15 +113,15 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	// The secret key is made here, past the engine's ping and under the
 	// lock, by the first apply of a file with secrets; a dry run makes
 	// nothing.
-	keyOf := applied.SecretKey
+	keyOf := record.SecretKey
 	if a.opts.DryRun {
-		keyOf = applied.PeekSecretKey
+		keyOf = record.PeekSecretKey
 	}
 	key, err := keyOf(a.d, a.file)
 	if err != nil {
 		return nil, err
 	}
-	if a.desired, err = applied.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
+	if a.desired, err = record.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
 		return nil, err
 	}
 	if newAlways := a.pulls.pinAlways(a.desired); len(newAlways) > 0 && !a.opts.DryRun {
@@ -151,7 +151,7 @@ func (a *pass) heal(ctx context.Context) error {
 // the images it needs: those missing and not yet tried are returned, to
 // pull without the lock.
 func (a *pass) plan(ctx context.Context) ([]string, error) {
-	a.rep = &applied.Report{DryRun: a.opts.DryRun, Containers: []applied.ContainerReport{}, Windows: []holds.View{}}
+	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []holds.View{}}
 	held := map[string]HoldRef{}
 	for _, c := range a.windows.Classified {
 		if c.State == holds.Stale {
@@ -230,12 +230,12 @@ func (a *pass) preview() (done bool, err error) {
 // as their window's close would have left them, and the plan is made once
 // more from what the engine has now.
 func (a *pass) release(ctx context.Context) error {
-	if err := applied.CheckReport(a.lock); err != nil {
+	if err := record.CheckReport(a.lock); err != nil {
 		return err
 	}
-	sources := applied.ThisSource
+	sources := record.ThisSource
 	if a.opts.Last {
-		sources = applied.KeepSources
+		sources = record.KeepSources
 	}
 	a.recorded = a.prev.Merge(a.file, a.opts.RemoveModules, a.desired, a.opts.Source, a.now.UTC(), sources)
 	a.appliedChanged = a.recorded.KeepTimes(&a.prev)
@@ -258,7 +258,7 @@ func (a *pass) release(ctx context.Context) error {
 // markReleased gives the row of each container that a dead window's hold
 // held, and that the plan then found unchanged, the action released: it runs
 // again because this apply released that hold, not because nothing was done.
-func markReleased(rep *applied.Report) {
+func markReleased(rep *record.Report) {
 	by := map[string]holds.View{}
 	for _, w := range rep.Released {
 		for _, n := range w.Containers {
@@ -281,7 +281,7 @@ func markReleased(rep *applied.Report) {
 func (a *pass) policies() map[string]string {
 	// A module left out keeps the policy recorded at open; the key only
 	// hashes, and a restart policy needs no hash.
-	key, _ := applied.PeekSecretKey(a.d, a.recorded.File)
+	key, _ := record.PeekSecretKey(a.d, a.recorded.File)
 	all, _ := a.recorded.DesiredEach(key)
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
@@ -356,9 +356,9 @@ func conflictNames(items []Item) []string {
 	return names
 }
 
-func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
+func fillReport(rep *record.Report, items []Item, absent map[string]string) {
 	for _, it := range items {
-		cr := applied.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
+		cr := record.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
 		if it.Desired != nil {
 			cr.Build = it.Desired.Build
@@ -372,7 +372,7 @@ func fillReport(rep *applied.Report, items []Item, absent map[string]string) {
 
 // checkRemovable refuses to remove a module this state directory knows
 // nothing of: a typo must not read as done.
-func checkRemovable(m string, prev *applied.Applied, observed []engine.Container, nets []engine.Network) error {
+func checkRemovable(m string, prev *record.Applied, observed []engine.Container, nets []engine.Network) error {
 	if prev.File != nil && prev.File.Modules[m] != nil {
 		return nil
 	}
@@ -396,16 +396,16 @@ func checkRemovable(m string, prev *applied.Applied, observed []engine.Container
 // writeRecord writes the applied desired state, a's modules merged with this
 // apply's (nil: it did not change, and applied.json stays as it is), and
 // the report, whose finished_at is the time of this apply's check.
-func writeRecord(lock *state.Lock, a *applied.Applied, rep *applied.Report, opts Options, runErr error) error {
+func writeRecord(lock *state.Lock, a *record.Applied, rep *record.Report, opts Options, runErr error) error {
 	now := opts.Now().UTC()
 	if a != nil {
-		if err := lock.Write(applied.AppliedFile, a); err != nil {
+		if err := lock.Write(record.AppliedFile, a); err != nil {
 			return err
 		}
 	}
-	last := &applied.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	last := &record.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
 	if runErr != nil {
 		last.Result, last.Error = "failed", runErr.Error()
 	}
-	return lock.Write(applied.ReportFile, last)
+	return lock.Write(record.ReportFile, last)
 }

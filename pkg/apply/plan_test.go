@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -39,7 +39,7 @@ func web() *mesh.Container {
 func want(t testing.TB, cs map[string]*mesh.Container) []lifecycle.Desired {
 	t.Helper()
 	f := &mesh.File{Modules: map[string]*mesh.Module{"m": {Containers: cs}}}
-	ds, err := applied.Desire(f, nil, nil, nil)
+	ds, err := record.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

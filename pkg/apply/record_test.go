@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/record"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -26,7 +26,7 @@ func TestNoOpApplyKeepsApplied(t *testing.T) {
 	if _, err := run(t, d, f, one, at(t1)); err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(d.Path(), applied.AppliedFile)
+	path := filepath.Join(d.Path(), record.AppliedFile)
 	before, ino := readIno(t, path)
 
 	t2 := t1.Add(time.Hour)
@@ -38,10 +38,10 @@ func TestNoOpApplyKeepsApplied(t *testing.T) {
 	}
 	after, ino2 := readIno(t, path)
 	if string(after) != string(before) || ino2 != ino {
-		t.Errorf("a no-op apply rewrote %s:\n%s\nwas\n%s", applied.AppliedFile, after, before)
+		t.Errorf("a no-op apply rewrote %s:\n%s\nwas\n%s", record.AppliedFile, after, before)
 	}
-	var last applied.LastReport
-	if _, err := d.Read(applied.ReportFile, &last); err != nil {
+	var last record.LastReport
+	if _, err := d.Read(record.ReportFile, &last); err != nil {
 		t.Fatal(err)
 	}
 	if !last.FinishedAt.Equal(t2) {
@@ -59,8 +59,8 @@ func TestNoOpApplyKeepsApplied(t *testing.T) {
 	if _, err := run(t, d, f, two, at(t3)); err != nil {
 		t.Fatal(err)
 	}
-	var a applied.Applied
-	if _, err := d.Read(applied.AppliedFile, &a); err != nil {
+	var a record.Applied
+	if _, err := d.Read(record.AppliedFile, &a); err != nil {
 		t.Fatal(err)
 	}
 	if !a.AppliedAt.Equal(t3) || !a.Modules["m"].AppliedAt.Equal(t1) || !a.Modules["n"].AppliedAt.Equal(t3) {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/record"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -49,7 +49,7 @@ func TestRunResolvesArtifactAfterPull(t *testing.T) {
 		}
 	}
 	type result struct {
-		rep *applied.Report
+		rep *record.Report
 		err error
 	}
 	done := make(chan result, 1)
@@ -95,11 +95,11 @@ func TestRunResolvesArtifactAfterPull(t *testing.T) {
 			t.Errorf("event %d: %s from %s, resolved before the pull", e.Seq, e, e.Image)
 		}
 	}
-	a, ok, err := applied.LoadApplied(d)
+	a, ok, err := record.LoadApplied(d)
 	if err != nil || !ok {
 		t.Fatalf("applied.json: ok %v, %v", ok, err)
 	}
-	if got, want := a.Images["app.web"], (applied.Resolved{Image: newer, Build: "b2"}); got != want {
+	if got, want := a.Images["app.web"], (record.Resolved{Image: newer, Build: "b2"}); got != want {
 		t.Errorf("applied.json records app.web as %+v, want %+v", got, want)
 	}
 }

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/apply"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -167,7 +167,7 @@ func (x *interleave) storeHeld(tb testing.TB) bool {
 	return false
 }
 
-func (x *interleave) apply(ctx context.Context) (*applied.Report, error) {
+func (x *interleave) apply(ctx context.Context) (*record.Report, error) {
 	return apply.Run(ctx, x.d, x.eng, apply.Options{File: x.f, Source: "mesh.yaml", Parallel: 4, Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
@@ -213,7 +213,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 		t.Errorf("window other/gc: result %q", e.Result)
 	}
 
-	rep, err, ok := within(x, hang, func() (*applied.Report, error) { return x.apply(t.Context()) })
+	rep, err, ok := within(x, hang, func() (*record.Report, error) { return x.apply(t.Context()) })
 	switch {
 	case !ok:
 		t.Errorf("apply did not end within %s while store.registry was being stopped: it waits for the state lock", hang)

@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -192,7 +192,7 @@ func sourceName(path string) string {
 // in the configured ledger: one read each time (a lock-free snapshot of the
 // module's file, or one linearizable etcd read). An etcd ledger is
 // contacted only when the file needs an artifact.
-func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Resolver {
+func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) record.Resolver {
 	var l *ledger.Ledger
 	resolved := map[string]bool{}
 	return func(module string) (string, string, bool, error) {
@@ -221,7 +221,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) applied.Res
 	}
 }
 
-func printApplyReport(env *Env, rep *applied.Report) {
+func printApplyReport(env *Env, rep *record.Report) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	if len(rep.Containers) > 0 {
 		// No header over no rows: the lines below say what was done.
@@ -260,7 +260,7 @@ func printApplyReport(env *Env, rep *applied.Report) {
 
 // printNetworks writes the report's network lines, as a table of its own
 // under the containers'.
-func printNetworks(env *Env, nets []applied.NetworkReport) {
+func printNetworks(env *Env, nets []record.NetworkReport) {
 	if len(nets) == 0 {
 		return
 	}

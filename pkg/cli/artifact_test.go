@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
-	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 )
 
 // TestArtifactReReadIsBounded: apply resolves artifact: before its state

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/spf13/cobra"
@@ -124,7 +124,7 @@ func checkTypos(ctx context.Context, env *Env, l *ledger.Ledger, modules []strin
 		return err
 	}
 	if d, err := env.StateReadOnly(); err == nil && d.Exists() {
-		if a, ok, err := applied.LoadApplied(d); err == nil && ok && a.File != nil {
+		if a, ok, err := record.LoadApplied(d); err == nil && ok && a.File != nil {
 			known = append(known, a.File.ModuleNames()...)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -159,7 +159,7 @@ func appliedFile(cmd *cobra.Command, env *Env) *mesh.File {
 	if d == nil {
 		return nil
 	}
-	a, ok, err := applied.LoadApplied(d)
+	a, ok, err := record.LoadApplied(d)
 	if err != nil || !ok {
 		return nil
 	}

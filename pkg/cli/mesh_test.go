@@ -11,7 +11,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
-	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 

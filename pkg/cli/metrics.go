@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -66,7 +66,7 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	}
 	// A step the applied state no longer has is left out, as status --check
 	// forgets it: its last window would otherwise alert for ever.
-	app, _, err := applied.LoadApplied(d)
+	app, _, err := record.LoadApplied(d)
 	if err != nil {
 		return snap, err
 	}
@@ -82,8 +82,8 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	for _, c := range classified {
 		snap.Holds[c.State]++
 	}
-	var last applied.LastReport
-	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
+	var last record.LastReport
+	if ok, err := d.Read(record.ReportFile, &last); err != nil {
 		return snap, err
 	} else if ok {
 		snap.Apply = lastApplyMetrics(last)
@@ -118,7 +118,7 @@ func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *holds.Doc) (
 
 // lastApplyMetrics is the last apply's outcome, its containers counted by
 // action.
-func lastApplyMetrics(last applied.LastReport) *metrics.Apply {
+func lastApplyMetrics(last record.LastReport) *metrics.Apply {
 	a := &metrics.Apply{FinishedAt: last.FinishedAt, OK: last.Result == "ok", Actions: map[string]int{}}
 	if last.Report != nil {
 		for _, c := range last.Report.Containers {

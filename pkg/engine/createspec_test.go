@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestCreateRuntimeFields: the runtime fields of issue 20 reach the

@@ -23,7 +23,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // prefix names everything these tests create, so that a leftover is easy to

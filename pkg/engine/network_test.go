@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestNetworks: a network is created with its labels and internal flag,

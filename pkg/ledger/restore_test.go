@@ -16,7 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 )
 
 // ownMember starts a one-member etcd of this test's own (etcdtest.Member).

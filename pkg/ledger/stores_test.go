@@ -14,7 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/meshctl/meshctl/pkg/ledger/etcdtest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 )
 
 // testEtcd returns a ledger in the test etcd cluster (scripts/etcd.sh; its

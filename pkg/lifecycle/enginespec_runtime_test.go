@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -50,11 +50,11 @@ func TestEngineSpecSecretsAndRuntimeFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(&applied.Applied{File: f})
+	b, err := json.Marshal(&record.Applied{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a applied.Applied
+	var a record.Applied
 	if err := json.Unmarshal(b, &a); err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func TestEngineSpecSecretsAndRuntimeFields(t *testing.T) {
 	key := []byte("key-0123456789abcdef")
 	var labels []string
 	for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-		ds, err := applied.Desire(file, nil, nil, key)
+		ds, err := record.Desire(file, nil, nil, key)
 		if err != nil {
 			t.Fatal(err)
 		}

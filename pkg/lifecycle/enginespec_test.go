@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -57,11 +57,11 @@ func TestEngineSpecFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := json.Marshal(&applied.Applied{File: f})
+	b, err := json.Marshal(&record.Applied{File: f})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a applied.Applied
+	var a record.Applied
 	if err := json.Unmarshal(b, &a); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Errorf("applied.json holds an env-file value: %s", b)
 	}
 	for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-		ds, err := applied.Desire(file, nil, nil, nil)
+		ds, err := record.Desire(file, nil, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestEngineSpecFields(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := mesh.HashValue("from-file")
-	ds, err := applied.Desire(f, nil, nil, nil)
+	ds, err := record.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestEngineSpecFields(t *testing.T) {
 	}
 	// A missing env-file is exit 2, naming it.
 	os.Remove(envFile)
-	_, err = applied.Desire(f, nil, nil, nil)
+	_, err = record.Desire(f, nil, nil, nil)
 	var ee *mesh.EnvFileError
 	if !errors.As(err, &ee) || ee.Fault() != fault.BadInput || !strings.Contains(err.Error(), envFile) {
 		t.Errorf("missing env-file: %v", err)
@@ -148,16 +148,16 @@ func TestEngineSpecEntrypoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := json.Marshal(&applied.Applied{File: f})
+			b, err := json.Marshal(&record.Applied{File: f})
 			if err != nil {
 				t.Fatal(err)
 			}
-			var a applied.Applied
+			var a record.Applied
 			if err := json.Unmarshal(b, &a); err != nil {
 				t.Fatal(err)
 			}
 			for step, file := range map[string]*mesh.File{"from the file": f, "from applied.json": a.File} {
-				ds, err := applied.Desire(file, nil, nil, nil)
+				ds, err := record.Desire(file, nil, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

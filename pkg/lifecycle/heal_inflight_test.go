@@ -7,7 +7,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // inFlight is an engine with a stop or a start of one container that a

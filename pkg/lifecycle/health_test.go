@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -88,13 +88,13 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
 			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}, FailedWindows: []holds.Entry{}, Problems: []string{}}, nil
 	}
-	app, appliedOK, err := applied.LoadApplied(d)
+	app, appliedOK, err := record.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
 	// A module whose env-file cannot be read is reported, not the end of
 	// the report: the other modules' status does not depend on its files.
-	key, err := applied.PeekSecretKey(d, app.File)
+	key, err := record.PeekSecretKey(d, app.File)
 	if err != nil {
 		return nil, err
 	}
@@ -135,8 +135,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
-	var last applied.LastReport
-	if ok, err := d.Read(applied.ReportFile, &last); err != nil {
+	var last record.LastReport
+	if ok, err := d.Read(record.ReportFile, &last); err != nil {
 		return nil, err
 	} else if ok {
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -82,17 +82,17 @@ func newFixture(t *testing.T, src string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := applied.Desire(f, nil, nil, nil)
+	desired, err := record.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := map[string]applied.Resolved{}
+	images := map[string]record.Resolved{}
 	for _, x := range desired {
-		images[x.Name] = applied.Resolved{Image: x.Image}
+		images[x.Name] = record.Resolved{Image: x.Image}
 		fx.desired[x.Name] = x
 	}
-	fx.write(t, applied.AppliedFile, &applied.Applied{AppliedAt: t0, Source: "mesh.yaml", File: f, Images: images})
-	fx.write(t, applied.ReportFile, &applied.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "ok"})
+	fx.write(t, record.AppliedFile, &record.Applied{AppliedAt: t0, Source: "mesh.yaml", File: f, Images: images})
+	fx.write(t, record.ReportFile, &record.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "ok"})
 	return fx
 }
 
@@ -243,7 +243,7 @@ func TestContainerStates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	od, err := applied.Desire(other, nil, nil, nil)
+	od, err := record.Desire(other, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestContainerStates(t *testing.T) {
 	if rep := get(t, fx2, eng2, t0); rep.Summary != "ok" || rep.LastApply == nil || rep.LastApply.Result != "ok" {
 		t.Errorf("healthy host: %q, %+v", rep.Summary, rep.LastApply)
 	}
-	fx2.write(t, applied.ReportFile, &applied.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "failed", Error: "boom"})
+	fx2.write(t, record.ReportFile, &record.LastReport{FinishedAt: t0, Source: "mesh.yaml", Result: "failed", Error: "boom"})
 	eng2.lists = 0
 	if rep := get(t, fx2, eng2, t0); !strings.Contains(rep.Summary, "last apply failed") {
 		t.Errorf("failed apply: %q", rep.Summary)

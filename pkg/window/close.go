@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -217,8 +217,8 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 
 // appliedNow reads what the most recent apply wants of the held containers.
 func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*lifecycle.Desired, error) {
-	var a applied.Applied
-	ok, err := read(applied.AppliedFile, &a)
+	var a record.Applied
+	ok, err := read(record.AppliedFile, &a)
 	if err != nil {
 		return nil, err
 	}

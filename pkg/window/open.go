@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -72,14 +72,14 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if err := w.checkClaims(lock.Read); err != nil {
 		return nil, err
 	}
-	var a applied.Applied
-	if _, err := lock.Read(applied.AppliedFile, &a); err != nil {
+	var a record.Applied
+	if _, err := lock.Read(record.AppliedFile, &a); err != nil {
 		return nil, err
 	}
 	// Another module's unreadable env-file is not this window's concern:
 	// its containers only lose their policy for a dead window's release,
 	// which then keeps the one recorded at that window's open.
-	key, err := applied.PeekSecretKey(w.d, a.File)
+	key, err := record.PeekSecretKey(w.d, a.File)
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +203,8 @@ func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 // name; none where nothing was applied. Only module's own files can fail
 // it (DesiredEach). d is the state directory, whose secret key hashes
 // secret files.
-func desiredByName(d *state.Dir, a *applied.Applied, module string) (map[string]*lifecycle.Desired, error) {
-	key, err := applied.PeekSecretKey(d, a.File)
+func desiredByName(d *state.Dir, a *record.Applied, module string) (map[string]*lifecycle.Desired, error) {
+	key, err := record.PeekSecretKey(d, a.File)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/pkg/record"
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -34,9 +34,9 @@ func recordPulled(t *testing.T, d *state.Dir, id string) {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	a := &applied.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f,
-		Images: map[string]applied.Resolved{"pa.web": {Image: "img:1", PulledID: id}}}
-	if err := l.Write(applied.AppliedFile, a); err != nil {
+	a := &record.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f,
+		Images: map[string]record.Resolved{"pa.web": {Image: "img:1", PulledID: id}}}
+	if err := l.Write(record.AppliedFile, a); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -226,7 +226,7 @@ func (w *window) openWaiting(ctx context.Context, waitUntil time.Time) error {
 
 // resolve finds the step and the held containers' desired state.
 func resolve(d *state.Dir, opts Options) (*plan, error) {
-	a, ok, err := applied.LoadApplied(d)
+	a, ok, err := record.LoadApplied(d)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		key, err := applied.PeekSecretKey(d, a.File)
+		key, err := record.PeekSecretKey(d, a.File)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/applied"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -78,20 +78,20 @@ func openTemp(t *testing.T) *state.Dir {
 // recordApplied writes applied.json as an apply of f would.
 func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	t.Helper()
-	desired, err := applied.Desire(f, nil, nil, nil)
+	desired, err := record.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	images := map[string]applied.Resolved{}
+	images := map[string]record.Resolved{}
 	for _, x := range desired {
-		images[x.Name] = applied.Resolved{Image: x.Image}
+		images[x.Name] = record.Resolved{Image: x.Image}
 	}
 	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	if err := l.Write(applied.AppliedFile, &applied.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f, Images: images}); err != nil {
+	if err := l.Write(record.AppliedFile, &record.Applied{AppliedAt: time.Now().UTC(), Source: "mesh.yaml", File: f, Images: images}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -105,7 +105,7 @@ func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := applied.Desire(f, nil, nil, nil)
+	desired, err := record.Desire(f, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestRecordEngine records a real engine's events while two copies of one

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/engine/enginetest"
+	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // TestFaultProxyEngine runs meshctl's own engine client through the proxy

@@ -1,4 +1,4 @@
-package applied
+package record
 
 import (
 	"github.com/meshctl/meshctl/pkg/fault"

@@ -1,4 +1,4 @@
-package applied
+package record
 
 import (
 	"crypto/rand"
