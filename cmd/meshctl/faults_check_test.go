@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/eventcheck"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // verify heals the host with one apply without faults and checks it: the

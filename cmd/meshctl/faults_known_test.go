@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // fltKnown is a finding of the harness: a scenario and a fault (or a

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // fltMesh is the module every scenario works on: a service whose graceful

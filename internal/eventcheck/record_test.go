@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // TestRecordEngine records a real engine's events while two copies of one

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )

@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 )
 
 // execute carries out the plan, independent containers in parallel. Each

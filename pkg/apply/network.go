@@ -9,10 +9,10 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 )
 
 // Kept is a network apply would remove but leaves, because a container is

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/pkg/ledger"
 )
 
 // TestArtifactReReadIsBounded: apply resolves artifact: before its state

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
-	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // TestCreateRuntimeFields: the runtime fields of issue 20 reach the

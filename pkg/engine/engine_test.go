@@ -22,8 +22,8 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/fault"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // prefix names everything these tests create, so that a leftover is easy to

@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 )
 
 // TestEngineSpecSecretsAndRuntimeFields follows secrets, configs and the

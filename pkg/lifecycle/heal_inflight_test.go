@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/internal/enginetest"
 )
 
 // inFlight is an engine with a stop or a start of one container that a
