@@ -3,6 +3,8 @@
 // to an exit status (CONTRACT §3), so no other package knows those numbers.
 package fault
 
+import "fmt"
+
 // Kind is a kind of failure, as the user acts on it.
 type Kind string
 
@@ -21,3 +23,20 @@ const (
 	// Interrupted: stopped by SIGINT or SIGTERM, after cleaning up.
 	Interrupted Kind = "interrupted"
 )
+
+// Error is a failure that carries only its kind and its message.
+type Error struct {
+	Kind Kind
+	Msg  string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Msg }
+
+// Fault returns the kind.
+func (e *Error) Fault() Kind { return e.Kind }
+
+// New returns an *Error of the given kind, its message formatted as fmt.Sprintf does.
+func New(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
