@@ -16,6 +16,8 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/sirupsen/logrus"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // loaded is a Compose project as compose-go reads it.
@@ -49,7 +51,7 @@ func load(ctx context.Context, opts Options) (*loaded, error) {
 	})
 	l.warnings = rewriteWarnings(logged, l.files, l.model)
 	if err != nil {
-		return l, &LoadError{rewriteError(err, l.files)}
+		return l, &fault.Error{Kind: fault.BadInput, Msg: rewriteError(err, l.files)}
 	}
 	return l, nil
 }
@@ -214,7 +216,7 @@ var errorRewrites = []struct {
 
 // rewriteError says an error of compose-go in meshctl's words, naming the
 // file (relative to the working directory).
-func rewriteError(err error, files []string) error {
+func rewriteError(err error, files []string) string {
 	msg := strings.TrimSuffix(err.Error(), ": invalid compose project")
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f, shortPath(f))
@@ -222,17 +224,17 @@ func rewriteError(err error, files []string) error {
 	msg = strings.TrimPrefix(msg, "validating ")
 	for _, r := range errorRewrites {
 		if m := r.re.FindStringSubmatch(msg); m != nil {
-			return errors.New(r.say(m, firstFile(files)))
+			return r.say(m, firstFile(files))
 		}
 	}
 	var nf *os.PathError
 	if errors.As(err, &nf) {
-		return fmt.Errorf("compose file: %s", msg)
+		return "compose file: " + msg
 	}
 	if !strings.HasPrefix(msg, firstFile(files)) {
 		msg = firstFile(files) + ": " + msg
 	}
-	return errors.New(msg)
+	return msg
 }
 
 // fileWith is the first of files whose text refers to the variable name,

@@ -21,16 +21,6 @@ func (e *RefusedError) Error() string {
 // Fault says a refusal is bad input.
 func (e *RefusedError) Fault() fault.Kind { return fault.BadInput }
 
-// LoadError is a Compose file compose-go cannot load (exit 2), in
-// meshctl's words (see rewriteError).
-type LoadError struct{ Err error }
-
-func (e *LoadError) Error() string { return e.Err.Error() }
-func (e *LoadError) Unwrap() error { return e.Err }
-
-// Fault says it is bad input.
-func (e *LoadError) Fault() fault.Kind { return fault.BadInput }
-
 // refusals are the keys refused so far, one message per key path: a key
 // found by two checks (the raw model's and the project's) is refused, and
 // counted, once.
