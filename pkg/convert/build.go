@@ -13,19 +13,20 @@ import (
 )
 
 // A service built from source (build:) runs the current build of its own
-// ledger module, MODULE-SERVICE (docs/ledger.md): artifact: MODULE-SERVICE,
-// also when it names an image: that is the tag Compose would give its
-// build, and a tag on a host follows the last build pushed, not the last
-// build requested, which is what the ledger is for. The note printed above
-// the container says how CI records each build, and with what image.
+// ledger module, MODULE-SERVICE (docs/ledger.md). Its artifact is
+// MODULE-SERVICE, also when it names an image. That is the tag Compose would
+// give its build. But a tag on a host follows the last build pushed, not the
+// last build requested, and the ledger exists to say the latter. The note
+// printed above the container says how CI records each build, and with what
+// image.
 
-// A service whose image: is the one another service builds (a worker
-// running the web app's image) runs that service's build: Compose would run
-// the image built for it, and CI builds it once.
+// A service whose image is one another service builds runs that service's
+// build. An example is a worker running the web app's image. Compose would
+// run the image built for it, and CI builds it once.
 
-// build makes ct run s's build from the ledger, or the build of the
-// service that builds its image, and returns the note for it, or "" when
-// neither.
+// build makes ct run s's build from the ledger, or the build of the service
+// that builds its image. It returns the note for it, or "" when neither
+// applies.
 func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container) string {
 	builder := c.builderOf(s)
 	if builder == "" {
@@ -47,9 +48,9 @@ func (c *converter) build(path string, s types.ServiceConfig, ct *mesh.Container
 	return buildNote(s, artifact)
 }
 
-// builderOf is the service whose build s runs: s itself when it has
-// build:, unless a service before it (by name) builds the same image:; else
-// the first service that builds s's image:; else "".
+// builderOf is the service whose build s runs, or "" when none. It is s
+// itself when s has build, unless a service before it by name builds the same
+// image. Otherwise it is the first service that builds s's image.
 func (c *converter) builderOf(s types.ServiceConfig) string {
 	if s.Image != "" {
 		for _, name := range slices.Sorted(maps.Keys(c.project.Services)) {
@@ -109,9 +110,9 @@ func repository(image string) string {
 	return image
 }
 
-// otherBuildKeys are the keys b sets beyond those the note spells out: CI
-// builds as the Compose file says, and the note names them so that none
-// is dropped without a word.
+// otherBuildKeys are the keys b sets beyond those the note spells out. CI
+// builds as the Compose file says. The note names these keys so that none is
+// dropped without a word.
 func otherBuildKeys(b *types.BuildConfig) []string {
 	var m map[string]any
 	if data, err := yaml.Marshal(b); err != nil || yaml.Unmarshal(data, &m) != nil {

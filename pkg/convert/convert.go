@@ -20,9 +20,9 @@ type Options struct {
 	Module string
 	// Profiles are the profiles to enable.
 	Profiles []string
-	// Env is the environment for interpolation (os.Environ()); a .env
-	// next to the first file is read too, as Compose does. A value from
-	// it is never written into environment: (see env.go).
+	// Env is the environment for interpolation, os.Environ(). A .env next to
+	// the first file is read too, as Compose does. A value from it is never
+	// written into environment (see env.go).
 	Env []string
 }
 
@@ -30,16 +30,17 @@ type Options struct {
 type Result struct {
 	File   *mesh.File
 	Module string
-	// Notes are said about a container, by name: printed above it.
+	// Notes are said about a container, by name. Each is printed above its
+	// container.
 	Notes map[string]string
 	// Warnings are compose-go's, in meshctl's words, each once.
 	Warnings []string
 }
 
-// Project converts the Compose project of files (merged in order, with
-// profiles enabled) into module, interpolating from this process's
-// environment: what meshctl convert prints (it is cli.Converter in
-// cmd/meshctl-convert). The warnings come also with an error.
+// Project converts the Compose project of files into module. The files merge
+// in order, with profiles enabled, and interpolate from this process's
+// environment. It is what meshctl convert prints, as cli.Converter in
+// cmd/meshctl-convert. The warnings come also with an error.
 func Project(ctx context.Context, files []string, module string, profiles []string) (*mesh.File, map[string]string, []string, error) {
 	r, err := Convert(ctx, Options{Files: files, Module: module, Profiles: profiles, Env: os.Environ()})
 	if err != nil {
@@ -49,7 +50,7 @@ func Project(ctx context.Context, files []string, module string, profiles []stri
 }
 
 // Convert loads the project and returns the mesh file of one module. The
-// Result is never nil: its Warnings come also with an error.
+// Result is never nil. Its Warnings come also with an error.
 func Convert(ctx context.Context, opts Options) (*Result, error) {
 	l, err := load(ctx, opts)
 	r := &Result{Warnings: l.warnings}

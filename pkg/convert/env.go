@@ -14,20 +14,22 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// The rule for values from the shell: Compose takes `- API_TOKEN` (an
-// environment entry without a value) and ${X} from the environment of
-// the shell that runs it. meshctl never writes a value from the shell
-// into a mesh file, which is kept in a repository and printed in reviews:
-// in environment:, an entry whose value would come from the shell is
-// refused, and the refusal says to carry it in an env_file (read at apply
-// time, never printed). A ${X} from .env, or one the shell does not set
-// (its default, if any, is written), is written as Compose reads it; so
-// is ${X} outside environment: (an image tag, a port).
+// Compose takes a value from the shell that runs it in two ways. One is an
+// environment entry without a value, like `- API_TOKEN`. The other is ${X}.
+//
+// meshctl never writes a value from the shell into a mesh file. That file is
+// kept in a repository and printed in reviews. So an environment entry whose
+// value would come from the shell is refused. The refusal says to carry it in
+// an env_file, which is read at apply time and never printed.
+//
+// A ${X} from .env is written as Compose reads it. So is one the shell does
+// not set, with its default if any. So is ${X} outside environment, such as
+// an image tag or a port.
 
-// shellEnvironment refuses, in env (a service's environment in the raw
-// model, at path), each entry whose value would come from the shell
-// (shell: the names the process environment sets), and each without a
-// value at all.
+// shellEnvironment refuses each entry of env whose value would come from the
+// shell. It also refuses each entry without a value at all. env is a
+// service's environment in the raw model, at path. shell holds the names the
+// process environment sets.
 func (c *converter) shellEnvironment(path string, env any, shell map[string]bool) {
 	for key, value := range rawEnvironment(env) {
 		p := path + "." + key
@@ -51,8 +53,9 @@ func (c *converter) shellEnvironment(path string, env any, shell map[string]bool
 	}
 }
 
-// environment carries s's environment, but for the entries checkModel
-// refused (no value, or one from the shell), and its env_file, kept files.
+// environment carries s's environment and its env_file, kept as files. It
+// leaves out the entries checkModel refused, those with no value or one from
+// the shell.
 func (c *converter) environment(path string, s types.ServiceConfig, ct *mesh.Container) {
 	for k, v := range s.Environment {
 		if v == nil || c.refused.has(path+".environment."+k) {
@@ -72,8 +75,9 @@ func (c *converter) environment(path string, s types.ServiceConfig, ct *mesh.Con
 	}
 }
 
-// rawEnvironment is a raw model's environment (Compose's list of KEY=VALUE
-// or KEY, or a map), by key; a nil value is a KEY without one.
+// rawEnvironment is a raw model's environment by key. The model holds
+// Compose's list of KEY=VALUE or KEY, or a map. A nil value is a KEY without
+// one.
 func rawEnvironment(env any) map[string]*string {
 	out := map[string]*string{}
 	switch env := env.(type) {
@@ -115,11 +119,11 @@ func envNames(env []string) map[string]bool {
 	return names
 }
 
-// relative writes path (made absolute by compose-go, from the project's
-// directory) relative to the working directory: the output is meant to be
-// saved there (meshctl convert > mesh.yaml), or applied from it
-// (meshctl convert | meshctl apply -f -), and a mesh file's relative path is
-// from its own directory. The file then stays usable in any checkout.
+// relative writes path relative to the working directory. compose-go made it
+// absolute, from the project's directory. The output is meant to be saved in
+// the working directory (meshctl convert > mesh.yaml) or applied from it
+// (meshctl convert | meshctl apply -f -). A mesh file's relative path is read
+// from its own directory. So the file stays usable in any checkout.
 func relative(path string) string {
 	wd, err := os.Getwd()
 	if err != nil || !filepath.IsAbs(path) {

@@ -16,13 +16,16 @@ import (
 	"github.com/compose-spec/compose-go/v2/loader"
 	"github.com/compose-spec/compose-go/v2/types"
 	"github.com/sirupsen/logrus"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // loaded is a Compose project as compose-go reads it.
 type loaded struct {
 	project *types.Project
-	// model is the files as written, merged, without interpolation: where
-	// a value comes from (${X}, a bare environment name) is still visible.
+	// model is the files as written, merged, without interpolation. It still
+	// shows where a value comes from, such as ${X} or a bare environment
+	// name.
 	model map[string]any
 	// files are the Compose files read, for the messages.
 	files []string
@@ -30,8 +33,9 @@ type loaded struct {
 	warnings []string
 }
 
-// load reads the project twice: the raw model (no interpolation, so no
-// warning of its own), then the project as Compose would run it.
+// load reads the project twice. First it reads the raw model, without
+// interpolation and so without warnings of its own. Then it reads the project
+// as Compose would run it.
 func load(ctx context.Context, opts Options) (*loaded, error) {
 	l := &loaded{}
 	var logged []string
@@ -49,7 +53,7 @@ func load(ctx context.Context, opts Options) (*loaded, error) {
 	})
 	l.warnings = rewriteWarnings(logged, l.files, l.model)
 	if err != nil {
-		return l, &LoadError{rewriteError(err, l.files)}
+		return l, &fault.Error{Kind: fault.BadInput, Msg: rewriteError(err, l.files)}
 	}
 	return l, nil
 }
@@ -57,27 +61,28 @@ func load(ctx context.Context, opts Options) (*loaded, error) {
 func projectOptions(opts Options) []cli.ProjectOptionsFn {
 	var popts []cli.ProjectOptionsFn
 	if len(opts.Files) > 0 {
-		// First: .env is read from the working directory.
+		// .env is read from the working directory, so that option comes
+		// first.
 		popts = append(popts, cli.WithWorkingDirectory(filepath.Dir(opts.Files[0])))
 	}
 	return append(popts,
 		cli.WithEnv(opts.Env),
 		cli.WithEnvFiles(), // .env in the working directory, as Compose
 		cli.WithDotEnv,
-		// Without files: COMPOSE_FILE, else compose.yaml (or
-		// docker-compose.yml, …) in the working directory or above, as
-		// Compose finds its project.
+		// Without files, the project is found as Compose finds it. That is
+		// COMPOSE_FILE, else compose.yaml or docker-compose.yml in the
+		// working directory or above.
 		cli.WithConfigFileEnv,
 		cli.WithDefaultConfigPath,
 		cli.WithProfiles(opts.Profiles),
-		// env_file stays a file: its values are read at apply time, and
-		// never printed here.
+		// env_file stays a file. Its values are read at apply time and never
+		// printed here.
 		cli.WithoutEnvironmentResolution,
 	)
 }
 
-// rawModel loads the files found (files: the project's config paths)
-// without interpolation or validation: LoadProject validates them.
+// rawModel loads files, the project's config paths, without interpolation or
+// validation. LoadProject validates them.
 func rawModel(ctx context.Context, opts Options, files []string) (map[string]any, error) {
 	popts := append(projectOptions(opts), cli.WithInterpolation(false),
 		cli.WithLoadOptions(func(o *loader.Options) { o.SkipValidation = true }))
@@ -88,7 +93,7 @@ func rawModel(ctx context.Context, opts Options, files []string) (map[string]any
 	return po.LoadModel(ctx)
 }
 
-// logMu serialises conversions in one process: compose-go logs through
+// logMu serialises conversions in one process. compose-go logs through
 // logrus's one standard logger, which captureWarnings takes over.
 var logMu sync.Mutex
 
@@ -187,10 +192,10 @@ func findVariable(v any, name, path string) string {
 	return ""
 }
 
-// errorRewrites say compose-go's errors in meshctl's words: a pattern of
-// its message (file paths already shortened, "validating " and
-// ": invalid compose project" trimmed) and what to say, given the
-// submatches and the first file.
+// errorRewrites say compose-go's errors in meshctl's words. Each pairs a
+// pattern of its message with what to say. The say function takes the
+// submatches and the first file. File paths in the message are already short,
+// with "validating " and ": invalid compose project" trimmed.
 var errorRewrites = []struct {
 	re  *regexp.Regexp
 	say func(m []string, file string) string
@@ -212,9 +217,9 @@ var errorRewrites = []struct {
 	}},
 }
 
-// rewriteError says an error of compose-go in meshctl's words, naming the
-// file (relative to the working directory).
-func rewriteError(err error, files []string) error {
+// rewriteError says an error of compose-go in meshctl's words. It names the
+// file relative to the working directory.
+func rewriteError(err error, files []string) string {
 	msg := strings.TrimSuffix(err.Error(), ": invalid compose project")
 	for _, f := range files {
 		msg = strings.ReplaceAll(msg, f, shortPath(f))
@@ -222,17 +227,17 @@ func rewriteError(err error, files []string) error {
 	msg = strings.TrimPrefix(msg, "validating ")
 	for _, r := range errorRewrites {
 		if m := r.re.FindStringSubmatch(msg); m != nil {
-			return errors.New(r.say(m, firstFile(files)))
+			return r.say(m, firstFile(files))
 		}
 	}
 	var nf *os.PathError
 	if errors.As(err, &nf) {
-		return fmt.Errorf("compose file: %s", msg)
+		return "compose file: " + msg
 	}
 	if !strings.HasPrefix(msg, firstFile(files)) {
 		msg = firstFile(files) + ": " + msg
 	}
-	return errors.New(msg)
+	return msg
 }
 
 // fileWith is the first of files whose text refers to the variable name,

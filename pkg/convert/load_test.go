@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // TestConvertSaysComposeGoInItsWords: compose-go's log lines are captured
@@ -71,7 +73,7 @@ services:
 `})
 	t.Chdir(filepath.Dir(path))
 	_, err = Convert(context.Background(), Options{Files: []string{path}})
-	var le *LoadError
+	var le *fault.Error
 	if !errors.As(err, &le) || !strings.HasPrefix(err.Error(), "compose.yaml: service web: container_name cannot be used with deploy.replicas") ||
 		strings.Contains(err.Error(), "invalid compose project") {
 		t.Errorf("err = %v", err)

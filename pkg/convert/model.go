@@ -19,8 +19,8 @@ var (
 	deployKeys  = set("resources", "restart_policy", "update_config")
 	// Outside Swarm, only the order means something to meshctl.
 	updateConfigKeys = set("order")
-	// Compose itself uses only the condition and max_attempts outside
-	// Swarm; meshctl has no limit of attempts.
+	// Compose itself uses only the condition and max_attempts outside Swarm.
+	// meshctl has no limit of attempts.
 	restartPolicyKeys = set("condition")
 	resourceKeys      = set("limits")
 	limitKeys         = set("cpus", "memory", "pids")
@@ -30,11 +30,12 @@ var (
 	tmpfsKeys         = set("size", "mode")
 	bindKeys          = set("create_host_path")
 	envFileKeys       = set("path", "required")
-	// A service's reference to a secret or config; uid, gid and mode are
-	// ignored outside Swarm, and said so (secrets.go).
+	// A service's reference to a secret or config. uid, gid and mode are
+	// ignored outside Swarm, and a warning says so (secrets.go).
 	fileRefKeys = set("source", "target", "uid", "gid", "mode")
-	// A top-level secret or config: file is carried, environment,
-	// external and content refused where a service uses them (secrets.go).
+	// A top-level secret or config. Its file is carried. Its environment,
+	// external and content are refused where a service uses them
+	// (secrets.go).
 	fileObjKeys = set("name", "file", "environment", "external", "content")
 	ulimitKeys  = set("soft", "hard")
 	// A top-level volume's driver, options, labels and external are
@@ -50,10 +51,10 @@ func set(keys ...string) map[string]bool {
 	return m
 }
 
-// checkModel refuses, by path, every key of the raw model (the files as
-// written, merged) that has no place in a mesh file, and every environment
-// value it would take from the shell. x-* extensions are Compose's own
-// "ignore me" and stay ignored.
+// checkModel refuses every key of the raw model that has no place in a mesh
+// file, by path. The raw model is the files as written, merged. It also
+// refuses every environment value it would take from the shell. x-*
+// extensions are Compose's own "ignore me" and stay ignored.
 func (c *converter) checkModel(model map[string]any) {
 	c.keys("", model, topKeys)
 	if vols, ok := model["volumes"].(map[string]any); ok {

@@ -9,9 +9,9 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// Keys of Compose's networks a mesh file carries: a network's external,
-// internal, name (of an external one) and driver (bridge), and a service's
-// aliases on one.
+// Keys of Compose's networks that a mesh file carries. A network carries
+// external, internal, driver (bridge) and the name of an external one. A
+// service carries its aliases on a network.
 var (
 	topNetKeys     = set("name", "external", "internal", "driver")
 	serviceNetKeys = set("aliases")
@@ -20,7 +20,7 @@ var (
 // networkSteps are the next steps of the networks' keys meshctl has no
 // field for (see nextSteps).
 var networkSteps = map[string]string{
-	// A network's key: no SERVICE or CONTAINER to name (notCarried).
+	// A network's key has no SERVICE or CONTAINER to name (notCarried).
 	"ipam": "meshctl takes a network's addresses from the engine's pool: remove ipam, and reach its containers " +
 		"by their service names",
 	"ipv4_address":   "meshctl does not fix a container's address: remove it, and reach SERVICE by name (SERVICE, or CONTAINER)",
@@ -35,8 +35,8 @@ var networkSteps = map[string]string{
 
 func init() { maps.Copy(nextSteps, networkSteps) }
 
-// checkNetworks refuses, by path, the keys of the project's networks
-// (model, as written) that a module network cannot carry.
+// checkNetworks refuses the keys of the project's networks that a module
+// network cannot carry, by path. model is the networks as written.
 func (c *converter) checkNetworks(model any) {
 	nets, _ := model.(map[string]any)
 	for name, v := range nets {
@@ -53,11 +53,11 @@ func (c *converter) checkServiceNetworks(path string, nets any) {
 	}
 }
 
-// networks gives module m the project's networks that its containers use,
-// and each container the networks its service joins, with their aliases.
-// Compose's default network (PROJECT_default), which every service without
-// networks: joins, becomes the module network "default"; as under
-// Compose, its containers reach each other by service name.
+// networks gives module m the project's networks that its containers use. It
+// gives each container the networks its service joins, with their aliases.
+// Every service without networks joins Compose's default network,
+// PROJECT_default. It becomes the module network "default". As under Compose,
+// its containers reach each other by service name.
 func (c *converter) networks(m *mesh.Module) {
 	names := map[string]string{} // Compose's name → the module's
 	for _, sn := range slices.Sorted(maps.Keys(c.project.Services)) {
@@ -83,7 +83,7 @@ func (c *converter) networks(m *mesh.Module) {
 			ct.Networks[name] = join
 		}
 	}
-	// Said where it matters: where two containers share it.
+	// Said where it matters, where two containers share it.
 	if users := joining(m, "default"); names["default"] == "default" && len(users) > 1 {
 		c.warnings = append(c.warnings, fmt.Sprintf("Compose's default network (%s) becomes the module network default "+
 			"(engine name %s), which %s join: each reaches the others by service name, as under Compose, and by %s.SERVICE",
@@ -91,8 +91,8 @@ func (c *converter) networks(m *mesh.Module) {
 	}
 }
 
-// moduleNetwork adds the project's network cn to m under a module network name,
-// which it returns; ok is false when it is refused.
+// moduleNetwork adds the project's network cn to m and returns its module
+// network name. ok is false when it is refused.
 func (c *converter) moduleNetwork(m *mesh.Module, cn string) (string, bool) {
 	p := "networks." + cn
 	cfg, declared := c.project.Networks[cn]

@@ -9,8 +9,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// RefusedError lists every key convert cannot carry over (exit 2), each
-// once, with its reason and next step.
+// RefusedError lists every key convert cannot carry over, each once, with its
+// reason and next step. It is bad input (exit 2).
 type RefusedError struct{ Keys []string }
 
 func (e *RefusedError) Error() string {
@@ -21,19 +21,9 @@ func (e *RefusedError) Error() string {
 // Fault says a refusal is bad input.
 func (e *RefusedError) Fault() fault.Kind { return fault.BadInput }
 
-// LoadError is a Compose file compose-go cannot load (exit 2), in
-// meshctl's words (see rewriteError).
-type LoadError struct{ Err error }
-
-func (e *LoadError) Error() string { return e.Err.Error() }
-func (e *LoadError) Unwrap() error { return e.Err }
-
-// Fault says it is bad input.
-func (e *LoadError) Fault() fault.Kind { return fault.BadInput }
-
-// refusals are the keys refused so far, one message per key path: a key
-// found by two checks (the raw model's and the project's) is refused, and
-// counted, once.
+// refusals are the keys refused so far, one message per key path. A key found
+// by two checks, the raw model's and the project's, is refused and counted
+// once.
 type refusals map[string]string
 
 func (r refusals) add(path, format string, args ...any) {
@@ -79,8 +69,8 @@ var nextSteps = map[string]string{
 	"mode":         "meshctl runs one container per service on this host: remove deploy.mode",
 }
 
-// notCarried is the reason and next step for key (the last part of path)
-// of the service SERVICE, whose container is CONTAINER.
+// notCarried is the reason and next step for key, the last part of path. The
+// key is of the service SERVICE, whose container is CONTAINER.
 func notCarried(key, service, container string) string {
 	step, ok := nextSteps[key]
 	switch {

@@ -10,13 +10,14 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// Compose's secrets and configs outside Swarm are files bound read-only
-// into the container: a secret at /run/secrets/SOURCE (or its target,
-// under /run/secrets when relative), a config at /SOURCE (or /TARGET).
-// Those with file: become the mesh file's secrets: and configs:, the file
-// written relative to the output, as env_file is. One that takes its value
-// from the environment, an external one (Swarm's) and inline content are
-// refused, each saying how to make it a file.
+// Compose's secrets and configs outside Swarm are files bound read-only into
+// the container. A secret goes to /run/secrets/SOURCE, or to its target,
+// under /run/secrets when relative. A config goes to /SOURCE, or to /TARGET.
+//
+// Those with a file become the mesh file's secrets and configs. The file is
+// written relative to the output, as env_file is. Three kinds are refused,
+// each saying how to make it a file. They are one that takes its value from
+// the environment, an external one (Swarm's) and inline content.
 
 // fileMounts carries s's secrets and configs onto ct.
 func (c *converter) fileMounts(path string, s types.ServiceConfig, ct *mesh.Container) {
@@ -37,8 +38,8 @@ func (c *converter) fileMounts(path string, s types.ServiceConfig, ct *mesh.Cont
 	}
 }
 
-// fileMount is the mount of r, a reference at path to the top-level
-// secret or config def (kind says which); false when it is refused.
+// fileMount is the mount of r, a reference at path to the top-level secret or
+// config def. kind says which. It returns false when the mount is refused.
 func (c *converter) fileMount(path, kind string, r types.FileReferenceConfig, def types.FileObjectConfig) (mesh.FileMount, bool) {
 	top := kind + "s." + r.Source
 	switch {

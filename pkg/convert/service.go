@@ -15,8 +15,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// service converts one service, and returns what to say about it; the
-// refusals it finds are recorded.
+// service converts one service and returns what to say about it. It records
+// the refusals it finds.
 func (c *converter) service(s types.ServiceConfig) (*mesh.Container, string) {
 	p := "services." + s.Name
 	if !mesh.ValidName(s.Name) {
@@ -101,8 +101,8 @@ func runtimeFields(s types.ServiceConfig, ct *mesh.Container) {
 	ct.DNS = []string(s.DNS)
 }
 
-// containerNameNote says what becomes of container_name: meshctl names
-// every container MODULE.NAME, which is how it finds its own.
+// containerNameNote says what becomes of container_name. meshctl names every
+// container MODULE.NAME, which is how it finds its own.
 func containerNameNote(name, module, service string) string {
 	return fmt.Sprintf("%s: container_name %s is not kept: meshctl names this container %s (docker logs %s); "+
 		"other containers reach it by its service name, %s.", service, name, mesh.EngineName(module, service),
@@ -180,10 +180,10 @@ func resources(s types.ServiceConfig, ct *mesh.Container) {
 	ct.PidsLimit = pids
 }
 
-// restart is s's restart policy as Compose sets it: restart:, unless
-// deploy.restart_policy.condition says otherwise (Compose's mapping: none is
-// no, any is always). Compose's default "no" is written out: meshctl's is
-// unless-stopped.
+// restart is s's restart policy as Compose sets it.
+// deploy.restart_policy.condition overrides restart, with Compose's mapping
+// of none to no and any to always. Compose's default "no" is written out,
+// since meshctl's default is unless-stopped.
 func (c *converter) restart(path string, s types.ServiceConfig) string {
 	r, p := s.Restart, path+".restart"
 	if s.Deploy != nil && s.Deploy.RestartPolicy != nil {
@@ -205,10 +205,10 @@ func (c *converter) restart(path string, s types.ServiceConfig) string {
 	return ""
 }
 
-// dependsOn carries s's dependencies: meshctl starts a container after
-// its dependencies run and are healthy, whatever the condition, and a
-// dependency is always required. Compose's other conditions, an optional
-// dependency and restart: true are refused, each saying what to do.
+// dependsOn carries s's dependencies. meshctl starts a container after its
+// dependencies run and are healthy, whatever the condition. A dependency is
+// always required. Compose's other conditions are refused, and so are an
+// optional dependency and restart: true. Each refusal says what to do.
 func (c *converter) dependsOn(path string, s types.ServiceConfig) []string {
 	var deps []string
 	for _, dn := range slices.Sorted(maps.Keys(s.DependsOn)) {
@@ -285,7 +285,7 @@ func (c *converter) volume(path string, v types.ServiceVolumeConfig, ct *mesh.Co
 					"(docker volume create --driver … %s) and remove them here: meshctl uses an existing volume by name", tv.Name)
 			}
 			if tv.Name != "" {
-				// The name Compose gave it (PROJECT_NAME): the data stays.
+				// The name Compose gave it, PROJECT_NAME, so the data stays.
 				name = tv.Name
 			}
 		}
@@ -338,10 +338,10 @@ func (c *converter) inProject(path string) (string, bool) {
 	return rel, true
 }
 
-// updateOrders carries deploy.update_config.order (Swarm's, which meshctl
-// gives the same meaning): start-first where the container can be replaced
-// so (mesh.StartFirstBlocker), refused with the reason where it cannot.
-// It runs once the containers have their networks.
+// updateOrders carries deploy.update_config.order, which is Swarm's and means
+// the same to meshctl. It sets start-first where the container can be
+// replaced so (mesh.StartFirstBlocker). Where it cannot, the order is refused
+// with the reason. It runs once the containers have their networks.
 func (c *converter) updateOrders(m *mesh.Module) {
 	for _, name := range slices.Sorted(maps.Keys(c.project.Services)) {
 		s, ct := c.project.Services[name], m.Containers[name]

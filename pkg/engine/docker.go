@@ -27,12 +27,12 @@ import (
 // DOCKER_HOST names one.
 const DefaultHost = client.DefaultDockerHost
 
-// New returns a client of the engine at host: "" means DOCKER_HOST, else
-// DefaultHost. Hosts are unix:///path or tcp://host:port (plain HTTP; TLS
-// is not supported).
+// New returns a client of the engine at host. An empty host means
+// DOCKER_HOST, else DefaultHost. A host is unix:///path or tcp://host:port,
+// in plain HTTP. TLS is not supported.
 //
-// New makes no request: the API version is negotiated by Ping, or else by
-// the first request.
+// New makes no request. Ping negotiates the API version, or else the first
+// request does.
 func New(host string) (Client, error) {
 	if host == "" {
 		host = os.Getenv(client.EnvOverrideHost)
@@ -50,8 +50,8 @@ func New(host string) (Client, error) {
 	}
 	tr := &countingTransport{next: base}
 	api, err := client.NewClientWithOpts(
-		// WithHost sets the address and base path; WithHTTPClient, after it,
-		// swaps in our transport, already dialling that same address.
+		// WithHost sets the address and base path. WithHTTPClient, after it,
+		// swaps in our transport, which dials that same address.
 		client.WithHost(host),
 		client.WithHTTPClient(&http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}),
 		client.WithAPIVersionNegotiation(),
@@ -63,9 +63,9 @@ func New(host string) (Client, error) {
 		http: &http.Client{Transport: tr, CheckRedirect: client.CheckRedirect}, url: u}, nil
 }
 
-// countingTransport counts round trips and keeps, for the caller, the network
-// error behind a failed one: the Docker client replaces it with a message
-// that drops the cause.
+// countingTransport counts round trips and keeps the network error behind a
+// failed one. The Docker client replaces that error with a message that drops
+// the cause. So the transport keeps it for the caller.
 type countingTransport struct {
 	next  http.RoundTripper
 	calls atomic.Int64
@@ -89,29 +89,29 @@ type dockerClient struct {
 	host string
 	tr   *countingTransport
 	base *http.Transport
-	// http and url send the requests meshctl makes without the Docker
-	// client (List), through the same counting transport.
+	// http and url send the requests meshctl makes without the Docker client
+	// (List). They go through the same counting transport.
 	http *http.Client
 	url  *url.URL
 }
 
-// callTimeout bounds a request that a well engine answers at once (all but
-// a pull, a followed log, a wait for an exit, and a stop, which gets it on
-// top of its grace period). A dockerd with a stuck container can leave one
-// unanswered for ever (an inspect of it, a list), and a command waiting on
-// it would keep the state lock, and every other command of the host, with
-// it.
+// callTimeout bounds a request that a well engine answers at once. That is
+// every request but a pull, a followed log, a wait for an exit and a stop. A
+// stop gets callTimeout on top of its grace period. A dockerd with a stuck
+// container can leave a request unanswered for ever, such as an inspect of it
+// or a list. A command waiting on it would keep the state lock, and so block
+// every other command of the host.
 var callTimeout = 2 * time.Minute
 
-// do runs f bounded by callTimeout (call).
+// do runs f through call, bounded by callTimeout.
 func (c *dockerClient) do(ctx context.Context, op string, f func(ctx context.Context) error) error {
 	return c.call(ctx, op, callTimeout, f)
 }
 
-// call runs f, bounded (0: not), and gives its error the context op, or
-// turns it into an *UnreachableError, a not-found error or a
-// *NoAnswerError. f must send its requests with the ctx it is given:
-// through it the transport hands back the network error.
+// call runs f within bound, or unbounded when bound is 0. It gives f's error
+// the context op. Or it turns the error into an *UnreachableError, a
+// not-found error or a *NoAnswerError. f must send its requests with the ctx
+// it is given. Through that ctx the transport hands back the network error.
 func (c *dockerClient) call(ctx context.Context, op string, bound time.Duration, f func(ctx context.Context) error) error {
 	fctx := ctx
 	if bound > 0 {
@@ -159,8 +159,8 @@ func (c *dockerClient) Ping(ctx context.Context) error {
 	})
 }
 
-// summaryName picks the container's own name among a list entry's names,
-// which also holds "/other/alias" names of legacy links.
+// summaryName picks the container's own name among a list entry's names. The
+// list also holds "/other/alias" names of legacy links.
 func summaryName(names []string) string {
 	for _, n := range names {
 		if n = strings.TrimPrefix(n, "/"); !strings.Contains(n, "/") {
@@ -198,7 +198,7 @@ func (c *dockerClient) Inspect(ctx context.Context, idOrName string) (Container,
 	return ct, nil
 }
 
-// parseTime parses the engine's RFC 3339 times; the engine writes
+// parseTime parses the engine's RFC 3339 times. The engine writes
 // "0001-01-01T00:00:00Z" for never, which parses to the zero time.
 func parseTime(s string) time.Time {
 	t, err := time.Parse(time.RFC3339Nano, s)
@@ -284,7 +284,8 @@ func (c *dockerClient) Create(ctx context.Context, name string, spec Spec) (stri
 	})
 	if err == nil && len(rest) > 0 {
 		if err = c.connect(ctx, name, id, spec, rest); err != nil {
-			// Not left behind half-joined: the caller knows no id.
+			// Removed, so as not to be left half-joined. The caller knows no
+			// id.
 			_ = c.Remove(context.WithoutCancel(ctx), id)
 			return "", hideIn(err, spec.Env)
 		}
@@ -335,7 +336,7 @@ func (c *dockerClient) Kill(ctx context.Context, id string) error {
 
 func (c *dockerClient) Remove(ctx context.Context, id string) error {
 	return c.do(ctx, "remove "+id, func(ctx context.Context) error {
-		// RemoveVolumes stays false: a volume outlives its container.
+		// RemoveVolumes stays false, since a volume outlives its container.
 		return c.api.ContainerRemove(ctx, id, container.RemoveOptions{Force: true})
 	})
 }

@@ -20,8 +20,8 @@ type Client interface {
 	// from its answer, in exactly one request.
 	Ping(ctx context.Context) error
 	// List returns every container, running or not, that carries all of
-	// labels (key=value, or just the key where the value is ""), sorted by
-	// name. It costs one request, and needs no API version negotiated.
+	// labels, sorted by name. A label is key=value, or just the key where the
+	// value is "". It costs one request and needs no API version negotiated.
 	List(ctx context.Context, labels map[string]string) ([]Container, error)
 	// Inspect returns the container named or identified by idOrName.
 	Inspect(ctx context.Context, idOrName string) (Container, error)
@@ -35,23 +35,23 @@ type Client interface {
 	Pull(ctx context.Context, ref string, progress io.Writer) error
 	// Create creates, without starting it, a container called name.
 	Create(ctx context.Context, name string, spec Spec) (id string, err error)
-	// Start starts a created or stopped container; a running one is left
-	// as it is.
+	// Start starts a created or stopped container. A running one is left as
+	// it is.
 	Start(ctx context.Context, id string) error
-	// Stop sends SIGTERM (or the image's stop signal) and kills the
-	// container if it still runs after timeout, rounded up to seconds; a
-	// negative timeout waits for ever. A stopped container is left as it is.
-	// The request lasts until the container has stopped: ctx must allow it.
+	// Stop sends SIGTERM, or the image's stop signal. It kills the container
+	// if it still runs after timeout, rounded up to seconds. A negative
+	// timeout waits for ever. A stopped container is left as it is. The
+	// request lasts until the container has stopped, so ctx must allow it.
 	Stop(ctx context.Context, id string, timeout time.Duration) error
-	// Kill sends SIGKILL; the engine refuses it for a container that does
-	// not run.
+	// Kill sends SIGKILL. The engine refuses it for a container that does not
+	// run.
 	Kill(ctx context.Context, id string) error
 	// Remove removes the container, running or not. Volumes stay.
 	Remove(ctx context.Context, id string) error
 	// Rename gives the container a new name.
 	Rename(ctx context.Context, id, newName string) error
-	// SetRestart sets the restart policy: "no", "always", "unless-stopped"
-	// or "on-failure" ("" means "no").
+	// SetRestart sets the restart policy to "no", "always", "unless-stopped"
+	// or "on-failure". An empty policy means "no".
 	SetRestart(ctx context.Context, id string, policy string) error
 	// Logs follows the container's stdout and stderr, both written to w,
 	// until the container exits. The container must not have a TTY.
@@ -60,26 +60,26 @@ type Client interface {
 	// interleaved, without following.
 	Tail(ctx context.Context, id string, lines int) (string, error)
 	// Wait waits until the container is not running and returns its exit
-	// code. A container that was created but not started yet is not
-	// running: start it first.
+	// code. A container that was created but not started yet is not running.
+	// So start it first.
 	Wait(ctx context.Context, id string) (exitCode int, err error)
-	// Networks returns every network that carries all of labels (as
-	// List), sorted by name, without their containers.
+	// Networks returns every network that carries all of labels, as List
+	// does. They are sorted by name, without their containers.
 	Networks(ctx context.Context, labels map[string]string) ([]Network, error)
 	// InspectNetwork returns the network named or identified by
 	// idOrName, with the containers attached to it.
 	InspectNetwork(ctx context.Context, idOrName string) (Network, error)
 	// CreateNetwork creates a bridge network called name.
 	CreateNetwork(ctx context.Context, name string, spec NetworkSpec) (id string, err error)
-	// RemoveNetwork removes a network; the engine refuses while a
-	// running container is attached.
+	// RemoveNetwork removes a network. The engine refuses while a running
+	// container is attached.
 	RemoveNetwork(ctx context.Context, idOrName string) error
-	// ConnectNetwork joins a container to a network, answering there to
+	// ConnectNetwork joins a container to a network, where it answers to
 	// aliases too.
 	ConnectNetwork(ctx context.Context, network, container string, aliases []string) error
-	// DisconnectNetwork takes a container, running or not, off a network;
-	// one that is not on it (or a network that is gone) is a not-found
-	// error.
+	// DisconnectNetwork takes a container, running or not, off a network. One
+	// that is not on it is a not-found error, and so is a network that is
+	// gone.
 	DisconnectNetwork(ctx context.Context, network, container string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64
@@ -94,7 +94,7 @@ type Client interface {
 type Container struct {
 	ID   string
 	Name string // without the leading "/"
-	// Image is the reference the container was created from, ImageID the
+	// Image is the reference the container was created from. ImageID is the
 	// image it resolved to.
 	Image   string
 	ImageID string
@@ -104,16 +104,16 @@ type Container struct {
 	State   string
 	Running bool
 	// ExitCode, RestartPolicy, StartedAt and FinishedAt are known from
-	// Inspect only; List leaves them zero.
+	// Inspect only. List leaves them zero.
 	ExitCode      int
 	Labels        map[string]string
 	RestartPolicy string
 	StartedAt     time.Time
 	FinishedAt    time.Time
-	// Health is the healthcheck's verdict: starting, healthy or unhealthy;
-	// "" for a container without one. HealthOutput is the last probe's
-	// output. Restarting, RestartCount and Healthcheck (the probe in
-	// effect, the image's included) are known from Inspect only.
+	// Health is the healthcheck's verdict, one of starting, healthy or
+	// unhealthy. It is "" for a container without one. HealthOutput is the
+	// last probe's output. Healthcheck is the probe in effect, the image's
+	// included. It, Restarting and RestartCount are known from Inspect only.
 	Health       string
 	HealthOutput string
 	Restarting   bool
@@ -124,22 +124,23 @@ type Container struct {
 // Spec is what Create needs to create a container.
 type Spec struct {
 	Image string
-	// Entrypoint and Cmd override the image's when not nil; a non-nil
-	// empty Entrypoint clears the image's entrypoint.
+	// Entrypoint and Cmd override the image's when not nil. A non-nil empty
+	// Entrypoint clears the image's entrypoint.
 	Entrypoint, Cmd []string
 	Env             []string // "K=V"
 	Binds           []string // docker -v style: "vol:/path[:ro]", "/host:/path:ro"
 	VolumesFrom     []string
-	// NetworkMode is "host", "none", "bridge" or a network name; "" leaves
-	// the engine's default.
+	// NetworkMode is "host", "none", "bridge" or a network name. An empty one
+	// leaves the engine's default.
 	NetworkMode string
 	Ports       []string // docker -p style: "127.0.0.1:5000:5000[/tcp]"
 	Restart     string   // "" means "no"
 	Labels      map[string]string
 	StopTimeout *int // seconds; nil leaves the engine's default
-	// StopSignal is sent by every stop; "" leaves the image's (SIGTERM).
+	// StopSignal is sent by every stop. An empty one leaves the image's,
+	// SIGTERM by default.
 	StopSignal string
-	// Healthcheck is the probe; nil leaves the image's, Test ["NONE"]
+	// Healthcheck is the probe. nil leaves the image's, and Test ["NONE"]
 	// disables it.
 	Healthcheck *Healthcheck
 	User        string
@@ -156,8 +157,8 @@ type Spec struct {
 	LogDriver   string
 	LogOptions  map[string]string
 	ExtraHosts  []string // "host:ip"
-	// Expose are ports offered to the container's network without
-	// publishing them: "80/tcp".
+	// Expose are ports offered to the container's network without publishing
+	// them, such as "80/tcp".
 	Expose     []string
 	Sysctls    map[string]string
 	Ulimits    []Ulimit
@@ -165,13 +166,12 @@ type Spec struct {
 	StdinOpen  bool
 	Tty        bool
 	DNS        []string
-	// Networks are the networks the container joins, by name, each with
-	// the aliases it answers to there; NetworkMode stays "".
+	// Networks are the networks the container joins, by name. Each has the
+	// aliases it answers to there. NetworkMode stays "".
 	Networks map[string][]string
 }
 
-// Ulimit is a resource limit of the container's processes; -1 is
-// unlimited.
+// Ulimit is a resource limit of the container's processes. -1 is unlimited.
 type Ulimit struct {
 	Name       string
 	Soft, Hard int64
@@ -196,10 +196,10 @@ type NetworkSpec struct {
 	Labels   map[string]string
 }
 
-// Healthcheck is a container's probe, as the engine runs it: every
-// Interval, Test must succeed within Timeout; Retries failures in a row
-// after StartPeriod make the container unhealthy. Zero durations and
-// retries are the engine's defaults (30s, 30s, 3).
+// Healthcheck is a container's probe, as the engine runs it. Every Interval,
+// Test must succeed within Timeout. Retries failures in a row after
+// StartPeriod make the container unhealthy. Zero durations and retries are
+// the engine's defaults (30s, 30s, 3).
 type Healthcheck struct {
 	Test                           []string
 	Interval, Timeout, StartPeriod time.Duration
@@ -216,8 +216,8 @@ func IsNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound)
 }
 
-// UnreachableError is returned when the engine cannot be reached: no such
-// socket, connection refused, or a connection that timed out.
+// UnreachableError is returned when the engine cannot be reached. The cause
+// is no such socket, a refused connection, or one that timed out.
 type UnreachableError struct {
 	Host string
 	Err  error
@@ -233,9 +233,9 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 // Fault says an unreachable engine is a failure.
 func (e *UnreachableError) Fault() fault.Kind { return fault.Failed }
 
-// NoAnswerError is a request the engine did not answer within its bound
-// (a request that a well engine answers at once: see callTimeout). The
-// engine may have acted on it all the same.
+// NoAnswerError is a request the engine did not answer within its bound. A
+// well engine answers such a request at once (see callTimeout). The engine
+// may have acted on it all the same.
 type NoAnswerError struct {
 	Op    string
 	Bound time.Duration

@@ -8,16 +8,17 @@ import (
 
 var (
 	// requestRE is the Go HTTP client's `Get "URL": ` before a transport
-	// error, the engine's own or a registry's (passed on by the engine).
+	// error. The error is the engine's own or a registry's, passed on by the
+	// engine.
 	requestRE = regexp.MustCompile(`(?:Get|Head|Post|Put|Delete|Patch) "([^"]*)": `)
 	// dialRE is a dialer's detail before the reason that matters.
 	dialRE = regexp.MustCompile(`dial (?:tcp|unix|udp)\S*(?: [^:\s]*(?::\d+)?)?: (?:connect: )?`)
 )
 
-// Reason returns an engine error's text as an operator reads it in a
-// report: without the engine's API URLs (http://%2Fvar%2Frun%2Fdocker.sock/
-// v1.47/…), the HTTP verbs, the dialer's detail or "Error response from
-// daemon"; a registry is named by its host.
+// Reason returns an engine error's text as an operator reads it in a report.
+// It drops the engine's API URLs (http://%2Fvar%2Frun%2Fdocker.sock/v1.47/…)
+// and the HTTP verbs. It drops the dialer's detail and "Error response from
+// daemon" too. A registry is named by its host.
 func Reason(msg string) string {
 	msg = strings.ReplaceAll(msg, "Error response from daemon: ", "")
 	msg = requestRE.ReplaceAllStringFunc(msg, func(m string) string {

@@ -39,8 +39,9 @@ func inspectHealth(ct *Container, r container.InspectResponse) {
 	}
 }
 
-// summaryHealth reads the health a container list entry's status gives:
-// "Up 5 minutes (healthy)", "(unhealthy)", "(health: starting)".
+// summaryHealth reads the health that a container list entry's status gives.
+// Examples are "Up 5 minutes (healthy)", "(unhealthy)" and "(health:
+// starting)".
 func summaryHealth(status string) string {
 	switch {
 	case strings.HasSuffix(status, "(healthy)"):
@@ -68,7 +69,7 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 	if err != nil {
 		return "", err
 	}
-	// A program may print its environment; meshctl prints the tail.
+	// A program may print its environment, and meshctl prints the tail.
 	env, ok := c.envOf(ctx, id)
 	if !ok {
 		return "", fmt.Errorf("logs of %s: not shown: the container's environment, which they may quote, could not be read", id)

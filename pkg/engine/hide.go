@@ -10,16 +10,16 @@ import (
 	"github.com/docker/docker/api/types/container"
 )
 
-// minHidden is the length from which an environment value is hidden in
-// the engine's words: a shorter one ("1", "on", "80") is no secret, and
-// hiding it would blank every "exited 1" and "port 80".
+// minHidden is the length from which an environment value is hidden in the
+// engine's words. A shorter one such as "1", "on" or "80" is no secret.
+// Hiding it would blank every "exited 1" and "port 80".
 const minHidden = 4
 
-// hideEnv returns text with every value of env ("K=V") of minHidden
-// characters or more replaced by "[value of K]": the engine's errors (runc's
-// "exec: … PW=…"), a container's log tail and its probe's output can quote
-// the container's environment, and meshctl prints and keeps them (CONTRACT
-// §4: no value of env or env-file is ever printed).
+// hideEnv returns text with each value of env ("K=V") of minHidden characters
+// or more replaced by "[value of K]". The engine's errors can quote the
+// container's environment, as runc's "exec: … PW=…" does. So can a
+// container's log tail and its probe's output. meshctl prints and keeps them,
+// and CONTRACT §4 says no value of env or env-file is ever printed.
 func hideEnv(text string, env []string) string {
 	type pair struct{ key, value string }
 	var pairs []pair
@@ -28,8 +28,8 @@ func hideEnv(text string, env []string) string {
 		if !ok {
 			continue
 		}
-		// The value as it is, as Go quotes it (runc's "PW=S3CRET\x00…"),
-		// and each run of it between control characters.
+		// The value as it is, and as Go quotes it (runc's "PW=S3CRET\x00…").
+		// Then each run of it between control characters.
 		forms := append([]string{v, quoted(v)}, strings.FieldsFunc(v, unicode.IsControl)...)
 		for _, f := range forms {
 			if len(f) >= minHidden {
@@ -51,9 +51,9 @@ func quoted(s string) string {
 	return q[1 : len(q)-1]
 }
 
-// hiddenError is an engine error whose text has the container's
-// environment hidden (hideEnv); errors.Is and errors.As still see the
-// engine's error beneath.
+// hiddenError is an engine error whose text has the container's environment
+// hidden (hideEnv). errors.Is and errors.As still see the engine's error
+// beneath.
 type hiddenError struct {
 	text string
 	err  error
@@ -74,9 +74,9 @@ func hideIn(err error, env []string) error {
 	return err
 }
 
-// envOf returns the environment of the container id, to hide it in what
-// the engine said of it; ok is false when the engine could not say, and
-// then nothing it said of the container may be shown.
+// envOf returns the environment of the container id, to hide it in what the
+// engine said of it. ok is false when the engine could not say. Then nothing
+// it said of the container may be shown.
 func (c *dockerClient) envOf(ctx context.Context, id string) (env []string, ok bool) {
 	var r container.InspectResponse
 	err := c.do(ctx, "inspect "+id, func(ctx context.Context) (err error) {

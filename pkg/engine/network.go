@@ -70,9 +70,9 @@ func (c *dockerClient) RemoveNetwork(ctx context.Context, idOrName string) error
 	})
 }
 
-// networking returns what a create request says of spec's networks: the
-// first (in name order) joined at create, the rest to connect before the
-// start (an engine older than API 1.44 joins one network at create).
+// networking returns what a create request says of spec's networks. The first
+// in name order is joined at create. The rest are connected before the start.
+// An engine older than API 1.44 joins one network at create.
 func networking(spec Spec) (first string, cfg *network.NetworkingConfig, rest []string) {
 	if len(spec.Networks) == 0 {
 		return "", nil, nil
@@ -116,10 +116,10 @@ func (c *dockerClient) ConnectNetwork(ctx context.Context, net, container string
 func (c *dockerClient) DisconnectNetwork(ctx context.Context, net, container string) error {
 	return c.do(ctx, "disconnect "+container+" from network "+net, func(ctx context.Context) error {
 		err := c.api.NetworkDisconnect(ctx, net, container, true)
-		// A container that is not on the network (or a network that is
-		// gone: a forced disconnect says the same) is an internal error
-		// to the engine (500), and a not-found error here: taken off it
-		// already, as by a disconnect whose answer was lost.
+		// An engine answers 500 for a container that is not on the network.
+		// It says the same after a forced disconnect of a network that is
+		// gone. Here that is a not-found error. The container is off the
+		// network already, as after a disconnect whose answer was lost.
 		if err != nil && strings.Contains(err.Error(), "is not connected to the network") {
 			return notFoundError{err}
 		}

@@ -10,9 +10,10 @@ import (
 type Container struct {
 	Image    string `yaml:"image,omitempty" json:"image,omitempty"`
 	Artifact string `yaml:"artifact,omitempty" json:"artifact,omitempty"`
-	// Entrypoint overrides the image's; "entrypoint: []" (empty, not nil)
-	// clears it. omitzero, not omitempty: the applied.json a window's close
-	// reads must keep [] apart from no entrypoint at all.
+	// Entrypoint overrides the image's. "entrypoint: []", empty and not nil,
+	// clears it. The JSON tag is omitzero, not omitempty. The applied.json
+	// that a window's close reads must keep [] apart from no entrypoint at
+	// all.
 	Entrypoint []string          `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
 	Command    []string          `yaml:"command,omitempty" json:"command,omitempty"`
 	Env        EnvVars           `yaml:"env,omitempty" json:"env,omitempty"`
@@ -21,20 +22,21 @@ type Container struct {
 	Ports      []string          `yaml:"ports,omitempty" json:"ports,omitempty"`
 	Restart    string            `yaml:"restart,omitempty" json:"restart,omitempty"`
 	Labels     map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
-	// Pull says when apply pulls the image: missing (default), always, never.
+	// Pull says when apply pulls the image. It is missing (the default),
+	// always or never.
 	Pull string `yaml:"pull,omitempty" json:"pull,omitempty"`
 	// Networks are the module networks the container joins (see
-	// ContainerNetworks); they cannot combine with Network.
+	// ContainerNetworks). They cannot combine with Network.
 	Networks ContainerNetworks `yaml:"networks,omitempty" json:"networks,omitempty"`
-	// UpdateOrder is how a recreate replaces it while it runs: stop-first
-	// or start-first (UpdateOrderOf); "" takes the module's. Drain is how
-	// long a start-first recreate leaves the old one running once it has
-	// left the aliases (DrainOf). Neither is part of the spec: changing
-	// them recreates nothing.
+	// UpdateOrder is how a recreate replaces the container while it runs,
+	// stop-first or start-first (UpdateOrderOf). An empty one takes the
+	// module's. Drain is how long a start-first recreate leaves the old one
+	// running once it has left the aliases (DrainOf). Neither is part of the
+	// spec, so changing them recreates nothing.
 	UpdateOrder string   `yaml:"update-order,omitempty" json:"update-order,omitempty"`
 	Drain       Duration `yaml:"drain,omitempty" json:"drain,omitempty"`
-	// ContainerFields are the rest (healthcheck, depends-on, stop-signal…):
-	// see ContainerFields.
+	// ContainerFields are the rest, such as healthcheck, depends-on and
+	// stop-signal.
 	ContainerFields `yaml:",inline"`
 }
 
@@ -46,21 +48,23 @@ func (c *Container) PullPolicy() string {
 	return c.Pull
 }
 
-// ContainerFields are the fields a container takes beyond its image,
-// command, env, volumes, network, ports, restart and labels, with Compose's
-// meaning and kebab-case spelling. Each is optional; its zero value is the
-// default, which is what a spec recorded before the field existed reads as.
+// ContainerFields are the fields a container takes beyond its image, command,
+// env, volumes, network, ports, restart and labels. They have Compose's
+// meaning and kebab-case spelling. Each is optional, and its zero value is
+// the default. A spec recorded before the field existed reads as that
+// default.
 type ContainerFields struct {
 	// Healthcheck is the probe a new container must pass before it replaces
-	// the old one; nil leaves the image's (if any).
+	// the old one. nil leaves the image's, if any.
 	Healthcheck *Healthcheck `yaml:"healthcheck,omitempty" json:"healthcheck,omitempty"`
-	// DependsOn names containers ("name" in this module, "module.name" in
-	// another) that are converged, and healthy, before this one.
+	// DependsOn names the containers that are converged, and healthy, before
+	// this one. A name is "name" in this module, "module.name" in another.
 	DependsOn []string `yaml:"depends-on,omitempty" json:"depends-on,omitempty"`
-	// StopSignal is what every stop meshctl makes sends first: default
-	// SIGTERM (or the image's STOPSIGNAL).
+	// StopSignal is what every stop meshctl makes sends first. The default is
+	// SIGTERM, or the image's STOPSIGNAL.
 	StopSignal string `yaml:"stop-signal,omitempty" json:"stop-signal,omitempty"`
-	// StopGracePeriod is how long a stop waits before SIGKILL: default 10s.
+	// StopGracePeriod is how long a stop waits before SIGKILL, 10s by
+	// default.
 	StopGracePeriod Duration `yaml:"stop-grace-period,omitempty" json:"stop-grace-period,omitempty"`
 	User            string   `yaml:"user,omitempty" json:"user,omitempty"`
 	WorkingDir      string   `yaml:"working-dir,omitempty" json:"working-dir,omitempty"`
@@ -78,12 +82,12 @@ type ContainerFields struct {
 	Logging   *Logging `yaml:"logging,omitempty" json:"logging,omitempty"`
 	// ExtraHosts are "host:ip" lines added to /etc/hosts.
 	ExtraHosts []string `yaml:"extra-hosts,omitempty" json:"extra-hosts,omitempty"`
-	// EnvFile names files of KEY=VALUE lines, read at apply time (absolute
-	// once loaded: a relative path is from the mesh file's directory).
-	// A variable in env wins over one in a file, a later file over an
-	// earlier one.
+	// EnvFile names files of KEY=VALUE lines, read at apply time. Once
+	// loaded, each path is absolute. A relative path is from the mesh file's
+	// directory. A variable in env wins over one in a file, and a later file
+	// over an earlier one.
 	EnvFile StringOrList `yaml:"env-file,omitempty" json:"env-file,omitempty"`
-	// Secrets and Configs are host files mounted read-only: see FileMount.
+	// Secrets and Configs are host files mounted read-only (see FileMount).
 	Secrets []FileMount `yaml:"secrets,omitempty" json:"secrets,omitempty"`
 	Configs []FileMount `yaml:"configs,omitempty" json:"configs,omitempty"`
 	// Expose are ports ("80", "8080/udp", "9000-9002") the container
@@ -99,7 +103,7 @@ type ContainerFields struct {
 	DNS []string `yaml:"dns,omitempty" json:"dns,omitempty"`
 }
 
-// Ulimit is a resource limit; a single number in the file sets both.
+// Ulimit is a resource limit. A single number in the file sets both.
 type Ulimit struct {
 	Soft int64 `yaml:"soft" json:"soft"`
 	Hard int64 `yaml:"hard" json:"hard"`
@@ -107,8 +111,8 @@ type Ulimit struct {
 
 // Healthcheck is a container's probe, as Compose's healthcheck.
 type Healthcheck struct {
-	// Test is ["CMD", prog, args…], ["CMD-SHELL", "command"] or ["NONE"];
-	// a plain string is a CMD-SHELL command.
+	// Test is ["CMD", prog, args…], ["CMD-SHELL", "command"] or ["NONE"]. A
+	// plain string is a CMD-SHELL command.
 	Test        HealthTest `yaml:"test,omitempty" json:"test,omitempty"`
 	Interval    Duration   `yaml:"interval,omitempty" json:"interval,omitempty"`
 	Timeout     Duration   `yaml:"timeout,omitempty" json:"timeout,omitempty"`

@@ -17,19 +17,19 @@ import (
 )
 
 // MaxFileSize is the largest mesh file meshctl reads. A host's file is
-// kilobytes; at this size the worst a file built to be slow costs is well
-// under a second (BenchmarkDecodeAdversarial), and a larger one is refused
+// kilobytes. At this size, the worst a file built to be slow costs is well
+// under a second (BenchmarkDecodeAdversarial). A larger file is refused
 // before any of it is parsed.
 const MaxFileSize = 2 << 20
 
-// DecodeError is a mesh file that cannot be used: it names the file, the
-// line and the field. It is bad input (exit 2).
+// DecodeError is a mesh file that cannot be used. It names the file, the line
+// and the field. It is bad input (exit 2).
 type DecodeError struct {
 	File  string
 	Line  int    // 0 when unknown
 	Field string // dotted path, e.g. modules.store.containers.registry.restart
 	Msg   string
-	// More are the file's other errors, up to MaxErrors in all; Omitted
+	// More are the file's other errors, up to MaxErrors in all. Omitted
 	// counts those left out.
 	More    []*DecodeError
 	Omitted int
@@ -50,8 +50,8 @@ func (e *DecodeError) Error() string {
 	return b.String()
 }
 
-// errorList returns errs as one DecodeError, the first carrying the others;
-// nil when errs is empty.
+// errorList returns errs as one DecodeError, the first carrying the others.
+// It returns nil when errs is empty.
 func errorList(errs []*DecodeError) error {
 	if len(errs) == 0 {
 		return nil
@@ -83,16 +83,16 @@ func (e *DecodeError) one() string {
 // Fault says a bad mesh file is bad input.
 func (e *DecodeError) Fault() fault.Kind { return fault.BadInput }
 
-// Load reads the mesh file at path; "-" reads stdin. See LoadContext.
+// Load reads the mesh file at path, or stdin for "-". See LoadContext.
 func Load(path string, stdin io.Reader) (*File, error) {
 	return LoadContext(context.Background(), path, stdin)
 }
 
-// LoadContext reads the mesh file at path; "-" reads stdin. A path must
-// name a regular file (see readRegular); stdin may be a pipe, read until
-// ctx is done: a pipe that never ends, or a terminal nobody types into,
-// must not keep a signalled command waiting. Either is read up to
-// MaxFileSize and a byte more, never all of an endless input.
+// LoadContext reads the mesh file at path, or stdin for "-". A path must name
+// a regular file (see readRegular). stdin may be a pipe, read until ctx is
+// done. A pipe that never ends must not keep a signalled command waiting, nor
+// a terminal nobody types into. Either input is read up to MaxFileSize and a
+// byte more, never all of an endless one.
 func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, error) {
 	name := path
 	var data []byte
@@ -116,8 +116,9 @@ func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, erro
 	if err != nil {
 		return nil, err
 	}
-	// env-files, secrets and configs are read at apply time, and by a window's close from the
-	// applied state: make them independent of the working directory.
+	// env-files, secrets and configs are read at apply time, and by a
+	// window's close from the applied state. So their paths must not depend
+	// on the working directory.
 	dir := "."
 	if path != "-" {
 		dir = filepath.Dir(path)
@@ -130,8 +131,7 @@ func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, erro
 }
 
 // readStdin reads stdin up to MaxFileSize and a byte more, or until ctx is
-// done: the read then goes on in the background, and ends with the
-// process.
+// done. Then the read goes on in the background and ends with the process.
 func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
 	type result struct {
 		data []byte
@@ -153,10 +153,10 @@ func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
 	}
 }
 
-// Decode strictly decodes and validates a mesh file, YAML or JSON: an unknown
-// field, a wrong type, a duplicate key, a bad name, an unknown container in
-// while-stopped or a file over MaxFileSize is a *DecodeError. Its work is linear
-// in the size of the file.
+// Decode strictly decodes and validates a mesh file, YAML or JSON. Its work
+// is linear in the size of the file. A *DecodeError reports an unknown field,
+// a wrong type, a duplicate key or a bad name. It also reports an unknown
+// container in while-stopped, or a file over MaxFileSize.
 func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
@@ -172,8 +172,8 @@ func Decode(name string, data []byte) (*File, error) {
 		case err == nil:
 			err = &yaml.TypeError{}
 		case !errors.As(err, &te):
-			// A syntax error, or no document: the decoder never had a
-			// tree, and the check parses the file again to tell which.
+			// A syntax error, or no document. The decoder never had a tree,
+			// and the check parses the file again to tell which.
 			if err := t.check(name); err != nil {
 				return nil, err
 			}
@@ -182,17 +182,17 @@ func Decode(name string, data []byte) (*File, error) {
 		errors.As(err, &te)
 		te.Errors = append(doc.errs, te.Errors...)
 		if onlyUnknownFields(te) {
-			// Typos in field names: the rest of the file decoded as
-			// written, so its other mistakes (a restart value, an unknown
-			// depends-on, a bad name) are reported now too, not on the
-			// next pass. A value that did not decode leaves a zero behind,
-			// which validation would take for a second mistake.
+			// Only typos in field names. The rest of the file decoded as
+			// written. So its other mistakes are reported now too, not on the
+			// next pass. Examples are a restart value, an unknown depends-on
+			// or a bad name. A value that did not decode would leave a zero
+			// behind. Validation would take that zero for a second mistake.
 			return nil, withValidation(yamlError(name, t.node(), te), validate(name, t, &f))
 		}
 		return nil, yamlError(name, t.node(), te)
 	}
 	if f.Modules == nil {
-		// null, or a document without modules: the tree tells which.
+		// null, or a document without modules. The tree tells which.
 		if err := t.check(name); err != nil {
 			return nil, err
 		}
@@ -213,15 +213,16 @@ func Decode(name string, data []byte) (*File, error) {
 	return &f, nil
 }
 
-// validate checks the decoded file f (validator); nil when it holds.
+// validate checks the decoded file f (validator). It returns nil when f
+// holds.
 func validate(name string, t *tree, f *File) error {
 	v := validator{file: name, tree: t}
 	v.file_(f)
 	return v.result()
 }
 
-// onlyUnknownFields reports whether every error of te is an unknown field
-// (the strict decoder's "field X not found in type T").
+// onlyUnknownFields reports whether every error of te is an unknown field.
+// The strict decoder says "field X not found in type T" for one.
 func onlyUnknownFields(te *yaml.TypeError) bool {
 	for _, msg := range te.Errors {
 		m := lineRE.FindStringSubmatch(msg)
@@ -232,10 +233,11 @@ func onlyUnknownFields(te *yaml.TypeError) bool {
 	return len(te.Errors) > 0
 }
 
-// withValidation adds to a file's decode errors (yamlErr) its validation
-// errors (valErr, nil when none), in line order, MaxErrors in all. A
-// validation error on the line or field of a decode error, or inside that
-// field, is left out: it would only repeat it.
+// withValidation adds to a file's decode errors, yamlErr, its validation
+// errors, valErr. valErr is nil when there are none. The result is in line
+// order, MaxErrors in all. A validation error on the line or field of a
+// decode error, or inside that field, is left out. It would only repeat the
+// decode error.
 func withValidation(yamlErr, valErr error) error {
 	var ye, ve *DecodeError
 	if !errors.As(yamlErr, &ye) || !errors.As(valErr, &ve) {
@@ -264,7 +266,8 @@ func (e *DecodeError) flat() []*DecodeError {
 }
 
 // covers reports whether e, a decode failure, is about o's field or one
-// around it (o is inside what failed to decode), or on o's line.
+// around it. That is, o is inside what failed to decode. It also covers o
+// when both are on one line.
 func (e *DecodeError) covers(o *DecodeError) bool {
 	if e.Line > 0 && e.Line == o.Line {
 		return true

@@ -5,10 +5,10 @@ import (
 	"strings"
 )
 
-// dependencies checks every depends-on of f: each names a container of its
-// own module ("name") or of another ("module.name"), not itself, and
-// together they make no cycle. A module the file does not name may be
-// depended on: it was applied by another file, and is converged already.
+// dependencies checks every depends-on of f. Each names a container of its
+// own module ("name") or of another ("module.name"), and not itself. Together
+// they make no cycle. A module the file does not name may be depended on.
+// Another file applied it, and it is converged already.
 func (v *validator) dependencies(f *File) {
 	type node = string
 	edges := map[node][]node{}
@@ -57,7 +57,7 @@ func (v *validator) dependencies(f *File) {
 }
 
 // DependencyName returns the engine name of dep as written in module's
-// container: "name" is module.name.
+// container. A bare "name" is module.name.
 func DependencyName(module, dep string) (string, bool) {
 	if m, c, ok := strings.Cut(dep, "."); ok {
 		return dep, ValidName(m) && ValidName(c)
@@ -76,7 +76,7 @@ func (c *Container) Dependencies(module string) []string {
 	return out
 }
 
-// findCycle returns a cycle of edges (first node repeated at the end), or
+// findCycle returns a cycle of edges, its first node repeated at the end, or
 // nil. Nodes are visited in order, so the same cycle is named every time.
 func findCycle(edges map[string][]string) []string {
 	const (

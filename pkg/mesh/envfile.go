@@ -16,7 +16,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// EnvFileError is an env-file that cannot be read at apply time (exit 2).
+// EnvFileError is an env-file that cannot be read at apply time. It is bad
+// input (exit 2).
 type EnvFileError struct {
 	Container, Path string
 	Err             error
@@ -35,8 +36,8 @@ func (e *EnvFileError) Unwrap() error { return e.Err }
 // MaxEnvFileSize is the largest env-file meshctl reads.
 const MaxEnvFileSize = 1 << 20
 
-// LoadEnv returns the container's environment: its env-files read now, in
-// order, with env over them. name names the container in errors. Values
+// LoadEnv returns the container's environment. Its env-files are read now, in
+// order, and env goes over them. name names the container in errors. Values
 // are never put in an error.
 func (c *Container) LoadEnv(name string) (map[string]string, error) {
 	if len(c.EnvFile) == 0 {
@@ -59,10 +60,10 @@ func (c *Container) LoadEnv(name string) (map[string]string, error) {
 }
 
 // readRegular reads the regular file at path, of at most limit bytes. It
-// never blocks: open(2) of a FIFO without a writer would wait forever, so
-// the file is opened non-blocking and anything but a regular file (a
-// FIFO, a device such as /dev/zero, a directory) is refused before a byte
-// is read. Its errors name no content.
+// never blocks. open(2) of a FIFO without a writer would wait forever. So the
+// file is opened non-blocking, and anything but a regular file is refused
+// before a byte is read. That includes a FIFO, a device such as /dev/zero and
+// a directory. Its errors name no content.
 func readRegular(path string, limit int64) ([]byte, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
@@ -95,7 +96,7 @@ type notRegularError struct{ kind string }
 
 func (e *notRegularError) Error() string { return "is not a regular file (" + e.kind + ")" }
 
-// unwrapPath drops the operation and path of a *fs.PathError: the caller's
+// unwrapPath drops the operation and path of a *fs.PathError. The caller's
 // error names the file already.
 func unwrapPath(err error) error {
 	var pe *fs.PathError
@@ -128,8 +129,8 @@ func sizeText(n int64) string {
 	return fmt.Sprintf("%d bytes", n)
 }
 
-// parseEnvFile reads KEY=VALUE lines; blank lines and lines starting with
-// # are skipped, "export " is allowed, a value may be quoted.
+// parseEnvFile reads KEY=VALUE lines. Blank lines and lines starting with #
+// are skipped. "export " is allowed, and a value may be quoted.
 func parseEnvFile(data []byte) (map[string]string, error) {
 	out := map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -143,7 +144,7 @@ func parseEnvFile(data []byte) (map[string]string, error) {
 		k, v, ok := strings.Cut(s, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" || strings.IndexFunc(k, badKeyRune) >= 0 {
-			// The line is not quoted: it may hold a secret.
+			// The line is not quoted, since it may hold a secret.
 			return nil, fmt.Errorf("line %d: not KEY=VALUE", line)
 		}
 		if len(v) >= 2 && (v[0] == '"' && v[len(v)-1] == '"' || v[0] == '\'' && v[len(v)-1] == '\'') {

@@ -32,7 +32,7 @@ type Step struct {
 // RunStep is a step run as a one-off container.
 type RunStep struct {
 	Image string `yaml:"image,omitempty" json:"image,omitempty"`
-	// Entrypoint is as a container's: [] clears the image's.
+	// Entrypoint is as a container's, and [] clears the image's.
 	Entrypoint []string `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
 	Command    []string `yaml:"command,omitempty" json:"command,omitempty"`
 	Env        EnvVars  `yaml:"env,omitempty" json:"env,omitempty"`

@@ -8,26 +8,26 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Network is one of a module's networks. meshctl creates it (its engine
-// name is NetworkName), labels it, and removes it with the module; an
-// external one names a network that exists already, which meshctl joins
-// but never creates or removes.
+// Network is one of a module's networks. meshctl creates it, labels it and
+// removes it with the module. Its engine name is NetworkName. An external one
+// names a network that exists already. meshctl joins it but never creates or
+// removes it.
 type Network struct {
-	// Internal cuts the network off from the outside: its containers reach
+	// Internal cuts the network off from the outside. Its containers reach
 	// only each other.
 	Internal bool `yaml:"internal,omitempty" json:"internal,omitempty"`
 	// External is the engine name of an existing network to join instead.
 	External string `yaml:"external,omitempty" json:"external,omitempty"`
 }
 
-// NetworkJoin is how a container joins one network: under its short name
-// and engine name, and these aliases.
+// NetworkJoin is how a container joins one network. It joins under its short
+// name, its engine name and these aliases.
 type NetworkJoin struct {
 	Aliases []string `yaml:"aliases,omitempty" json:"aliases,omitempty"`
 }
 
-// ContainerNetworks are the networks a container joins, by the name its
-// module gives them ("NET"), or another module's ("MODULE/NET"). The file
+// ContainerNetworks are the networks a container joins. Each is named as its
+// module names it ("NET"), or as another module does ("MODULE/NET"). The file
 // gives them as a list of names or as a map of name to {aliases: […]}.
 type ContainerNetworks map[string]*NetworkJoin
 
@@ -61,8 +61,8 @@ func (n *ContainerNetworks) UnmarshalYAML(node *yaml.Node) error {
 	return &yaml.TypeError{Errors: []string{nodeError(node, "networks: want a list of network names or a map NAME: {aliases: […]}")}}
 }
 
-// fromMap reads networks in map form, as strictly as the rest of the file
-// (a node's own Decode would take an unknown field silently).
+// fromMap reads networks in map form, as strictly as the rest of the file. A
+// node's own Decode would take an unknown field silently.
 func (n *ContainerNetworks) fromMap(node *yaml.Node) error {
 	m := ContainerNetworks{}
 	var errs []string
@@ -99,27 +99,27 @@ func (n *ContainerNetworks) fromMap(node *yaml.Node) error {
 	return nil
 }
 
-// NetworkName is the engine name of a module's network: "meshctl.MODULE.NET".
-// Neither name holds a '.', so it names one network of one module, and the
-// prefix keeps it apart from the networks of Compose projects
-// ("PROJECT_default") and of people.
+// NetworkName is the engine name of a module's network, "meshctl.MODULE.NET".
+// Neither name holds a '.', so it names one network of one module. The prefix
+// keeps it apart from people's networks and those of Compose projects
+// ("PROJECT_default").
 func NetworkName(module, net string) string { return "meshctl." + module + "." + net }
 
 // NetworkNames returns the module's network names in order.
 func (m *Module) NetworkNames() []string { return sortedKeys(m.Networks) }
 
-// SpecNetwork is how a container joins a network, in its canonical spec:
-// its aliases (sorted), and whether the network is internal (a changed
-// definition recreates the container with the network).
+// SpecNetwork is how a container joins a network, in its canonical spec. It
+// holds the aliases, sorted, and whether the network is internal. So a
+// changed definition recreates the container with the network.
 type SpecNetwork struct {
 	Aliases  []string `json:"aliases,omitempty"`
 	Internal bool     `json:"internal,omitempty"`
 }
 
-// SpecNetworks returns the networks the container cn of module mn joins,
-// by engine name, in canonical form; nil when it joins none. A network of
-// a module the file does not hold ("other/net") is taken as it is: that
-// module was applied from another file.
+// SpecNetworks returns the networks the container cn of module mn joins, by
+// engine name, in canonical form. It returns nil when the container joins
+// none. A network of a module the file does not hold ("other/net") is taken
+// as it is. That module was applied from another file.
 func (f *File) SpecNetworks(mn, cn string) map[string]SpecNetwork {
 	m := f.Modules[mn]
 	c := m.Containers[cn]
@@ -167,8 +167,8 @@ type DesiredNetwork struct {
 	Internal bool
 }
 
-// DesiredNetworks returns the networks meshctl creates for f's modules,
-// by engine name in order; external ones are not among them.
+// DesiredNetworks returns the networks meshctl creates for f's modules, by
+// engine name in order. External ones are not among them.
 func (f *File) DesiredNetworks() []DesiredNetwork {
 	var out []DesiredNetwork
 	for _, mn := range f.ModuleNames() {
@@ -188,11 +188,11 @@ func (f *File) DesiredNetworks() []DesiredNetwork {
 	return out
 }
 
-// engineNetworkRE is what an external network's name may be: the engine's
-// own rule for names.
+// engineNetworkRE is what an external network's name may be. It is the
+// engine's own rule for names.
 var engineNetworkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
-// networks checks module mn's networks (p is the module's path).
+// networks checks module mn's networks. p is the module's path.
 func (v *validator) networks(p []string, m *Module) {
 	for _, nn := range m.NetworkNames() {
 		np := append(append([]string{}, p...), "networks", nn)
@@ -264,8 +264,8 @@ func networkList(m *Module) string {
 	return strings.Join(m.NetworkNames(), ", ")
 }
 
-// NetworkOwner returns the module and network name of an engine network
-// meshctl names (NetworkName); ok is false for any other name.
+// NetworkOwner returns the module and network name of an engine network that
+// meshctl names (NetworkName). ok is false for any other name.
 func NetworkOwner(name string) (module, net string, ok bool) {
 	rest, ok := strings.CutPrefix(name, "meshctl.")
 	if !ok {
@@ -278,7 +278,7 @@ func NetworkOwner(name string) (module, net string, ok bool) {
 	return module, net, true
 }
 
-// normNetworks sorts each network's aliases; nil for none.
+// normNetworks sorts each network's aliases. It returns nil for none.
 func normNetworks(n map[string]SpecNetwork) map[string]SpecNetwork {
 	if len(n) == 0 {
 		return nil
@@ -291,8 +291,9 @@ func normNetworks(n map[string]SpecNetwork) map[string]SpecNetwork {
 	return out
 }
 
-// diffNetworks names each network joined, left, or joined otherwise
-// (aliases, internal): "networks.NAME".
+// diffNetworks names each network joined, left, or joined otherwise, as
+// "networks.NAME". Joined otherwise means with other aliases, or with
+// internal changed.
 func diffNetworks(have, want map[string]SpecNetwork) []string {
 	var d []string
 	for _, k := range sortedKeys(want) {
@@ -314,8 +315,8 @@ func hasKey[V any](m map[string]V, k string) bool {
 	return ok
 }
 
-// MarshalYAML writes networks as a list of names when none has aliases, as
-// a file would most often say it.
+// MarshalYAML writes networks as a list of names when none has aliases. A
+// file would most often say it so.
 func (n ContainerNetworks) MarshalYAML() (any, error) {
 	for _, j := range n {
 		if j != nil && len(j.Aliases) > 0 {

@@ -30,7 +30,7 @@ type SpecFields struct {
 	LogDriver       string            `json:"log_driver,omitempty"`
 	LogOptions      map[string]string `json:"log_options,omitempty"`
 	ExtraHosts      []string          `json:"extra_hosts,omitempty"`
-	// Secrets and Configs are by name; each content is a keyed hash.
+	// Secrets and Configs are by name. Each content is a keyed hash.
 	Secrets    map[string]SpecFile `json:"secrets,omitempty"`
 	Configs    map[string]SpecFile `json:"configs,omitempty"`
 	Expose     []string            `json:"expose,omitempty"` // "80/tcp"
@@ -42,8 +42,8 @@ type SpecFields struct {
 	DNS        []string            `json:"dns,omitempty"` // in order: the first is asked first
 }
 
-// SpecHealth is a healthcheck in canonical form: Test ["NONE"] disables
-// the image's; durations and retries have their defaults filled in.
+// SpecHealth is a healthcheck in canonical form. Test ["NONE"] disables the
+// image's. Durations and retries have their defaults filled in.
 type SpecHealth struct {
 	Test        []string      `json:"test"`
 	Interval    time.Duration `json:"interval,omitempty"`
@@ -151,7 +151,7 @@ func (s SpecFields) normalize() SpecFields {
 	return s
 }
 
-// normExpose writes an exposed port as the engine does: "80/tcp".
+// normExpose writes an exposed port as the engine does, such as "80/tcp".
 func normExpose(e string) string {
 	if !strings.Contains(e, "/") {
 		return e + "/tcp"
@@ -159,7 +159,7 @@ func normExpose(e string) string {
 	return strings.ToLower(e)
 }
 
-// normSignal writes a signal as "SIGTERM" (a number stays a number).
+// normSignal writes a signal as "SIGTERM". A number stays a number.
 func normSignal(s string) string {
 	if s == "" {
 		return ""
@@ -186,7 +186,7 @@ func normCaps(l []string) []string {
 	return out
 }
 
-// normHost writes an extra host as the engine does: "host:ip".
+// normHost writes an extra host as the engine does, `host:ip`.
 func normHost(h string) string {
 	if name, ip, ok := strings.Cut(h, "="); ok {
 		return name + ":" + ip

@@ -16,19 +16,19 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// FileMount is a secret or a config: a file on the host, mounted read-only
-// into the container (Compose's secrets and configs without Swarm). Its
-// content is read at apply time, as an env-file's is, and only its keyed
-// hash is recorded.
+// FileMount is a secret or a config, a file on the host mounted read-only
+// into the container. It is what Compose's secrets and configs are without
+// Swarm. Its content is read at apply time, as an env-file's is. Only its
+// keyed hash is recorded.
 type FileMount struct {
 	// Name defaults to the file's base name.
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
-	// File is the host file; a relative path is from the mesh file's
-	// directory (absolute once loaded).
+	// File is the host file. A relative path is from the mesh file's
+	// directory, and absolute once loaded.
 	File string `yaml:"file" json:"file"`
-	// Target is where the container sees it: by default /run/secrets/NAME
-	// for a secret, /NAME for a config. A secret's relative target is
-	// under /run/secrets, as in Compose.
+	// Target is where the container sees the file. The default is
+	// /run/secrets/NAME for a secret and /NAME for a config. A secret's
+	// relative target is under /run/secrets, as in Compose.
 	Target string `yaml:"target,omitempty" json:"target,omitempty"`
 	// hash is the keyed hash of the content as LoadFiles read it.
 	hash string
@@ -46,7 +46,7 @@ const SecretDir = "/run/secrets"
 // MaxSecretFileSize is the largest secret or config file meshctl reads.
 const MaxSecretFileSize = 1 << 20
 
-// MountName is the mount's name: its own, else its file's base name.
+// MountName is the mount's name, its own or else its file's base name.
 func (m FileMount) MountName() string {
 	if m.Name != "" {
 		return m.Name
@@ -67,11 +67,11 @@ func (m FileMount) TargetPath(kind string) string {
 	return "/" + m.MountName()
 }
 
-// Bind is the engine's bind of the mount: "FILE:TARGET:ro".
+// Bind is the engine's bind of the mount, `FILE:TARGET:ro`.
 func (m FileMount) Bind(kind string) string { return m.File + ":" + m.TargetPath(kind) + ":ro" }
 
-// HasFileMounts reports whether a container of f has a secret or a config:
-// only then does an apply need the host's secret key.
+// HasFileMounts reports whether a container of f has a secret or a config.
+// Only then does an apply need the host's secret key.
 func (f *File) HasFileMounts() bool {
 	for _, m := range f.Modules {
 		if m == nil {
@@ -87,7 +87,7 @@ func (f *File) HasFileMounts() bool {
 }
 
 // SecretFileError is a secret or config file that cannot be read at apply
-// time (exit 2). It never holds the file's content.
+// time. It is bad input (exit 2). It never holds the file's content.
 type SecretFileError struct {
 	Container, Kind, Name, Path string
 	Err                         error
@@ -104,13 +104,12 @@ func (e *SecretFileError) Fault() fault.Kind { return fault.BadInput }
 // Unwrap returns the cause.
 func (e *SecretFileError) Unwrap() error { return e.Err }
 
-// LoadFiles reads c's secret and config files now and records, on the
-// returned copy of c, the hash of each content keyed with key
-// (HMAC-SHA256), which Spec records: a changed content recreates the
-// container, and the label shows nothing a guess can be checked against
-// without the key. warnings name the secret files that users other than
-// the owner may read or write, never their content. name names the
-// container in errors.
+// LoadFiles reads c's secret and config files now, and returns a copy of c
+// that records their hashes. Each content is hashed with key (HMAC-SHA256),
+// and Spec records the hash. So a changed content recreates the container.
+// Without the key, the label shows nothing a guess can be checked against.
+// warnings name the secret files that users other than the owner may read or
+// write. They never name the content. name names the container in errors.
 func (c *Container) LoadFiles(name string, key []byte) (out Container, warnings []string, err error) {
 	out = *c
 	if len(key) == 0 && len(c.Secrets)+len(c.Configs) > 0 {
@@ -149,8 +148,8 @@ func (c *Container) mounts(kind string) []FileMount {
 }
 
 // secretModeWarning says, naming the file, that other users may read or
-// change a secret file; "" when only its owner and group can read it (a
-// group is how a container that runs as another user gets to read it).
+// change a secret file. It returns "" when only its owner and group can read
+// it. A group is how a container that runs as another user gets to read it.
 func secretModeWarning(file string) string {
 	fi, err := os.Stat(file)
 	if err != nil {
@@ -159,16 +158,16 @@ func secretModeWarning(file string) string {
 	if perm := fi.Mode().Perm(); perm&0o027 != 0 {
 		return fmt.Sprintf("secret file %s can be read or changed by other users (mode %04o): chmod 600 it (or 640, for a container user of its group)", file, perm)
 	}
-	// As the state directory's files: one owned by another user (not
-	// root) is theirs to change, or to make readable.
+	// As with the state directory's files, a file owned by another user, not
+	// root, is theirs. They may change it, or make it readable.
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 		return fmt.Sprintf("secret file %s is owned by another user (uid %d), who can change it or make it readable: chown it", file, st.Uid)
 	}
 	return ""
 }
 
-// HashFile is how a secret or config file's content is recorded in a
-// spec: HMAC-SHA256 keyed with the host's secret key.
+// HashFile is how a secret or config file's content is recorded in a spec. It
+// is HMAC-SHA256 keyed with the host's secret key.
 func HashFile(key, content []byte) string {
 	h := hmac.New(sha256.New, key)
 	h.Write(content)
@@ -211,8 +210,8 @@ func diffFiles(prefix string, have, want map[string]SpecFile) []string {
 
 var mountNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// fileMounts checks c's secrets and configs: each names a file, a valid
-// name and a target path of its own.
+// fileMounts checks c's secrets and configs. Each names a file, a valid name
+// and a target path of its own.
 func (v *validator) fileMounts(at pathFunc, c *Container) {
 	targets := map[string]string{}
 	for i, vol := range c.Volumes {

@@ -10,35 +10,37 @@ import (
 	"sort"
 )
 
-// SpecVersion is the version of the canonical spec this meshctl records.
-// A spec recorded by an older meshctl lacks the fields added since; they read
-// as their defaults, so an upgrade never recreates a container whose
+// SpecVersion is the version of the canonical spec this meshctl records. A
+// spec recorded by an older meshctl lacks the fields added since. They read
+// as their defaults. So an upgrade never recreates a container whose
 // effective spec did not change.
 //
-// Version 2 records "entrypoint": [] (the image's entrypoint cleared) apart
-// from no entrypoint; version 1 recorded both alike.
+// Version 2 records "entrypoint": [] apart from no entrypoint. The empty one
+// clears the image's entrypoint. Version 1 recorded both alike.
+//
 // Version 3 adds the container fields (SpecFields), each absent at its
-// default; fields added since (secrets, configs, expose, sysctls, ulimits,
-// privileged, stdin-open, tty, dns) are absent at their default too, so
-// they need no new version: a spec recorded without them reads as them
-// unset, and an upgrade recreates nothing.
+// default. Fields added since are absent at their default too. They are
+// secrets, configs, expose, sysctls, ulimits, privileged, stdin-open, tty and
+// dns. So they need no new version. A spec recorded without them reads as
+// them unset, and an upgrade recreates nothing.
 const SpecVersion = 3
 
 // clearedEntrypointVersion is the first spec version that tells an empty
 // entrypoint from none.
 const clearedEntrypointVersion = 2
 
-// Spec is the canonical, comparable form of a container's desired state. It
-// is recorded on the container (label io.meshctl.spec) when meshctl creates
-// it, so that the next apply compares what it wants with what it asked for
-// rather than with what the engine reports (which adds image defaults).
+// Spec is the canonical, comparable form of a container's desired state.
+// meshctl records it on the container it creates, in the label
+// io.meshctl.spec. So the next apply compares what it wants with what it
+// asked for. The engine's report would not do, since it adds image defaults.
 //
-// Env values are recorded as hashes: the label repeats no secret, and a diff
-// names the variable, never its value.
+// Env values are recorded as hashes. So the label repeats no secret, and a
+// diff names the variable, never its value.
 type Spec struct {
 	V     int    `json:"v"`
 	Image string `json:"image"`
-	// Entrypoint is nil for the image's, empty (recorded as []) to clear it.
+	// Entrypoint is nil for the image's. An empty one, recorded as [], clears
+	// it.
 	Entrypoint []string          `json:"entrypoint,omitzero"`
 	Command    []string          `json:"command,omitempty"`
 	Env        map[string]string `json:"env,omitempty"` // name → "sha256:…" of the value
@@ -47,17 +49,17 @@ type Spec struct {
 	Ports      []string          `json:"ports,omitempty"`
 	Restart    string            `json:"restart,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
-	// SpecFields are the container fields added in version 3; each zero
-	// value is the default, so an older spec reads as the defaults.
+	// SpecFields are the container fields added in version 3. Each zero value
+	// is the default, so an older spec reads as the defaults.
 	SpecFields
-	// Networks are the networks the container joins, by engine name (set
-	// by the file, which knows the modules: File.SpecNetworks); none reads
+	// Networks are the networks the container joins, by engine name. The file
+	// sets them, since it knows the modules (File.SpecNetworks). None reads
 	// as a spec recorded before networks existed.
 	Networks map[string]SpecNetwork `json:"networks,omitempty"`
 }
 
-// Spec returns the canonical spec of c running image (the resolved image, for
-// a container that names an artifact).
+// Spec returns the canonical spec of c running image. For a container that
+// names an artifact, image is the resolved image.
 func (c *Container) Spec(image string) Spec {
 	s := Spec{
 		V:          SpecVersion,
@@ -86,8 +88,8 @@ func HashValue(v string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// Normalize fills defaults and puts order-free lists in order, so that two
-// specs that mean the same container are equal.
+// Normalize fills defaults and puts order-free lists in order. So two specs
+// that mean the same container are equal.
 func (s Spec) Normalize() Spec {
 	if s.Restart == "" {
 		s.Restart = DefaultRestart
@@ -131,7 +133,7 @@ func (s Spec) Encode() string {
 	return string(b)
 }
 
-// DecodeSpec reads a recorded spec. It is lenient on purpose: a spec recorded
+// DecodeSpec reads a recorded spec. It is lenient on purpose. A spec recorded
 // by a newer meshctl may carry fields this one does not know.
 func DecodeSpec(label string) (Spec, error) {
 	var s Spec
@@ -141,10 +143,11 @@ func DecodeSpec(label string) (Spec, error) {
 	return s.Normalize(), nil
 }
 
-// Diff names each field in which have differs from want: image, entrypoint,
-// command, env.KEY, volumes, network, networks.NAME, ports, restart, labels.KEY,
-// the container fields, secrets.NAME and configs.NAME. It never names an env
-// value or a file's content. Empty means equal.
+// Diff names each field in which have differs from want. The names are image,
+// entrypoint, command, env.KEY, volumes, network, networks.NAME, ports,
+// restart and labels.KEY. They also cover the container fields, secrets.NAME
+// and configs.NAME. Diff never names an env value or a file's content. Empty
+// means equal.
 func Diff(have, want Spec) []string {
 	have, want = have.Normalize(), want.Normalize()
 	var d []string
@@ -176,10 +179,11 @@ func Diff(have, want Spec) []string {
 	return d
 }
 
-// sameEntrypoint compares entrypoints, an empty one (cleared) apart from
-// none (the image's). A spec older than clearedEntrypointVersion recorded an
-// empty entrypoint as none, so its none matches either: the upgrade rule
-// prefers leaving such a container alone to recreating it for nothing.
+// sameEntrypoint compares entrypoints. It keeps an empty one, which clears,
+// apart from none, which is the image's. A spec older than
+// clearedEntrypointVersion recorded an empty entrypoint as none. So its none
+// matches either. The upgrade rule prefers leaving such a container alone to
+// recreating it for nothing.
 func sameEntrypoint(have, want Spec) bool {
 	if have.Entrypoint == nil && have.V < clearedEntrypointVersion && len(want.Entrypoint) == 0 {
 		return true

@@ -1,7 +1,8 @@
 package mesh
 
-// Suggest returns the candidate closest to word, for a "did you mean": one
-// at most two edits away (or that word is a prefix of), "" when none is.
+// Suggest returns the candidate closest to word, for a "did you mean". It is
+// at most two edits away, or word is a prefix of it. It returns "" when none
+// is.
 func Suggest(word string, candidates []string) string {
 	best, bestDist := "", 3
 	for _, c := range candidates {
@@ -23,10 +24,11 @@ func Suggest(word string, candidates []string) string {
 	return best
 }
 
-// Near returns the candidate that word is a slip of the fingers from, ""
-// when none is: two neighbours swapped ("wbe" for "web"), a letter doubled or
-// dropped ("webb", "wb"). A letter changed is not a slip but, as often, a
-// name of its own: api beside app, web-1 beside web-2.
+// Near returns the candidate that word is a slip of the fingers from, or ""
+// when none is. A slip is two neighbours swapped ("wbe" for "web"), or a
+// letter doubled or dropped ("webb", "wb"). A letter changed is not a slip.
+// As often, it is a name of its own, such as api beside app or web-1 beside
+// web-2.
 func Near(word string, candidates []string) string {
 	for _, c := range candidates {
 		if c == word || editDistance(word, c) != 1 {
@@ -53,8 +55,8 @@ func swapped(a, b string) bool {
 	return false
 }
 
-// editDistance is the Levenshtein distance between a and b, with a swap of
-// two neighbouring characters counting as one edit.
+// editDistance is the Levenshtein distance between a and b. A swap of two
+// neighbouring characters counts as one edit.
 func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev2 := make([]int, len(rb)+1)

@@ -8,8 +8,9 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// tree is a file's YAML node tree: the one the decode was made from, or,
-// when the decode never got to it (a syntax error), parsed on first use.
+// tree is a file's YAML node tree. It is the one the decode was made from.
+// When the decode never got to it, after a syntax error, it is parsed on
+// first use.
 type tree struct {
 	data   []byte
 	parsed bool
@@ -27,7 +28,7 @@ func (t *tree) node() *yaml.Node {
 	return &t.root
 }
 
-// adopt makes n, the root the decoder read, the tree's: errors are then
+// adopt makes n, the root the decoder read, the tree's. Errors are then
 // placed without parsing the file a second time.
 func (t *tree) adopt(n *yaml.Node) {
 	t.parsed = true
@@ -46,10 +47,10 @@ func (t *tree) check(name string) error {
 	return nil
 }
 
-// key returns the index in mapping n of the key named k, or in sequence n
-// of the item "k=…" (env in list form); -1 if there is none. Each node is
-// indexed once, so that naming the lines of many errors stays linear in
-// the file.
+// key returns the index of the key named k in mapping n, or -1 if there is
+// none. In a sequence n, it is the index of the item "k=…", as in env in list
+// form. Each node is indexed once. So naming the lines of many errors stays
+// linear in the file.
 func (t *tree) key(n *yaml.Node, k string) int {
 	if t.keys == nil {
 		t.keys = map[*yaml.Node]map[string]int{}
@@ -82,9 +83,9 @@ func (t *tree) key(n *yaml.Node, k string) int {
 	return -1
 }
 
-// lineOf returns the line of the key at path (or of the value, for a
-// sequence index written "[i]"), 0 if it is not in the file. In a sequence,
-// a key names the item "KEY=…" (env in list form).
+// lineOf returns the line of the key at path, or 0 if it is not in the file.
+// For a sequence index written "[i]", it is the line of the value. In a
+// sequence, a key names the item "KEY=…", as in env in list form.
 func (t *tree) lineOf(path ...string) int {
 	n := t.node()
 	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
@@ -119,20 +120,20 @@ func (t *tree) lineOf(path ...string) int {
 	return line
 }
 
-// document decodes a mesh file from one parse, with work linear in the
-// file. yaml.v3 checks every mapping for duplicate keys by comparing each
-// pair of keys, which is quadratic: 100,000 keys in one map take minutes.
-// document first hands the decoder a root (nodeOf) to check and reshape,
-// then, through the strict decoder's own callback, decodes the reshaped
-// tree into file.
+// document decodes a mesh file from one parse, with work linear in the file.
+// yaml.v3 checks every mapping for duplicate keys by comparing each pair of
+// keys. That is quadratic, and 100,000 keys in one map take minutes. So
+// document first hands the decoder a root (nodeOf) to check and reshape. Then
+// it decodes the reshaped tree into file, through the strict decoder's own
+// callback.
 type document struct {
 	file *File
 	tree *tree
-	// errs are the reshaping's errors, in yaml's form: "line N: …".
+	// errs are the reshaping's errors, in yaml's form "line N: …".
 	errs []string
 }
 
-// nodeOf takes the node the decoder is at, as it is (not a copy).
+// nodeOf takes the node the decoder is at, as it is and not a copy.
 type nodeOf struct{ n *yaml.Node }
 
 // UnmarshalYAML keeps the node.
@@ -141,8 +142,8 @@ func (g *nodeOf) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// UnmarshalYAML decodes the file strictly: decode is yaml.v3's callback
-// that decodes the root with the decoder's options (known fields).
+// UnmarshalYAML decodes the file strictly. decode is yaml.v3's callback that
+// decodes the root with the decoder's options, known fields included.
 func (d *document) UnmarshalYAML(decode func(any) error) error {
 	var root nodeOf
 	if err := decode(&root); err != nil {
@@ -153,21 +154,22 @@ func (d *document) UnmarshalYAML(decode func(any) error) error {
 	if err := r.walk(root.n); err != nil {
 		return &yaml.TypeError{Errors: []string{err.Error()}}
 	}
-	// The tree must read as the file again once decoded: error lines and
+	// The tree must read as the file again once decoded. Error lines and
 	// fields are found in it.
 	defer r.undo()
 	d.errs = r.errs
 	return decode(d.file)
 }
 
-// MaxNodes is the most values (keys, list items, scalars) a mesh file may
-// hold: a file of 5,000 containers with every field holds about 200,000.
-// Past it, the file is refused before it is decoded.
+// MaxNodes is the most values a mesh file may hold, counting keys, list items
+// and scalars. A file of 5,000 containers with every field holds about
+// 200,000. Past it, the file is refused before it is decoded.
 const MaxNodes = 1 << 18
 
 // chunkKeys is the most keys yaml.v3 is given in one mapping. A larger
-// mapping is written as a merge of mappings of chunkKeys keys each (the
-// same map, the same lines), once its keys are known to be distinct.
+// mapping is written as a merge of mappings of chunkKeys keys each. It is the
+// same map, on the same lines. This happens once its keys are known to be
+// distinct.
 const chunkKeys = 64
 
 // reshaper checks a node tree and reshapes it in place, in time linear in
@@ -175,8 +177,8 @@ const chunkKeys = 64
 type reshaper struct {
 	errs  []string
 	saved []savedContent
-	// repeats are the values each anchored node holds, its aliases'
-	// included: what an alias of it costs to decode (repeated).
+	// repeats are the values each anchored node holds, its aliases' included.
+	// That is what decoding an alias of it costs again.
 	repeats map[*yaml.Node]int
 }
 
@@ -185,17 +187,17 @@ type savedContent struct {
 	content []*yaml.Node
 }
 
-// takenTags are the tags a file may write on a value. Any other (!!binary,
-// !!timestamp, a local tag) would be decoded to other than what the file
-// says, or silently taken as plain text: refused.
+// takenTags are the tags a file may write on a value. Any other is refused,
+// such as !!binary, !!timestamp or a local tag. yaml.v3 would decode it to
+// other than what the file says, or silently take it as plain text.
 var takenTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true,
 	"!!null": true, "!!seq": true, "!!map": true, "!!merge": true, "!": true}
 
-// walk visits every node once; an alias is not followed (its anchor is
-// visited where it is written), but the values it repeats, which yaml.v3
-// decodes again at each alias, are counted. It returns an error, its work
-// undone, for a tree of more than MaxNodes nodes, or whose aliases repeat
-// more than MaxRepeated values.
+// walk visits every node once. An alias is not followed, since its anchor is
+// visited where it is written. But yaml.v3 decodes the alias's values again
+// at each alias, so walk counts them. It returns an error for a tree of more
+// than MaxNodes nodes, or whose aliases repeat more than MaxRepeated values.
+// Its work is then undone.
 func (r *reshaper) walk(root *yaml.Node) error {
 	stack := []*yaml.Node{root}
 	nodes, repeated := 0, 0
@@ -225,15 +227,15 @@ func (r *reshaper) walk(root *yaml.Node) error {
 	return nil
 }
 
-// MaxRepeated is the most values a file's aliases may repeat in all (an
-// alias of a map of 10 keys repeats 21: the map, its keys and values).
-// yaml.v3 decodes an alias's values again at each alias: unbounded, a file
-// of 20 KB would cost as much as one of megabytes.
+// MaxRepeated is the most values a file's aliases may repeat in all. An alias
+// of a map of 10 keys repeats 21, the map and its keys and values. yaml.v3
+// decodes an alias's values again at each alias. Unbounded, a file of 20 KB
+// would cost as much as one of megabytes.
 const MaxRepeated = 1 << 16
 
-// repeated is how many values an alias of n makes yaml.v3 decode: n's
-// nodes, each alias among them counted as the values it repeats; at most
-// MaxNodes+1. Each anchored node is counted once, so that the walk stays
+// repeated is how many values an alias of n makes yaml.v3 decode, at most
+// MaxNodes+1. These are n's nodes, with each alias among them counted as the
+// values it repeats. Each anchored node is counted once, so the walk stays
 // linear in the file.
 func (r *reshaper) repeated(n *yaml.Node) int {
 	if n.Kind == yaml.AliasNode {
@@ -269,9 +271,9 @@ func (r *reshaper) fail(n *yaml.Node, format string, args ...any) {
 	r.errs = append(r.errs, fmt.Sprintf("line %d: column %d: ", n.Line, n.Column)+fmt.Sprintf(format, args...))
 }
 
-// chunk checks that mapping n has no key twice, as yaml.v3 does but with a
-// hash, and rewrites it as "<<: [{chunkKeys keys}, …]". A mapping with a
-// key twice is emptied for the decode: its errors are already recorded.
+// chunk checks that mapping n has no key twice, as yaml.v3 does, but with a
+// hash. It rewrites n as "<<: [{chunkKeys keys}, …]". A mapping with a key
+// twice is emptied for the decode, since its errors are already recorded.
 func (r *reshaper) chunk(n *yaml.Node) {
 	type key struct {
 		kind  yaml.Kind
@@ -293,8 +295,8 @@ func (r *reshaper) chunk(n *yaml.Node) {
 		case isMergeKey(k):
 			merge = n.Content[i : i+2]
 		case k.Kind == yaml.ScalarNode && k.Value == "<<":
-			// The merge below marks "<<" as set: a key of that name
-			// would be dropped.
+			// The merge below marks "<<" as set, so a key of that name would
+			// be dropped.
 			r.fail(k, "a map of more than %d keys cannot have the key \"<<\"", chunkKeys)
 			bad = true
 		default:
@@ -306,7 +308,7 @@ func (r *reshaper) chunk(n *yaml.Node) {
 		n.Content = nil
 		return
 	}
-	// The file's own merge goes last: the keys written here win over it.
+	// The file's own merge goes last, so the keys written here win over it.
 	pairs = append(pairs, merge...)
 	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line, Column: n.Column}
 	for len(pairs) > 0 {

@@ -8,15 +8,15 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// EnvVars are a container's environment variables. The file gives them as
-// a map ({KEY: value}) or, as Compose does, a list (["KEY=value"]).
+// EnvVars are a container's environment variables. The file gives them as a
+// map ({KEY: value}), or as a list as Compose does (["KEY=value"]).
 type EnvVars map[string]string
 
 // UnmarshalYAML reads env as a map, or as Compose's list of KEY=value.
-// Compose's bare KEY (the value taken from the caller's environment) is
-// refused: an apply from CI and a window's close from cron would differ.
-// Its errors name the line, the item and the key, never the value: env
-// holds secrets.
+// Compose's bare KEY takes the value from the caller's environment, and is
+// refused. An apply from CI and a window's close from cron would differ. Its
+// errors name the line, the item and the key. They never name the value,
+// since env holds secrets.
 func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -32,7 +32,7 @@ func (e *EnvVars) UnmarshalYAML(n *yaml.Node) error {
 		*e = m
 		return nil
 	}
-	// Not yaml's "cannot unmarshal !!str `PW=S3C...`": no prefix of it.
+	// Not yaml's "cannot unmarshal !!str `PW=S3C...`", nor any prefix of it.
 	return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into EnvVars", n.ShortTag())}}
 }
 
@@ -65,7 +65,7 @@ func (e *EnvVars) fromList(n *yaml.Node) error {
 	return nil
 }
 
-// nodeError is an error about node n in yaml's form, with its column: the
+// nodeError is an error about node n in yaml's form, with its column. So the
 // error names the field written there, however many are on the line.
 func nodeError(n *yaml.Node, format string, args ...any) string {
 	return fmt.Sprintf("line %d: column %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)
@@ -94,8 +94,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 }
 
 // UnmarshalYAML reads "30m" from a mesh file. It reports a bad duration as a
-// yaml.TypeError with its line, so that the error names the line and field;
-// an error from UnmarshalText would reach the caller without either.
+// yaml.TypeError with its line. So the error names the line and field. An
+// error from UnmarshalText would reach the caller without either.
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
 		return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s into a duration", n.ShortTag())}}
@@ -106,7 +106,7 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// HealthTest is a healthcheck's test: a YAML string is a CMD-SHELL command.
+// HealthTest is a healthcheck's test. A YAML string is a CMD-SHELL command.
 type HealthTest []string
 
 // UnmarshalYAML reads a string (CMD-SHELL) or a list.
@@ -153,7 +153,7 @@ func (u *Ulimit) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return &yaml.TypeError{Errors: []string{nodeError(n, "want a number, or {soft: N, hard: M}")}}
 	}
-	// Field by field: Node.Decode would not refuse an unknown key.
+	// Field by field, since Node.Decode would not refuse an unknown key.
 	var errs []string
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]

@@ -6,21 +6,21 @@ import (
 	"time"
 )
 
-// Update orders: how a recreate replaces a running container.
+// Update orders say how a recreate replaces a running container.
 const (
-	// StopFirst stops the old container, then starts the new one: the
-	// service is down for the old one's stop and the new one's start.
+	// StopFirst stops the old container, then starts the new one. The service
+	// is down for the old one's stop and the new one's start.
 	StopFirst = "stop-first"
-	// StartFirst starts the new container beside the old one, on the
-	// module's networks under the same aliases; only once it is healthy
-	// does the old one leave the aliases, drain, stop and go.
+	// StartFirst starts the new container beside the old one, on the module's
+	// networks under the same aliases. Only once the new one is healthy does
+	// the old one leave the aliases. Then it drains, stops and goes.
 	StartFirst = "start-first"
 )
 
 var updateOrders = []string{StopFirst, StartFirst}
 
-// UpdateOrderOf returns the update order of container c of module m: its
-// own, else the module's, else stop-first.
+// UpdateOrderOf returns the update order of container c of module m. It is
+// c's own, else the module's, else stop-first.
 func UpdateOrderOf(m *Module, c *Container) string {
 	switch {
 	case c.UpdateOrder != "":
@@ -31,8 +31,8 @@ func UpdateOrderOf(m *Module, c *Container) string {
 	return StopFirst
 }
 
-// DrainOf is how long a start-first recreate leaves the old container
-// running once it has left the aliases: drain, else its stop grace.
+// DrainOf is how long a start-first recreate leaves the old container running
+// once it has left the aliases. It is drain, else the stop grace period.
 func (c *Container) DrainOf() time.Duration {
 	if c.Drain > 0 {
 		return c.Drain.Std()
@@ -40,10 +40,11 @@ func (c *Container) DrainOf() time.Duration {
 	return c.StopGrace()
 }
 
-// StartFirstBlocker says why c cannot be replaced start-first (old and new
-// run at once), "" when it can: it must be reached through a module
-// network, publish no host port (two containers cannot bind it) and write
-// no volume (two writers of one volume; a read-only one is shared safely).
+// StartFirstBlocker says why c cannot be replaced start-first, or "" when it
+// can. Start-first runs old and new at once. So c must be reached through a
+// module network. It must publish no host port, since two containers cannot
+// bind it. It must write no volume, since one volume would have two writers.
+// A read-only volume is shared safely.
 func StartFirstBlocker(c *Container) string {
 	switch {
 	case len(c.Networks) == 0:
@@ -59,7 +60,7 @@ func StartFirstBlocker(c *Container) string {
 	return ""
 }
 
-// updateOrder checks the update order of container c of module m (at p).
+// updateOrder checks the update order of container c of module m, at p.
 func (v *validator) updateOrder(p []string, m *Module, c *Container) {
 	at := func(field string) []string { return append(append([]string{}, p...), field) }
 	v.oneOf(at("update-order"), c.UpdateOrder, updateOrders)

@@ -18,7 +18,7 @@ var (
 	pullPolicies    = []string{"missing", "always", "never"}
 )
 
-// validator checks a decoded file, keeping every error with its line: an
+// validator checks a decoded file and keeps every error with its line. So an
 // operator fixes them all in one go.
 type validator struct {
 	file string
@@ -27,9 +27,9 @@ type validator struct {
 	errs []failure
 }
 
-// failure is an error of the file, its message not yet written: only the
-// first MaxErrors are (a message may list a module's containers, or look
-// for the name meant among them).
+// failure is an error of the file, its message not yet written. Only the
+// first MaxErrors messages are written. A message may list a module's
+// containers, or look for the name meant among them.
 type failure struct {
 	line          int
 	field, format string
@@ -40,9 +40,9 @@ func (v *validator) fail(path []string, format string, args ...any) {
 	v.errs = append(v.errs, failure{line: v.tree.lineOf(path...), field: fieldPath(path), format: format, args: args})
 }
 
-// result returns the errors found, nil if none, in the file's order, as an
-// editor shows them; stable, so that errors on one line keep the
-// validator's (name) order.
+// result returns the errors found in the file's order, as an editor shows
+// them, or nil if none. The sort is stable. So errors on one line keep the
+// validator's order, which is by name.
 func (v *validator) result() error {
 	if len(v.errs) == 0 {
 		return nil
@@ -115,7 +115,7 @@ func (v *validator) container(p []string, c *Container) {
 	v.fields(p, c)
 	v.oneOf(at("pull"), c.Pull, pullPolicies)
 	v.env(at("env"), c.Env)
-	// In order: with two bad keys, the same one is named every time.
+	// In order, so that with two bad keys the same one is named every time.
 	for _, k := range sortedKeys(c.Labels) {
 		switch {
 		case k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, badKeyRune) >= 0:
@@ -180,23 +180,22 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 	}
 }
 
-// image checks ref as the engine will read it: a name with an optional
-// registry, tag and digest (meshtest/busybox:1, 127.0.0.1:5000/x/y:2,
-// x@sha256:…), or an image id.
+// image checks ref as the engine will read it. That is an image id, or a name
+// with an optional registry, tag and digest. Examples are
+// `meshtest/busybox:1`, `127.0.0.1:5000/x/y:2` and `x@sha256:…`.
 func (v *validator) image(p []string, ref string) {
 	if _, err := reference.ParseAnyReference(ref); err != nil {
 		v.fail(p, "%q is not an image reference: %v", ref, err)
 	}
 }
 
-// env checks environment variables: the engine passes each as
-// "NAME=value", so a name may hold neither '=' nor a NUL, and one with
-// spaces could not be used by the program it is for. A value may hold no
-// control character but tab and newline (a NUL cannot be passed at all, and
-// the engine's error would quote the value). Errors name the variable,
-// never its value.
+// env checks environment variables. The engine passes each as "NAME=value".
+// So a name may hold neither '=' nor a NUL. A name with spaces could not be
+// used by the program it is for. A value may hold no control character but
+// tab and newline. A NUL cannot be passed at all, and the engine's error
+// would quote the value. Errors name the variable, never its value.
 func (v *validator) env(p []string, env map[string]string) {
-	// In order: with two bad keys, the same one is named every time.
+	// In order, so that with two bad keys the same one is named every time.
 	for _, k := range sortedKeys(env) {
 		at := append(append([]string{}, p...), k)
 		if k == "" || strings.ContainsRune(k, '=') || strings.IndexFunc(k, badKeyRune) >= 0 {
@@ -208,8 +207,9 @@ func (v *validator) env(p []string, env map[string]string) {
 	}
 }
 
-// controlIn returns the name of the first control character in value that
-// no environment value may hold: C0 controls but tab and newline, and DEL.
+// controlIn returns the name of the first control character in value that no
+// environment value may hold. These are the C0 controls but tab and newline,
+// and DEL.
 func controlIn(value string) (string, bool) {
 	i := strings.IndexFunc(value, func(r rune) bool { return r < 0x20 && r != '\t' && r != '\n' || r == 0x7f })
 	if i < 0 {
@@ -221,8 +221,8 @@ func controlIn(value string) (string, bool) {
 	return fmt.Sprintf("U+%04X", value[i]), true
 }
 
-// badKeyRune reports the runes no env or label key may hold: white space
-// and control characters (NUL among them).
+// badKeyRune reports the runes no env or label key may hold. These are white
+// space and control characters, NUL among them.
 func badKeyRune(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }
 
 func (v *validator) oneOf(p []string, val string, allowed []string) {
@@ -237,7 +237,7 @@ func (v *validator) oneOf(p []string, val string, allowed []string) {
 	v.fail(p, "%q is not one of %s", val, strings.Join(allowed, ", "))
 }
 
-// checkVolume accepts "source:/target" with an optional ":ro" or ":rw".
+// checkVolume accepts `source:/target` with an optional `:ro` or `:rw`.
 func checkVolume(s string) error {
 	parts := strings.Split(s, ":")
 	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || !strings.HasPrefix(parts[1], "/") {
@@ -249,8 +249,8 @@ func checkVolume(s string) error {
 	return nil
 }
 
-// checkPort accepts "[ip:]hostPort:containerPort[/tcp|/udp]" and
-// "containerPort[/proto]".
+// checkPort accepts `[ip:]hostPort:containerPort[/tcp|/udp]` and
+// `containerPort[/proto]`.
 func checkPort(s string) error {
 	spec, proto, _ := strings.Cut(s, "/")
 	if proto != "" && proto != "tcp" && proto != "udp" && proto != "sctp" {
@@ -277,8 +277,8 @@ func checkPort(s string) error {
 	return nil
 }
 
-// containerList writes a module's container names (the first 20 of a
-// large module), when an error shown asks for them.
+// containerList writes a module's container names when an error shown asks
+// for them. For a large module it writes the first 20.
 type containerList struct{ m *Module }
 
 func (l containerList) String() string {
@@ -290,8 +290,8 @@ func (l containerList) String() string {
 	return strings.Join(names, ", ")
 }
 
-// didYouMean writes "; did you mean …?" when one of the module's
-// containers is close to name, when an error shown asks for it.
+// didYouMean writes "; did you mean …?" when one of the module's containers
+// is close to name. It does so when an error shown asks for it.
 type didYouMean struct {
 	name string
 	m    *Module

@@ -19,14 +19,14 @@ var (
 	userRE     = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
 )
 
-// knownSignals are the names stop-signal takes (without SIG).
+// knownSignals are the names stop-signal takes, without SIG.
 var knownSignals = map[string]bool{"HUP": true, "INT": true, "QUIT": true, "ILL": true, "TRAP": true, "ABRT": true,
 	"IOT": true, "BUS": true, "FPE": true, "KILL": true, "USR1": true, "SEGV": true, "USR2": true, "PIPE": true,
 	"ALRM": true, "TERM": true, "STKFLT": true, "CHLD": true, "CONT": true, "STOP": true, "TSTP": true,
 	"TTIN": true, "TTOU": true, "URG": true, "XCPU": true, "XFSZ": true, "VTALRM": true, "PROF": true,
 	"WINCH": true, "IO": true, "POLL": true, "PWR": true, "SYS": true}
 
-// fields validates c's container fields; p is its path.
+// fields validates c's container fields. p is its path.
 func (v *validator) fields(p []string, c *Container) {
 	at := func(field string, more ...string) []string {
 		return append(append(append([]string{}, p...), field), more...)
@@ -70,8 +70,8 @@ func (v *validator) healthcheck(at pathFunc, h *Healthcheck) {
 	}
 }
 
-// process checks how the container's process runs: its stop signal, user,
-// working directory, host name, tmpfs mounts and capabilities.
+// process checks how the container's process runs. That covers its stop
+// signal, user, working directory, host name, tmpfs mounts and capabilities.
 func (v *validator) process(at pathFunc, c *Container) {
 	if c.StopSignal != "" {
 		name := strings.TrimPrefix(strings.ToUpper(c.StopSignal), "SIG")
@@ -163,12 +163,12 @@ var (
 	sysctlRE = regexp.MustCompile(`^[a-z0-9_]+(\.[A-Za-z0-9_*/-]+)+$`)
 )
 
-// knownUlimits are the limits the engine sets (setrlimit's, without RLIMIT_).
+// knownUlimits are the limits the engine sets, setrlimit's without RLIMIT_.
 var knownUlimits = []string{"as", "core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice",
 	"nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"}
 
-// runtime checks what the container's process runs with: its exposed
-// ports, sysctls, ulimits and name servers.
+// runtime checks what the container's process runs with. That covers its
+// exposed ports, sysctls, ulimits and name servers.
 func (v *validator) runtime(at pathFunc, c *Container) {
 	for i, e := range c.Expose {
 		m := exposeRE.FindStringSubmatch(e)

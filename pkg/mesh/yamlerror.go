@@ -18,9 +18,8 @@ var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
 var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
 var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
 
-// parserProblems are the syntax errors of yaml.v3's parser (not its
-// scanner). yaml.v3 writes their line 0-based, and leaves it out on the
-// first line.
+// parserProblems are the syntax errors of yaml.v3's parser, not its scanner.
+// yaml.v3 writes their line 0-based, and leaves it out on the first line.
 var parserProblems = map[string]bool{
 	"did not find expected <stream-start>":   true,
 	"did not find expected <document start>": true,
@@ -35,10 +34,11 @@ var parserProblems = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
-// yamlError turns yaml's errors (a TypeError holds every type error, unknown
-// field and duplicate key of the file) into one DecodeError listing them in
-// the file's order, each with the file, line and field path. Only the first
-// MaxErrors are placed in the tree: the others are counted.
+// yamlError turns yaml's errors into one DecodeError that lists them in the
+// file's order. A TypeError holds every type error, unknown field and
+// duplicate key of the file. Each error gets the file, line and field path.
+// Only the first MaxErrors are placed in the tree, and the others are
+// counted.
 func yamlError(name string, root *yaml.Node, err error) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) || len(te.Errors) == 0 {
@@ -73,7 +73,7 @@ func lineNumber(msg string) int {
 	return n
 }
 
-// yamlError1 turns one of yaml's messages into a DecodeError, in the file's
+// yamlError1 turns one of yaml's messages into a DecodeError in the file's
 // words.
 func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	e := &DecodeError{File: name, Msg: strings.TrimPrefix(msg, "yaml: ")}
@@ -91,8 +91,8 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 		return e // the node tree is not there to name the field
 	}
 	if c := columnRE.FindStringSubmatch(e.Msg); c != nil {
-		// meshctl's own errors name the node's column: the field is the
-		// one written there, whatever else is on the line.
+		// meshctl's own errors name the node's column. The field is the one
+		// written there, whatever else is on the line.
 		col, _ := strconv.Atoi(c[1])
 		e.Msg = c[2]
 		e.Field = pathAtColumn(root, e.Line, col)
@@ -107,10 +107,9 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	return e
 }
 
-// fieldOf returns the path of the field a yaml error at line is about. The
-// message names the key or the kind of value when there is one: it is
-// preferred to other keys on the same line (a JSON file may be a single
-// line).
+// fieldOf returns the path of the field that a yaml error at line is about.
+// The message may name the key or the kind of value. That one is preferred to
+// other keys on the same line, since a JSON file may be a single line.
 func fieldOf(root *yaml.Node, line int, msg string) string {
 	var key, tag string
 	if u := unknownFieldRE.FindStringSubmatch(msg); u != nil {
@@ -127,8 +126,8 @@ func fieldOf(root *yaml.Node, line int, msg string) string {
 	return field
 }
 
-// fieldHint is what follows `unknown field "key"`: the field meant, or the
-// fields there are.
+// fieldHint is what follows `unknown field "key"`. It is the field meant, or
+// the fields there are.
 func fieldHint(key string, known []string) string {
 	if why, ok := noField[strings.ReplaceAll(key, "_", "-")]; ok {
 		return "; " + why
@@ -197,9 +196,9 @@ func yamlFields(t reflect.Type) []string {
 
 var typeErrorPartsRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
 
-// typeMessage says a type error in the file's words: what the field takes,
-// with an example, and what it found, never yaml's tags (!!str) or Go's
-// types ([]string).
+// typeMessage says a type error in the file's words. It says what the field
+// takes, with an example, and what it found. It never shows yaml's tags
+// (!!str) or Go's types ([]string).
 func typeMessage(field, msg string) string {
 	m := typeErrorPartsRE.FindStringSubmatch(msg)
 	if m == nil {
@@ -210,7 +209,7 @@ func typeMessage(field, msg string) string {
 	if found == "" {
 		found = "a " + m[1]
 	}
-	// What was found is quoted, but never for a map of strings: env and
+	// What was found is quoted, but never for a map of strings. env and
 	// logging options hold secrets ("splunk-token=…").
 	if m[2] != "" && (m[1] == "str" || m[1] == "int" || m[1] == "float" || m[1] == "bool") && m[3] != "map[string]string" {
 		found += fmt.Sprintf(" (%s)", m[2])
@@ -273,7 +272,8 @@ func wantedFor(field, goType string) string {
 
 // pathAt returns the dotted path of the deepest mapping key or value that
 // starts on line, or "" if none does. A non-empty key restricts the search to
-// mapping keys of that name; a non-empty tag, to values of that tag.
+// mapping keys of that name. A non-empty tag restricts it to values of that
+// tag.
 func pathAt(n *yaml.Node, line int, key, tag string) string {
 	var best string
 	var w pathWalker
@@ -299,8 +299,8 @@ func pathAt(n *yaml.Node, line int, key, tag string) string {
 }
 
 // pathAtColumn returns the dotted path of the node written at line and
-// column: the key of a mapping value, the index of a sequence item. A key
-// there is named by itself.
+// column. That is the key of a mapping value, or the index of a sequence
+// item. A key there is named by itself.
 func pathAtColumn(n *yaml.Node, line, col int) string {
 	at := func(n *yaml.Node) bool { return n != nil && n.Line == line && n.Column == col }
 	var best string
@@ -313,22 +313,22 @@ func pathAtColumn(n *yaml.Node, line, col int) string {
 	return best
 }
 
-// pathWalker walks a node tree in document order, keeping the path to the
-// node it visits as elements, written out only when asked for: the errors
+// pathWalker walks a node tree in document order. It keeps the path to the
+// node it visits as elements, written out only when asked for. So the errors
 // of a file of MaxNodes values are placed without a string per node.
 type pathWalker struct {
 	path []pathElem
 }
 
-// pathElem is a mapping key, or (key == nil) a sequence index.
+// pathElem is a mapping key, or a sequence index when key is nil.
 type pathElem struct {
 	key *yaml.Node
 	i   int
 }
 
-// walk calls visit for every mapping entry (k, v) and sequence item (nil,
-// v) under n, in document order, with w's path at that entry. Nothing
-// after line is visited: entries of a node come in the file's order, so the
+// walk calls visit for every mapping entry (k, v) and sequence item (nil, v)
+// under n, in document order. w's path is then at that entry. Nothing after
+// line is visited. The entries of a node come in the file's order. So the
 // first that starts after line ends the node's walk.
 func (w *pathWalker) walk(n *yaml.Node, line int, visit func(k, v *yaml.Node)) {
 	switch n.Kind {

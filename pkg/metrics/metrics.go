@@ -1,14 +1,17 @@
 // Package metrics writes what meshctl knows of its host for the alerting
-// operators already run: Prometheus's text format, in a file that
-// node_exporter's textfile collector reads (--metrics-file).
+// operators already run. It writes Prometheus's text format to a file
+// (--metrics-file), which node_exporter's textfile collector reads.
 //
-// The file is a rendering of the state directory, not a log: each command
-// that changes what it reports (apply, window run and ack, the build
-// commands) and status write it whole, atomically (a temp file beside it,
-// fsync, rename), so the collector never reads half of it. Names follow
-// Prometheus's conventions: a unit suffix (_seconds), no _total on gauges,
-// and only labels of bounded cardinality (module, step, state, action; a
-// build id only on the _info series, which has one per module).
+// The file is a rendering of the state directory, not a log. status writes it
+// whole, and so does each command that changes what it reports. Those are
+// apply, window run and ack, and the build commands. Each write is atomic, by
+// a temp file beside it, fsync and rename. So the collector never reads half
+// of it.
+//
+// Names follow Prometheus's conventions. A unit has a suffix (_seconds), and
+// gauges have no _total. Only labels of bounded cardinality are used, such as
+// module, step, state and action. A build id labels only the _info series,
+// which has one per module.
 package metrics
 
 import (
@@ -23,20 +26,20 @@ import (
 	"github.com/meshctl/meshctl/pkg/holds"
 )
 
-// HoldStates are the states a hold is counted in, each always written (0
-// when none), so that an alert on one never sees the series vanish.
+// HoldStates are the states a hold is counted in. Each is always written, 0
+// when none. So an alert on one never sees the series vanish.
 var HoldStates = []string{holds.Open, holds.Overdue, holds.Orphaned, holds.Unknown, holds.Stale}
 
 // Snapshot is what the metrics file reports.
 type Snapshot struct {
-	// Windows is the history of closed windows, oldest first, of the
+	// Windows is the history of closed windows, oldest first. It covers the
 	// steps the applied state has.
 	Windows []holds.Entry
 	// Holds counts the open windows' holds by state.
 	Holds map[string]int
-	// Apply is the last apply; nil before the first.
+	// Apply is the last apply, nil before the first.
 	Apply *Apply
-	// Builds are the ledger's modules; nil when the ledger was not read.
+	// Builds are the ledger's modules, nil when the ledger was not read.
 	Builds []Build
 }
 
@@ -51,7 +54,7 @@ type Apply struct {
 // Build is one module of the ledger.
 type Build struct {
 	Module string
-	// Current is the current build's id, "" when the module has none;
+	// Current is the current build's id, "" when the module has none.
 	// RequestedAt is when it was requested.
 	Current     string
 	RequestedAt time.Time
@@ -172,7 +175,7 @@ func header(b *bytes.Buffer, name, help string) {
 	fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n", name, escapeHelp(help), name)
 }
 
-// sample writes one sample; labels are name, value pairs.
+// sample writes one sample. labels are name, value pairs.
 func sample(b *bytes.Buffer, name string, v float64, labels ...string) {
 	b.WriteString(name)
 	if len(labels) > 0 {
@@ -212,9 +215,10 @@ var (
 func escapeLabel(s string) string { return labelEscaper.Replace(s) }
 func escapeHelp(s string) string  { return helpEscaper.Replace(s) }
 
-// Write renders s into path atomically: a temp file in the same directory
-// (named with a leading dot and no .prom suffix, which the collector skips),
-// fsync, rename over path, fsync the directory.
+// Write renders s into path atomically. It writes a temp file in the same
+// directory, fsyncs it and renames it over path, then fsyncs the directory.
+// The temp file's name has a leading dot and no .prom suffix, so the
+// collector skips it.
 func Write(path string, s Snapshot) error {
 	if !strings.HasSuffix(path, ".prom") {
 		return fmt.Errorf("metrics file %s: its name must end in .prom, which node_exporter's textfile collector reads", path)
@@ -229,8 +233,8 @@ func Write(path string, s Snapshot) error {
 		tmp.Close()
 		return fmt.Errorf("metrics file %s: %w", path, err)
 	}
-	// The collector runs as another user (node_exporter): readable by all,
-	// as it carries no secret.
+	// The collector runs as another user (node_exporter). So the file is
+	// readable by all, as it carries no secret.
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
 		return fmt.Errorf("metrics file %s: %w", path, err)

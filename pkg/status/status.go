@@ -29,14 +29,16 @@ const (
 
 // Report is the status of a host.
 type Report struct {
-	// Summary is one line: "ok", "working: window w-… open", or what is wrong.
+	// Summary is one line. It is "ok", "working: window w-… open", or what is
+	// wrong.
 	Summary    string       `json:"summary"`
 	Containers []Container  `json:"containers"`
 	Windows    []holds.View `json:"windows"`
 	Builds     []Build      `json:"builds"`
 	LastApply  *LastApply   `json:"last_apply"`
-	// FailedWindows are, per module and step, the last window when it did
-	// not end ok (failed, timeout, interrupted, or released stale).
+	// FailedWindows hold the last window of each module and step, when it
+	// did not end ok. Such a window failed, timed out, was interrupted, or
+	// was released stale.
 	FailedWindows []holds.Entry `json:"failed_windows"`
 	// Problems are what needs a person, one line each (status --check).
 	Problems []string `json:"problems"`
@@ -47,14 +49,14 @@ type Container struct {
 	Name   string `json:"name"`
 	Module string `json:"module"`
 	State  string `json:"state"`
-	// Window is the window that holds the container, "" when none; every
-	// key is always there (CONTRACT §8), so a reader needs no check.
+	// Window is the window that holds the container, "" when none. Every key
+	// is always there (CONTRACT §8), so a reader needs no check.
 	Window  string   `json:"window"`
 	Reasons []string `json:"reasons"`
-	// Health is what the engine says of a running container's healthcheck
-	// (starting, healthy, unhealthy); "" without one. A held container
-	// reads "": the engine's "unhealthy" for a stopped container means
-	// nothing there.
+	// Health is what the engine says of a running container's healthcheck. It
+	// is starting, healthy or unhealthy, or "" without one. A held container
+	// reads "". For a stopped container, the engine's "unhealthy" means
+	// nothing.
 	Health string `json:"health"`
 }
 
@@ -73,13 +75,14 @@ type LastApply struct {
 	Error      string    `json:"error,omitempty"`
 }
 
-// Get reads the state directory's snapshots (no lock) and lists the managed
-// containers in one engine call; current reads a module's current build,
-// from the ledger the command is configured with.
+// Get reads the state directory's snapshots, without a lock. It lists the
+// managed containers in one engine call. current reads a module's current
+// build, from the ledger the command is configured with.
 //
-// It creates nothing, not even the state directory's identity. A state
-// directory that does not exist (state.Peek) reads as nothing applied yet,
-// once the engine answers a ping: an unreachable engine is still a failure.
+// Get creates nothing, not even the state directory's identity. A state
+// directory that does not exist (state.Peek) reads as nothing applied yet.
+// That holds once the engine answers a ping. An unreachable engine is still a
+// failure.
 func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
@@ -92,8 +95,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if err != nil {
 		return nil, err
 	}
-	// A module whose env-file cannot be read is reported, not the end of
-	// the report: the other modules' status does not depend on its files.
+	// A module whose env-file cannot be read is reported, and the report goes
+	// on. The other modules' status does not depend on its files.
 	key, err := record.PeekSecretKey(d, app.File)
 	if err != nil {
 		return nil, err
@@ -103,8 +106,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if err != nil {
 		return nil, err
 	}
-	// Window locks first, then the one engine listing; the dead windows are
-	// reported, not released: status changes nothing.
+	// Window locks first, then the one engine listing. The dead windows are
+	// reported, not released, since status changes nothing.
 	ws, err := lifecycle.ObserveWindows(ctx, d, d.Read, eng, scope, now)
 	if le := (*lifecycle.ListingError)(nil); errors.As(err, &le) {
 		return nil, le.Err
@@ -152,10 +155,10 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	return rep, nil
 }
 
-// containers fills rep.Containers, in name order: every desired container
-// and every managed one the applied state does not name. It returns the
-// modules whose builds the report shows: the desired containers' and the
-// artifacts they run.
+// containers fills rep.Containers in name order. It lists every desired
+// container, and every managed one the applied state does not name. It
+// returns the modules whose builds the report shows. Those are the desired
+// containers' modules and the artifacts they run.
 func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View, unreadable map[string]error) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
@@ -204,9 +207,10 @@ func builds(modules map[string]bool, current func(module string) (ledger.Build, 
 	return out, nil
 }
 
-// failedWindows returns, per module and step that the applied state still
-// has, the last window of the history (oldest first) when it did not end ok
-// and no one acknowledged it (meshctl window ack).
+// failedWindows returns the last window of the history for each module and
+// step the applied state still has. The history is oldest first. A window is
+// returned when it did not end ok and no one acknowledged it (meshctl window
+// ack).
 func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) []holds.Entry {
 	last := map[string]holds.Entry{}
 	for _, e := range hist {
@@ -221,9 +225,9 @@ func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) [
 	return out
 }
 
-// problems lists what needs a person: a failed last apply or window, a
-// stale hold, an overdue window, a container drifted or not running that
-// no window holds. Each line says what to do.
+// problems lists what needs a person, and each line says what to do. A
+// problem is a failed last apply or window, a stale hold or an overdue
+// window. So is a container drifted or not running that no window holds.
 func problems(rep *Report) []string {
 	out := []string{}
 	if l := rep.LastApply; l != nil && l.Result != "ok" {
@@ -269,8 +273,9 @@ func firstLine(s string) string {
 	return line
 }
 
-// containerState is the state of container name: c as the engine has it
-// (nil: missing), d as the applied state wants it (nil: not in it).
+// containerState is the state of container name. c is the container as the
+// engine has it, nil when missing. d is what the applied state wants, nil
+// when it is not in it.
 func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
