@@ -3,6 +3,8 @@
 // to an exit status (CONTRACT §3), so no other package knows those numbers.
 package fault
 
+import "fmt"
+
 // Kind is a kind of failure, as the user acts on it.
 type Kind string
 
@@ -21,3 +23,21 @@ const (
 	// Interrupted: stopped by SIGINT or SIGTERM, after cleaning up.
 	Interrupted Kind = "interrupted"
 )
+
+// Error is an error of a known kind that carries only its message.
+// Packages return it where no caller tells one such error from another.
+type Error struct {
+	Kind Kind
+	Msg  string
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Msg }
+
+// Fault returns the kind of failure.
+func (e *Error) Fault() Kind { return e.Kind }
+
+// New returns an *Error of kind whose message is format filled by args.
+func New(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
