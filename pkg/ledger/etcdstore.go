@@ -331,7 +331,7 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 		if len(kvs) == 1 {
 			cur = &record{}
 			if err := json.Unmarshal(kvs[0].Value, cur); err != nil {
-				return false, &corruptError{Key: string(kvs[0].Key), Err: err}
+				return false, corrupt(string(kvs[0].Key), err)
 			}
 		}
 		return true, nil
@@ -418,7 +418,7 @@ func (t *etcdTx) getJSON(key string, v any) (bool, error) {
 		return false, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, &corruptError{Key: key, Err: err}
+		return false, corrupt(key, err)
 	}
 	return true, nil
 }
@@ -434,18 +434,11 @@ func (t *etcdTx) put(key string, v any) {
 	t.writes[key] = b
 }
 
-// corruptError is a value in etcd that does not parse (exit 2, like a state
-// file that does not).
-type corruptError struct {
-	Key string
-	Err error
+// corrupt reports a value in etcd that does not parse. It is bad input
+// (exit 2), like a state file that does not parse.
+func corrupt(key string, err error) error {
+	return fault.New(fault.BadInput, "etcd key %s does not parse: %v; it was not written by this meshctl", key, err)
 }
-
-func (e *corruptError) Error() string {
-	return fmt.Sprintf("etcd key %s does not parse: %v; it was not written by this meshctl", e.Key, e.Err)
-}
-
-func (e *corruptError) Fault() fault.Kind { return fault.BadInput }
 
 // answerTTL is how long an answer is kept for a retry to find: a retry comes
 // within seconds. Answers live under a lease of answerTTL, which the
@@ -560,7 +553,7 @@ func (t *etcdTx) all() (map[string]buildDoc, error) {
 	for _, kv := range resp.Kvs {
 		var d buildDoc
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
-			return nil, &corruptError{Key: string(kv.Key), Err: err}
+			return nil, corrupt(string(kv.Key), err)
 		}
 		t.builds[path.Base(string(kv.Key))] = d
 	}
@@ -637,7 +630,7 @@ func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 	}
 	last, ok := parseSeq(string(b))
 	if b != nil && !ok {
-		return nil, &corruptError{Key: t.s.key("last"), Err: fmt.Errorf("malformed id %q", b)}
+		return nil, corrupt(t.s.key("last"), fmt.Errorf("malformed id %q", b))
 	}
 	var out []string
 	for i := range n {
@@ -735,7 +728,7 @@ func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
 		for _, kv := range resp.Kvs {
 			var p planRec
 			if err := json.Unmarshal(kv.Value, &p); err != nil {
-				return &corruptError{Key: string(kv.Key), Err: err}
+				return corrupt(string(kv.Key), err)
 			}
 			known[p.ID] = p.RequestedAt
 		}
@@ -835,15 +828,15 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 			return true, nil // ours, interrupted (or our own answer lost): resume
 		}
 		if len(got) == 1 {
-			return false, &NotEmptyError{Where: s.describe() + " (another import into it was interrupted: run that one again to finish it)"}
+			return false, notEmpty(s.describe() + " (another import into it was interrupted: run that one again to finish it)")
 		}
-		return false, &NotEmptyError{Where: s.describe()}
+		return false, notEmpty(s.describe())
 	})
 	if err != nil {
 		return err
 	}
 	ours := clientv3.Compare(clientv3.Value(mkey), "=", marker)
-	lostMarker := &NotEmptyError{Where: s.describe() + " (its import marker changed during the import)"}
+	lostMarker := notEmpty(s.describe() + " (its import marker changed during the import)")
 	for len(ops) > 0 {
 		batch := ops[:min(importBatch, len(ops))]
 		ops = ops[len(batch):]

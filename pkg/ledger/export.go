@@ -135,26 +135,15 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer) (builds int, err error
 	return len(d.builds), bw.Flush()
 }
 
-// NotEmptyError refuses an import into a ledger that has issued ids (exit 2).
-type NotEmptyError struct{ Where string }
-
-func (e *NotEmptyError) Error() string {
-	return fmt.Sprintf("ledger %s is not empty; import only into a new ledger (another --ledger, or an etcd prefix nobody uses)", e.Where)
+// notEmpty refuses an import into a ledger that has issued ids (exit 2).
+func notEmpty(where string) error {
+	return fault.New(fault.BadInput, "ledger %s is not empty; import only into a new ledger (another --ledger, or an etcd prefix nobody uses)", where)
 }
 
-// Fault says an import into a non-empty ledger is bad input.
-func (e *NotEmptyError) Fault() fault.Kind { return fault.BadInput }
-
-// ImportError is an export that does not read (exit 2).
-type ImportError struct {
-	Line int
-	Err  error
+// badImport reports line n of an export that does not read (exit 2).
+func badImport(n int, err error) error {
+	return fault.New(fault.BadInput, "import line %d: %v", n, err)
 }
-
-func (e *ImportError) Error() string { return fmt.Sprintf("import line %d: %v", e.Line, e.Err) }
-
-// Fault says a malformed export is bad input.
-func (e *ImportError) Fault() fault.Kind { return fault.BadInput }
 
 // Import reads an Export from r into this ledger, which must be empty:
 // the same ids, order, plans and outcomes.
@@ -185,9 +174,9 @@ func readDump(r io.Reader) (*dump, error) {
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ln); err != nil {
-			return nil, &ImportError{Line: n, Err: err}
+			return nil, badImport(n, err)
 		}
-		bad := func(format string, args ...any) error { return &ImportError{Line: n, Err: fmt.Errorf(format, args...)} }
+		bad := func(format string, args ...any) error { return badImport(n, fmt.Errorf(format, args...)) }
 		if !header {
 			if ln.Kind != "ledger" || ln.Version != ExportVersion {
 				return nil, bad("want the header {\"kind\":\"ledger\",\"version\":%d,…} first: is this a meshctl build export?", ExportVersion)
@@ -255,7 +244,7 @@ func readDump(r io.Reader) (*dump, error) {
 		return nil, err
 	}
 	if !header {
-		return nil, &ImportError{Line: n, Err: errors.New("empty: no ledger header")}
+		return nil, badImport(n, errors.New("empty: no ledger header"))
 	}
 	sort.Slice(d.builds, func(i, j int) bool { return d.builds[i].id < d.builds[j].id })
 	return d, nil

@@ -555,7 +555,7 @@ func (s *fileStore) load(ctx context.Context, d *dump) error {
 		return err
 	}
 	if tx.idx.Last != "" || len(tx.idx.Pending) > 0 || len(ms) > 0 {
-		return &NotEmptyError{Where: s.describe()}
+		return notEmpty(s.describe())
 	}
 	for _, b := range d.builds {
 		if b.pruned != nil {

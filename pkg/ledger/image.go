@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Image is a checked image reference.
@@ -30,16 +32,16 @@ type Image struct {
 // ParseImage checks ref as a Docker image reference.
 func ParseImage(ref string) (Image, error) {
 	if ref == "" {
-		return Image{}, &ImageError{Ref: ref, Err: errors.New("it is empty")}
+		return Image{}, badImage(ref, errors.New("it is empty"))
 	}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return Image{}, &ImageError{Ref: ref, Err: err}
+		return Image{}, badImage(ref, err)
 	}
 	if d := reference.Domain(named); strings.Contains(d, ":") {
 		if _, port, err := net.SplitHostPort(d); err == nil {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return Image{}, &ImageError{Ref: ref, Err: fmt.Errorf("registry port %s is not a port (1 to 65535)", port)}
+				return Image{}, badImage(ref, fmt.Errorf("registry port %s is not a port (1 to 65535)", port))
 			}
 		}
 	}
@@ -64,7 +66,7 @@ var moduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 // CheckModule reports whether name is a valid module name.
 func CheckModule(name string) error {
 	if !moduleName.MatchString(name) {
-		return &ModuleError{Name: name}
+		return fault.New(fault.BadInput, "module name %q is not valid: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", name)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -218,7 +219,7 @@ func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T,
 // for them all, in one change of the ledger, or, for more modules than one
 // change of an etcd ledger can take (etcdIDsPerTxn), in as many as needed,
 // each whole, each after the last. With plan set, the builds join
-// that existing plan instead (an unknown plan is an *UnknownError); a plan
+// that existing plan instead (an unknown plan is bad input); a plan
 // that had settled is open again until they are recorded.
 func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	if len(modules) == 0 {
@@ -230,7 +231,7 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 			return Plan{}, err
 		}
 		if seen[m] {
-			return Plan{}, &ModuleError{Name: m, Why: "is named twice; request one build per module"}
+			return Plan{}, fault.New(fault.BadInput, "module %q is named twice; request one build per module", m)
 		}
 		seen[m] = true
 	}
@@ -290,7 +291,7 @@ func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Pl
 				return Plan{}, err
 			}
 			if !ok {
-				return Plan{}, &UnknownError{Kind: "plan", ID: plan}
+				return Plan{}, unknownID("plan", plan)
 			}
 			pr = p
 		} else {
@@ -319,10 +320,10 @@ func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Pl
 
 func checkID(id, prefix, kind string) error {
 	if !strings.HasPrefix(id, prefix) {
-		return &UnknownError{Kind: kind, ID: id, Why: fmt.Sprintf("%q is not a %s id: %s ids start with %q", id, kind, kind, prefix)}
+		return fault.New(fault.BadInput, "%q is not a %s id: %s ids start with %q", id, kind, kind, prefix)
 	}
 	if _, ok := parseSeq(id[len(prefix):]); !ok {
-		return &UnknownError{Kind: kind, ID: id, Why: fmt.Sprintf("%q is not a %s id: want %q and %d base32 characters", id, kind, prefix, idLen)}
+		return fault.New(fault.BadInput, "%q is not a %s id: want %q and %d base32 characters", id, kind, prefix, idLen)
 	}
 	return nil
 }
@@ -363,7 +364,7 @@ func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason strin
 			return again(*f, cur, id, key, newResult)
 		}
 		if p == nil {
-			return Recorded{}, &UnknownError{Kind: "build", ID: id}
+			return Recorded{}, unknownID("build", id)
 		}
 		cur, err := tx.currentOf(p.Module)
 		if err != nil {
@@ -562,7 +563,7 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 			return err
 		}
 		if !ok {
-			return &UnknownError{Kind: "plan", ID: id}
+			return unknownID("plan", id)
 		}
 		// Settled is computed from the builds, never stored: a plan with no
 		// build has nothing recorded, and one with a build pending is open.
@@ -583,7 +584,7 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 				}
 				out.Builds = append(out.Builds, f.build(cur))
 			default:
-				return &DamagedError{Msg: fmt.Sprintf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)}
+				return fault.New(fault.Failed, "build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)
 			}
 		}
 		return nil

@@ -24,7 +24,7 @@ type storage interface {
 	// describe names the store for messages: a directory, or endpoints.
 	describe() string
 	// dump reads the whole ledger from one snapshot; load writes one into
-	// an empty ledger (a *NotEmptyError otherwise), for export and import.
+	// an empty ledger (a bad-input error otherwise), for export and import.
 	dump(ctx context.Context) (*dump, error)
 	load(ctx context.Context, d *dump) error
 }

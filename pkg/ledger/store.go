@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -209,7 +210,7 @@ type reader interface {
 // becomes part of a path: a file that names an invalid module is damaged.
 func checkNamed(m string) error {
 	if CheckModule(m) != nil {
-		return &DamagedError{Msg: fmt.Sprintf("the ledger names module %q, which is not a valid module name; the ledger is damaged", m)}
+		return fault.New(fault.Failed, "the ledger names module %q, which is not a valid module name; the ledger is damaged", m)
 	}
 	return nil
 }
@@ -223,7 +224,7 @@ func readModule(r reader, m string) (*moduleDoc, error) {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", moduleFile(m), doc.Module, m)}
+		return nil, fault.New(fault.Failed, "ledger file %s names module %q; the ledger of module %s is damaged", moduleFile(m), doc.Module, m)
 	}
 	return doc, nil
 }
@@ -237,7 +238,7 @@ func readCatalog(r reader, m string) (*catalogDoc, error) {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", catalogFile(m), doc.Module, m)}
+		return nil, fault.New(fault.Failed, "ledger file %s names module %q; the ledger of module %s is damaged", catalogFile(m), doc.Module, m)
 	}
 	return doc, nil
 }
@@ -252,7 +253,7 @@ func readChunk(r reader, m string, n int) (*chunkDoc, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)}
+		return nil, fault.New(fault.Failed, "ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)
 	}
 	return doc, nil
 }
@@ -267,7 +268,7 @@ func readArchive(r reader, m string, seq int) (*archiveDoc, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)}
+		return nil, fault.New(fault.Failed, "ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)
 	}
 	return doc, nil
 }

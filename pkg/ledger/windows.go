@@ -205,7 +205,7 @@ func (l *Ledger) MeshWindows(ctx context.Context) ([]MeshWindow, error) {
 			for _, kv := range r.GetResponseRange().Kvs {
 				var w MeshWindow
 				if err := json.Unmarshal(kv.Value, &w); err != nil {
-					return false, &corruptError{Key: string(kv.Key), Err: err}
+					return false, corrupt(string(kv.Key), err)
 				}
 				k := s.windowKey(w)
 				if i == 1 {
