@@ -50,20 +50,10 @@ type Dir struct {
 	beforeRename func(tmp string)
 }
 
-// DirError reports a state directory meshctl refuses to use; it is bad
-// input (exit 2) and its message says how to fix it.
-type DirError struct {
-	Path   string
-	Reason string
-	Fix    string
-}
-
-func (e *DirError) Error() string {
-	msg := fmt.Sprintf("state dir %s %s", e.Path, e.Reason)
-	if e.Fix != "" {
-		msg += "; " + e.Fix
-	}
-	return msg
+// dirError reports a state directory meshctl refuses to use. It is bad
+// input (exit 2), and fix says what to do.
+func dirError(path, reason, fix string) error {
+	return fault.New(fault.BadInput, "state dir %s %s; %s", path, reason, fix)
 }
 
 // pathReason is why a path operation failed, with the path it names
@@ -75,9 +65,6 @@ func pathReason(err error) string {
 	}
 	return err.Error()
 }
-
-// Fault says a refused state directory is bad input.
-func (e *DirError) Fault() fault.Kind { return fault.BadInput }
 
 // Open checks the state directory at path, creating it (mode 0700, with any
 // missing parents) when it does not exist. It refuses a directory that is
@@ -96,7 +83,7 @@ func Peek(path string) (*Dir, error) {
 
 func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 	if path == "" {
-		return nil, &DirError{Path: `""`, Reason: "is empty", Fix: "set --state-dir"}
+		return nil, dirError(`""`, "is empty", "set --state-dir")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
@@ -111,7 +98,7 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 		if target, err := filepath.EvalSymlinks(abs); err == nil {
 			fix = "pass the directory itself: --state-dir " + target
 		}
-		return nil, &DirError{Path: abs, Reason: "is a symlink; meshctl does not follow a symlinked state dir", Fix: fix}
+		return nil, dirError(abs, "is a symlink; meshctl does not follow a symlinked state dir", fix)
 	}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
 		if readOnly {
@@ -121,17 +108,17 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 		if err := d.mkdirAll(abs); err != nil {
 			// Where the state lives is the caller's to say: a default
 			// under a read-only or missing home is a usage error.
-			return nil, &DirError{Path: abs, Reason: "cannot be created (" + pathReason(err) + ")",
-				Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory you can create"}
+			return nil, dirError(abs, "cannot be created ("+pathReason(err)+")",
+				"pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory you can create")
 		}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, &DirError{Path: abs, Reason: "cannot be used (" + pathReason(err) + ")",
-			Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory"}
+		return nil, dirError(abs, "cannot be used ("+pathReason(err)+")",
+			"pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory")
 	}
 	if !fi.IsDir() {
-		return nil, &DirError{Path: abs, Reason: "is not a directory", Fix: "point --state-dir at a directory"}
+		return nil, dirError(abs, "is not a directory", "point --state-dir at a directory")
 	}
 	if err := checkOwner(abs, fi); err != nil {
 		return nil, err
@@ -189,12 +176,11 @@ func (d *Dir) Exists() bool { return !d.missing }
 // runs as (root's directory is no other user's to use).
 func checkOwner(path string, fi os.FileInfo) error {
 	if fi.Mode().Perm()&0o022 != 0 {
-		return &DirError{Path: path, Reason: untrusted(fi), Fix: "chmod 700 it"}
+		return dirError(path, untrusted(fi), "chmod 700 it")
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &DirError{Path: path,
-			Reason: fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
-			Fix:    "chown it to the user that runs meshctl, or use another --state-dir"}
+		return dirError(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
+			"chown it to the user that runs meshctl, or use another --state-dir")
 	}
 	return nil
 }

@@ -118,10 +118,10 @@ func TestOpenRefusesSymlink(t *testing.T) {
 	must(t, os.Symlink(target, link))
 	for name, open := range map[string]func(string) (*Dir, error){"Open": Open, "Peek": Peek} {
 		_, err := open(link)
-		var de *DirError
+		var de *fault.Error
 		if !errors.As(err, &de) || de.Fault() != fault.BadInput ||
 			!strings.Contains(err.Error(), "is a symlink") || !strings.Contains(err.Error(), "--state-dir "+target) {
-			t.Errorf("%s: err = %v, want a DirError naming the symlink and its target", name, err)
+			t.Errorf("%s: err = %v, want a state dir error naming the symlink and its target", name, err)
 		}
 	}
 	// A dangling one too: never created through.
