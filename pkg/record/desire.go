@@ -34,7 +34,7 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 					return nil, err
 				}
 				if !ok {
-					return nil, &NoArtifactError{Module: c.Artifact, Container: d.Name}
+					return nil, noArtifact(c.Artifact, d.Name)
 				}
 				d.Image, d.Build = image, build
 			}
@@ -58,13 +58,9 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 	return out, nil
 }
 
-// NoArtifactError is an artifact: whose module has no current build (exit 2).
-type NoArtifactError struct{ Module, Container string }
-
-func (e *NoArtifactError) Error() string {
-	return "container " + e.Container + " wants artifact " + e.Module + ", but module " + e.Module +
-		" has no current build; record one with: meshctl build record ID --image REF"
+// noArtifact reports a container whose artifact module has no current build.
+// It is bad input (exit 2).
+func noArtifact(module, container string) error {
+	return fault.New(fault.BadInput, "container %s wants artifact %s, but module %s has no current build; record one with: meshctl build record ID --image REF",
+		container, module, module)
 }
-
-// Fault says a missing artifact is bad input.
-func (e *NoArtifactError) Fault() fault.Kind { return fault.BadInput }
