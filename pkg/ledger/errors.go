@@ -28,9 +28,9 @@ func (e *NoCurrentError) Error() string {
 // Fault says a module without a current build is bad input.
 func (e *NoCurrentError) Fault() fault.Kind { return fault.BadInput }
 
-// ConflictError reports a build recorded again with another result: another
-// image, or an image after a failure or the reverse (exit 4). The ledger is
-// left untouched.
+// ConflictError reports a build recorded again with another result (exit 4).
+// That is another image, or an image after a failure, or the reverse. The
+// ledger is left untouched.
 type ConflictError struct {
 	ID       string
 	Module   string

@@ -14,18 +14,18 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// A ledger moves between stores as JSON lines (Export, Import): a header
-// {"kind":"ledger","version":1,"last":…} with the last id issued, then the
-// plans and builds in id order, so in request order:
+// A ledger moves between stores as JSON lines (Export, Import). A header
+// comes first, {"kind":"ledger","version":1,"last":…}, with the last id
+// issued. Then come the plans and builds in id order, which is request order.
 //
 //	{"kind":"plan","id":"p-…","requested_at":…,"builds":[{"id":"b-…","module":"app"}]}
 //	{"kind":"build","id":"b-…","module":"app","plan":"p-…","requested_at":…,
 //	 "finished_at":…,"image":"…","outcome":"current"}
 //
-// A pending build has no outcome; a pruned build of a file ledger keeps only
-// its outcome and the digest of its result ("pruned": true, "result").
-// Ids, order, plans and outcomes are kept as they are: an import decides
-// nothing again.
+// A pending build has no outcome. A pruned build of a file ledger keeps only
+// its outcome and the digest of its result ("pruned": true, "result"). Ids,
+// order, plans and outcomes are kept as they are. An import decides nothing
+// again.
 
 // ExportVersion is the version of the export format.
 const ExportVersion = 1
@@ -54,8 +54,8 @@ type dump struct {
 	plans  []planRec
 }
 
-// dumpBuild is one build: pending (neither record nor pruned set), recorded
-// in full, or pruned to its compact record.
+// dumpBuild is one build. It is pending when neither record nor pruned is
+// set. Otherwise it is recorded in full, or pruned to its compact record.
 type dumpBuild struct {
 	id, module string
 	pending    pendingRec
@@ -70,8 +70,8 @@ func tptr(t time.Time) *time.Time {
 	return &t
 }
 
-// plansOf rebuilds every plan from the plan ids its builds carry; known
-// gives the request time of those a store still lists.
+// plansOf rebuilds every plan from the plan ids its builds carry. known gives
+// the request time of the plans a store still lists.
 func plansOf(builds []dumpBuild, known map[string]time.Time) []planRec {
 	byID := map[string]*planRec{}
 	var out []*planRec
@@ -120,7 +120,7 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer) (builds int, err error
 		}
 		lines = append(lines, ln)
 	}
-	// Id order is request order; a plan's id comes before its builds'.
+	// Id order is request order. A plan's id comes before its builds'.
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].ID[2:] < lines[j].ID[2:] })
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -145,8 +145,8 @@ func badImport(n int, err error) error {
 	return fault.New(fault.BadInput, "import line %d: %v", n, err)
 }
 
-// Import reads an Export from r into this ledger, which must be empty:
-// the same ids, order, plans and outcomes.
+// Import reads an Export from r into this ledger, which must be empty. It
+// keeps the same ids, order, plans and outcomes.
 func (l *Ledger) Import(ctx context.Context, r io.Reader) (builds int, err error) {
 	d, err := readDump(r)
 	if err != nil {

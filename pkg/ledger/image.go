@@ -17,13 +17,13 @@ import (
 
 // Image is a checked image reference.
 type Image struct {
-	// Ref is the reference as given; it is what the ledger records and what
-	// apply runs.
+	// Ref is the reference as given. The ledger records it, and apply runs
+	// it.
 	Ref string
-	// Normalized is its fully qualified form (docker.io/library/…:latest),
-	// which decides whether two records name the same image.
+	// Normalized is its fully qualified form (docker.io/library/…:latest). It
+	// decides whether two records name the same image.
 	Normalized string
-	// Pinned is true when the reference carries a digest: only then does it
+	// Pinned is true when the reference carries a digest. Only then does it
 	// name one image for good. A tag-only reference is accepted, with a
 	// warning, since its tag may be moved.
 	Pinned bool
@@ -50,12 +50,13 @@ func ParseImage(ref string) (Image, error) {
 	return Image{Ref: ref, Normalized: named.String(), Pinned: pinned}, nil
 }
 
-// resultFailed is the result of a build recorded as failed, in conflict
-// messages and in compact records.
+// resultFailed is the result of a build recorded as failed. Conflict messages
+// and compact records use it.
 const resultFailed = "failed"
 
-// resultKey is what two records of one build must agree on: the normalized
-// image, or "failed". A compact record keeps only its hash.
+// resultHash hashes a result key, what two records of one build must agree
+// on. The key is the normalized image, or "failed". A compact record keeps
+// only its hash.
 func resultHash(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -63,7 +64,7 @@ func resultHash(key string) string {
 
 var moduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// CheckModule reports whether name is a valid module name.
+// CheckModule returns an error unless name is a valid module name.
 func CheckModule(name string) error {
 	if !moduleName.MatchString(name) {
 		return fault.New(fault.BadInput, "module name %q is not valid: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", name)
