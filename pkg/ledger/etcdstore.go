@@ -116,8 +116,8 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 //     record once recorded.
 //   - head/MODULE is the module's current build.
 //   - kept/MODULE lists the ids of its builds kept in full, in record order.
-//     Past Retain, the oldest one other than the current is pruned to its compact
-//     record. The file ledger prunes its chunks the same way.
+//     Past Retain, the oldest one other than the current is pruned to its
+//     compact record. The file ledger prunes its chunks the same way.
 //   - plan/ID is a plan, with the builds it asked for.
 //   - answer/KEY is what an operation answered, by idempotency key. It lives
 //     under a lease of a day (answerLease).

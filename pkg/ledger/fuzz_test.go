@@ -31,8 +31,8 @@ func fuzzWantExit(t *testing.T, what string, err error, codes ...int) {
 }
 
 // FuzzImageRef feeds any text to ParseImage, as build record --image gets
-// it: a refusal is a bad-input *fault.Error (exit 2), and what it accepts normalizes
-// to a reference it accepts again, to the same normalized form.
+// it. A refusal is a bad-input *fault.Error (exit 2). What it accepts
+// normalizes to a reference it accepts again, to the same normalized form.
 func FuzzImageRef(f *testing.F) {
 	for _, ref := range []string{"meshtest/busybox:1", "busybox", "docker.io/library/busybox:latest",
 		"127.0.0.1:5117/store@sha256:" + strings.Repeat("ab", 32), "UPPER/case", "a:b:c", "", ":", "x@sha256:12",
