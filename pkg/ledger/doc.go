@@ -8,9 +8,9 @@
 // is recorded once finished ("build record"), with an image or as failed.
 // Only a successful build requested at or after the current one replaces a
 // module's current artifact (Decide). So a record is current, superseded or
-// failed. A current record became the module's artifact. A superseded one was
-// recorded after a later build became current, and changes nothing. A failed
-// one is never current. Rolling back on purpose is a new request recorded
+// failed. A current record became the module's artifact. A superseded one
+// changes nothing, since a build requested later is already current. A
+// failed one is never current. Rolling back on purpose is a new request recorded
 // with the old image. It obeys the same rule, and wins because it was
 // requested last.
 //
