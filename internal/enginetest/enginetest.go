@@ -12,13 +12,14 @@ import (
 // EnvHost is the environment variable naming the test engine.
 const EnvHost = "MESHCTL_TEST_DOCKER_HOST"
 
-// Image is the small image the test engine holds (busybox: sh, sleep, echo).
+// Image is the small image the test engine holds. It is busybox, with sh,
+// sleep and echo.
 const Image = "meshtest/busybox:1"
 
 const noEngine = "no test engine: set " + EnvHost + " (scripts/engine.sh start)"
 
 // Host returns the test engine's address after checking that it answers.
-// Without one, it skips the test, or fails it when CI=true: CI must not pass
+// Without one, it skips the test, or fails it when CI=true. CI must not pass
 // by skipping.
 func Host(t testing.TB) string {
 	t.Helper()
@@ -51,8 +52,8 @@ func Client(t testing.TB) engine.Client {
 	return c
 }
 
-// RequireImage fails the test (skips it outside CI) when the test engine lacks
-// ref, such as Image, which scripts/engine.sh provides.
+// RequireImage fails the test when the test engine lacks ref, such as Image,
+// which scripts/engine.sh provides. Outside CI it skips the test instead.
 func RequireImage(t testing.TB, c engine.Client, ref string) {
 	t.Helper()
 	ok, err := c.ImagePresent(context.Background(), ref)

@@ -13,24 +13,26 @@ import (
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
-// Fake is an engine.Client in memory, for what the test engine cannot be
-// made to do on demand: fail a create, a start or a pull, take ten seconds
-// to stop one container while the others answer at once, or count and log
-// requests exactly. It is safe for concurrent use.
+// Fake is an engine.Client in memory, for what the test engine cannot be made
+// to do on demand. It can fail a create, a start or a pull. It can take ten
+// seconds to stop one container while the others answer at once. It counts
+// and logs requests exactly. It is safe for concurrent use.
 //
 // A request whose context is done fails with the context's error, as the
-// Docker client's does. Images are present (AddImages), pullable
-// (SetPullable), or neither; a container's Start, Stop and Kill change only
-// its state in memory, and Wait and Logs return once it no longer runs.
+// Docker client's does. An image is present (AddImages), pullable
+// (SetPullable), or neither. A container's Start, Stop and Kill change only
+// its state in memory. Wait and Logs return once it no longer runs.
 type Fake struct {
-	// Hook, when not nil, is called at the start of every request, before
-	// the fake does anything, with the request's operation (see the Op
-	// constants) and what it names: the container's name when the request
-	// names an existing container, by ID or by name; else its argument as
-	// given (an image reference, a new container's name); "" for ping and
-	// list. It runs without the fake's lock: it may block — holding a Stop
-	// or a Pull where a test wants it — while other requests go on. Set it
-	// before the requests it must see, not while requests run.
+	// Hook, when not nil, is called at the start of every request, before the
+	// fake does anything. It gets the request's operation (see the Op
+	// constants) and what the request names. For a request that names an
+	// existing container, by ID or by name, that is the container's name.
+	// Otherwise it is the argument as given, such as an image reference or a
+	// new container's name. It is "" for ping and list.
+	//
+	// Hook runs without the fake's lock. So it may block while other requests
+	// go on, to hold a Stop or a Pull where a test wants it. Set it before
+	// the requests it must see, not while requests run.
 	Hook func(op, target string)
 
 	mu     sync.Mutex
@@ -39,11 +41,11 @@ type Fake struct {
 	ctrs   map[string]*fakeCtr        // by ID
 	nets   map[string]*engine.Network // by ID
 	images map[string]bool
-	// pullable is what Pull can fetch; failCreate and failStart make
-	// Create and Start of that image fail.
+	// pullable is what Pull can fetch. failCreate and failStart make Create
+	// and Start of that image fail.
 	pullable, failCreate, failStart map[string]bool
-	// imageIDs are the images' IDs (default "id:REF"); pullIDs what a pull
-	// makes them (a tag that moved upstream).
+	// imageIDs are the images' IDs (default "id:REF"). pullIDs are what a
+	// pull makes them, as for a tag that moved upstream.
 	imageIDs, pullIDs map[string]string
 	// health is what a running container of an image reports (SetHealth).
 	health map[string]health
@@ -78,17 +80,17 @@ const (
 	OpDisconnect    = "disconnect"
 )
 
-// Event is one request that changed, or tried to change, the engine: a
+// Event is one request that changed, or tried to change, the engine. It is a
 // pull, create, start, stop, kill, remove, rename or restart (SetRestart).
 type Event struct {
-	// Seq numbers the events 1, 2, … in the order the fake carried them
-	// out; At is when (after the Hook returned, so a Stop held by the Hook
-	// is recorded when it ends, as a graceful stop ends).
+	// Seq numbers the events 1, 2, … in the order the fake carried them out.
+	// At is when, after the Hook returned. So a Stop held by the Hook is
+	// recorded when it ends, as a graceful stop ends.
 	Seq int
 	At  time.Time
 	Op  string
-	// Name is the container's name when the request was made (for a pull,
-	// the image reference).
+	// Name is the container's name when the request was made. For a pull, it
+	// is the image reference.
 	Name string
 	// Arg is a rename's new name, or a restart's policy.
 	Arg string
@@ -98,7 +100,7 @@ type Event struct {
 	Err string
 }
 
-// String returns "OP NAME", or "OP NAME ARG" (rename, restart).
+// String returns "OP NAME", or "OP NAME ARG" for a rename or restart.
 func (e Event) String() string {
 	if e.Arg != "" {
 		return e.Op + " " + e.Name + " " + e.Arg
@@ -151,7 +153,8 @@ func (f *Fake) SetPullable(ref string, ok bool) {
 	f.pullable[ref] = ok
 }
 
-// SetPullID makes a pull of ref give it the ID id: its tag moved upstream.
+// SetPullID makes a pull of ref give it the ID id, as when its tag moved
+// upstream.
 func (f *Fake) SetPullID(ref, id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -165,8 +168,8 @@ func (f *Fake) FailCreate(ref string, fail bool) {
 	f.failCreate[ref] = fail
 }
 
-// FailStart says whether Start fails for a container of image ref (as an
-// entrypoint that does not exist does).
+// FailStart says whether Start fails for a container of image ref. An
+// entrypoint that does not exist fails so.
 func (f *Fake) FailStart(ref string, fail bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -201,7 +204,7 @@ func (f *Fake) Containers() []Container {
 }
 
 // SetRunning makes the container called name run, or exit with code 0, by
-// itself (a crash, a reboot): no request, no event.
+// itself. It stands for a crash or a reboot, with no request and no event.
 func (f *Fake) SetRunning(name string, running bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -223,9 +226,9 @@ func (f *Fake) ResetCalls() {
 	f.calls = 0
 }
 
-// Changes returns the events since the last call, as strings ("create m.a",
-// "rename m.a m.a.meshctl-old", "pull REF"): the engine requests that
-// changed something, or tried to.
+// Changes returns the events since the last call, as strings. Examples are
+// "create m.a", "rename m.a m.a.meshctl-old" and "pull REF". They are the
+// engine requests that changed something, or tried to.
 func (f *Fake) Changes() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -244,8 +247,8 @@ func (f *Fake) Events() []Event {
 	return slices.Clone(f.events)
 }
 
-// begin calls the hook, then takes the fake's lock and counts the request.
-// It returns the unlock, or the context's error (unlocked).
+// begin calls the hook, then takes the fake's lock and counts the request. It
+// returns the unlock, or the context's error, with the lock not held.
 func (f *Fake) begin(ctx context.Context, op, idOrName string) (func(), error) {
 	f.mu.Lock()
 	hook, target := f.Hook, idOrName
@@ -265,7 +268,7 @@ func (f *Fake) begin(ctx context.Context, op, idOrName string) (func(), error) {
 	return f.mu.Unlock, nil
 }
 
-// record appends an event; the fake's lock is held.
+// record appends an event. The fake's lock is held.
 func (f *Fake) record(e Event, err error) {
 	e.Seq, e.At = len(f.events)+1, time.Now()
 	if err != nil {
@@ -344,7 +347,7 @@ next:
 				continue next
 			}
 		}
-		// As the engine's listing: what only Inspect knows stays zero.
+		// As in the engine's listing, what only Inspect knows stays zero.
 		v := c.view()
 		v.ExitCode, v.RestartPolicy = 0, ""
 		out = append(out, v)
@@ -379,7 +382,7 @@ func (f *Fake) ImagePresent(ctx context.Context, ref string) (bool, error) {
 	return f.images[ref], nil
 }
 
-// ImageID returns ref's ID: "id:REF" unless a pull set another.
+// ImageID returns ref's ID. That is "id:REF" unless a pull set another.
 func (f *Fake) ImageID(ctx context.Context, ref string) (string, error) {
 	unlock, err := f.begin(ctx, OpImageID, ref)
 	if err != nil {
@@ -477,7 +480,7 @@ func (f *Fake) Start(ctx context.Context, id string) (err error) {
 	return nil
 }
 
-// Stop stops a running container at once (once the Hook has returned).
+// Stop stops a running container at once, once the Hook has returned.
 func (f *Fake) Stop(ctx context.Context, id string, _ time.Duration) error {
 	unlock, err := f.begin(ctx, OpStop, id)
 	if err != nil {
@@ -493,7 +496,7 @@ func (f *Fake) Stop(ctx context.Context, id string, _ time.Duration) error {
 	return nil
 }
 
-// Kill kills a running container (exit 137); one that does not run is
+// Kill kills a running container (exit 137). One that does not run is
 // refused, as the engine does.
 func (f *Fake) Kill(ctx context.Context, id string) (err error) {
 	unlock, err := f.begin(ctx, OpKill, id)

@@ -11,10 +11,10 @@ type health struct {
 	status, output string
 }
 
-// SetHealth makes every running container of image ref report status
-// (starting, healthy, unhealthy) and output as its last probe's, as the
-// engine's inspect does. A container is judged by it only if it was
-// created with a Healthcheck, which Inspect reports.
+// SetHealth makes every running container of image ref report a health
+// status. status is starting, healthy or unhealthy, and output is its last
+// probe's, as the engine's inspect gives them. A container is judged by it
+// only if it was created with a Healthcheck, which Inspect reports.
 func (f *Fake) SetHealth(ref, status, output string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -24,7 +24,7 @@ func (f *Fake) SetHealth(ref, status, output string) {
 	f.health[ref] = health{status, output}
 }
 
-// addHealth fills in c's health; the caller holds f.mu.
+// addHealth fills in c's health. The caller holds f.mu.
 func (f *Fake) addHealth(c *engine.Container) {
 	if h, ok := f.health[c.Image]; ok && c.Running {
 		c.Health, c.HealthOutput = h.status, h.output
@@ -35,7 +35,7 @@ func (f *Fake) addHealth(c *engine.Container) {
 	}
 }
 
-// Tail returns a line naming the container: the fake keeps no logs.
+// Tail returns a line naming the container, since the fake keeps no logs.
 func (f *Fake) Tail(ctx context.Context, id string, lines int) (string, error) {
 	unlock, err := f.begin(ctx, OpLogs, id)
 	if err != nil {

@@ -11,7 +11,8 @@ import (
 )
 
 // AddNetwork makes the fake hold a network called name that nobody made
-// through it (a network meshctl did not create), and returns its ID.
+// through it, and returns its ID. It stands for a network meshctl did not
+// create.
 func (f *Fake) AddNetwork(name string, labels map[string]string) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -51,7 +52,7 @@ func (f *Fake) findNet(idOrName string) (*engine.Network, error) {
 }
 
 // netView is a copy of n with the running containers attached, as the
-// engine's inspect lists them (a stopped container has no endpoint).
+// engine's inspect lists them. A stopped container has no endpoint.
 func (f *Fake) netView(n *engine.Network) engine.Network {
 	v := *n
 	v.Labels = maps.Clone(n.Labels)
@@ -103,8 +104,8 @@ func (f *Fake) InspectNetwork(ctx context.Context, idOrName string) (engine.Netw
 	return f.netView(n), nil
 }
 
-// CreateNetwork creates a network; a name in use is refused, as the
-// engine does.
+// CreateNetwork creates a network. A name in use is refused, as the engine
+// does.
 func (f *Fake) CreateNetwork(ctx context.Context, name string, spec engine.NetworkSpec) (id string, err error) {
 	unlock, err := f.begin(ctx, OpCreateNetwork, name)
 	if err != nil {

@@ -1,5 +1,5 @@
-// Package etcdtest finds the test etcd cluster (scripts/etcd.sh) for the
-// tests of the etcd ledger, in pkg/ledger and cmd/meshctl alike.
+// Package etcdtest finds the test etcd cluster (scripts/etcd.sh). The tests
+// of the etcd ledger use it, in pkg/ledger and cmd/meshctl alike.
 package etcdtest
 
 import (
@@ -14,9 +14,9 @@ import (
 	"testing"
 )
 
-// Endpoints returns the test cluster's endpoints (MESHCTL_TEST_ETCD,
-// comma-separated); without a cluster the test skips, except under
-// CI=true, where that is a failure.
+// Endpoints returns the test cluster's endpoints, from MESHCTL_TEST_ETCD
+// (comma-separated). Without a cluster the test skips. Under CI=true that is
+// a failure instead.
 func Endpoints(t testing.TB) string {
 	t.Helper()
 	eps := os.Getenv("MESHCTL_TEST_ETCD")
@@ -29,7 +29,7 @@ func Endpoints(t testing.TB) string {
 	return eps
 }
 
-// Prefix is a key prefix of its own for the test or script name: no other
+// Prefix is a key prefix of its own for the test or script name. No other
 // test run shares it.
 func Prefix(name string) string {
 	var b [6]byte
@@ -49,10 +49,11 @@ func FreePort(t testing.TB) string {
 	return port
 }
 
-// Member starts a one-member etcd of the test's own (the test cluster's
-// binary, MESHCTL_TEST_ETCD_DIR/bin/etcd, on 127.0.0.1, data in dataDir),
-// for a test that kills or restores it without touching the shared
-// cluster, and returns what stops it, by its pid (also at cleanup).
+// Member starts a one-member etcd of the test's own, on 127.0.0.1 with its
+// data in dataDir. It runs the test cluster's binary,
+// MESHCTL_TEST_ETCD_DIR/bin/etcd. A test can kill or restore it without
+// touching the shared cluster. Member returns what stops it by its pid, which
+// cleanup also calls.
 func Member(t testing.TB, dataDir, client, peer string) (stop func()) {
 	t.Helper()
 	bin := filepath.Join(os.Getenv("MESHCTL_TEST_ETCD_DIR"), "bin", "etcd")
@@ -76,12 +77,12 @@ func Member(t testing.TB, dataDir, client, peer string) (stop func()) {
 	return stop
 }
 
-// ScriptEnv is the environment to run scripts/etcd.sh in on the test
-// cluster whose home is dir and whose client endpoints are endpoints (as
-// MESHCTL_TEST_ETCD_DIR and MESHCTL_TEST_ETCD name them): MESHCTL_ETCD_DIR
-// and MESHCTL_ETCD_PORT are set to them, else the script acts on the
-// cluster of its defaults (/tmp/meshctl-etcd, port 32379), someone
-// else's.
+// ScriptEnv is the environment to run scripts/etcd.sh in on a given test
+// cluster. dir is its home and endpoints its client endpoints, as
+// MESHCTL_TEST_ETCD_DIR and MESHCTL_TEST_ETCD name them. ScriptEnv sets
+// MESHCTL_ETCD_DIR and MESHCTL_ETCD_PORT to them. Otherwise the script acts
+// on the cluster of its defaults, someone else's. That is /tmp/meshctl-etcd,
+// port 32379.
 func ScriptEnv(dir string, endpoints []string) []string {
 	port := ""
 	if len(endpoints) > 0 {

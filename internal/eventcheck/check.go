@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// meshctl's labels and names, spelled here rather than imported: the
-// checker must not share a mistake with the code it checks.
+// meshctl's labels and names, spelled here rather than imported. The checker
+// must not share a mistake with the code it checks.
 const (
 	labelModule    = "io.meshctl.module"
 	labelContainer = "io.meshctl.container"
@@ -18,10 +18,10 @@ const (
 	stepPrefix     = "meshctl-window."
 )
 
-// Service names the service a container is a copy of: "MODULE.CONTAINER"
-// from meshctl's labels; for a container without them (one started by
-// hand), its name without a ".meshctl-old" suffix. A run: step's container
-// is "step:MODULE.STEP".
+// Service names the service a container is a copy of. It reads
+// "MODULE.CONTAINER" from meshctl's labels. A container without them was
+// started by hand, and its service is its name without a ".meshctl-old"
+// suffix. A `run:` step's container is "step:MODULE.STEP".
 func Service(name string, labels map[string]string) string {
 	if labels[labelRole] == roleStep || strings.HasPrefix(name, stepPrefix) {
 		return "step:" + strings.TrimPrefix(name, stepPrefix)
@@ -32,8 +32,8 @@ func Service(name string, labels map[string]string) string {
 	return strings.TrimSuffix(name, asideSuffix)
 }
 
-// Interval is a time a container ran: from a start event to the die event
-// that followed it; End is zero while it still ran when the record ended.
+// Interval is a time a container ran, from a start event to the die event
+// that followed it. End is zero when it still ran as the record ended.
 type Interval struct {
 	ID, Name, Service string
 	Foreign           bool // without meshctl's labels
@@ -95,8 +95,8 @@ type Violation struct {
 
 func (v Violation) String() string { return v.Property + ": " + v.Detail }
 
-// TwoRunning finds every instant two containers of one service ran at
-// once (a new and an old copy, a foreign one under the name).
+// TwoRunning finds every instant two containers of one service ran at once.
+// They may be a new and an old copy, or a foreign one under the name.
 func TwoRunning(ivs []Interval) []Violation {
 	var out []Violation
 	for i, a := range ivs {
@@ -112,10 +112,10 @@ func TwoRunning(ivs []Interval) []Violation {
 	return out
 }
 
-// HeldDuringStep finds every time a container of a held service ran while
-// a step ran: steps are the step's own intervals (StepIntervals for a run:
-// step, marker times for an exec: step), held the services it holds
-// ("MODULE.CONTAINER").
+// HeldDuringStep finds every time a container of a held service ran while a
+// step ran. steps are the step's own intervals. Those are StepIntervals for a
+// `run:` step, and marker times for an `exec:` step. held lists the services
+// the step holds ("MODULE.CONTAINER").
 func HeldDuringStep(ivs []Interval, steps []Interval, held []string) []Violation {
 	var out []Violation
 	for _, s := range steps {
@@ -128,7 +128,7 @@ func HeldDuringStep(ivs []Interval, steps []Interval, held []string) []Violation
 	return out
 }
 
-// StepIntervals returns the intervals of a run: step's container of module
+// StepIntervals returns the intervals of the `run:` step container of module
 // and step.
 func StepIntervals(ivs []Interval, module, step string) []Interval {
 	var out []Interval

@@ -1,6 +1,6 @@
-// Package eventcheck is test support: it follows a Docker engine's own
-// event stream (GET /events on the real engine, never through a proxy) and
-// checks what happened from it rather than from what meshctl reported:
-// which containers ran when, and so whether a held container ran while its
-// step ran, or two containers of one service ran at once.
+// Package eventcheck is test support that follows a Docker engine's own event
+// stream. It reads GET /events on the real engine, never through a proxy. It
+// checks what happened from those events, not from what meshctl reported. It
+// tells which containers ran when. So it finds a held container that ran
+// while its step ran, or two containers of one service that ran at once.
 package eventcheck

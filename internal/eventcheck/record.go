@@ -39,8 +39,8 @@ type Recorder struct {
 }
 
 // Record starts following the container events of the engine at host
-// (unix:///path). keep selects the containers to remember by their name
-// (without "/") and labels; nil keeps all. Stop ends it.
+// (unix:///path). keep selects the containers to remember by their name,
+// without "/", and labels. A nil keep keeps all. Stop ends it.
 func Record(ctx context.Context, host string, keep func(name string, labels map[string]string) bool) (*Recorder, error) {
 	sock := strings.TrimPrefix(host, "unix://")
 	r := &Recorder{
@@ -100,7 +100,7 @@ func (r *Recorder) follow(body io.ReadCloser) {
 	}
 }
 
-// toEvent keeps what the checks need: the labels are the attributes other
+// toEvent keeps what the checks need. The labels are the attributes other
 // than the engine's own (name, image, exitCode…).
 func toEvent(m message) Event {
 	e := Event{Action: m.Action, ID: m.Actor.ID, At: time.Unix(0, m.TimeNano), Labels: map[string]string{}}
@@ -113,7 +113,7 @@ func toEvent(m message) Event {
 			e.Labels[k] = v
 		}
 	}
-	// Exec events read "exec_start: sh -c …": the action is the first word.
+	// Exec events read "exec_start: sh -c …". The action is the first word.
 	if i := strings.Index(e.Action, ":"); i > 0 {
 		e.Action = e.Action[:i]
 	}
@@ -132,8 +132,8 @@ func (r *Recorder) add(e Event) {
 	r.wake = make(chan struct{})
 }
 
-// known reports whether an event of id was kept already (a rename keeps
-// following the container it first kept); the caller holds r.mu.
+// known reports whether an event of id was kept already. A rename keeps
+// following the container it first kept. The caller holds r.mu.
 func (r *Recorder) known(id string) bool {
 	for i := len(r.events) - 1; i >= 0; i-- {
 		if r.events[i].ID == id {

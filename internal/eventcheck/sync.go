@@ -14,8 +14,8 @@ import (
 const syncPrefix = "eventcheck-sync-"
 
 // Sync returns once the recorder holds every event the engine made before
-// Sync was called: it creates and removes a sentinel container of image
-// (never started) and waits for its destroy event, which the engine sends
+// Sync was called. It creates and removes a sentinel container of image,
+// never started. Then it waits for its destroy event, which the engine sends
 // after every earlier one.
 func (r *Recorder) Sync(ctx context.Context, image string) error {
 	name := fmt.Sprintf("%s%08x", syncPrefix, rand.Uint32())

@@ -17,16 +17,17 @@ type Class string
 
 // The fault classes.
 const (
-	// Fail answers 500 with a Docker-style JSON error, without forwarding:
-	// the engine never sees the call.
+	// Fail answers 500 with a Docker-style JSON error, without forwarding.
+	// The engine never sees the call.
 	Fail Class = "fail"
 	// Delay waits before forwarding.
 	Delay Class = "delay"
-	// Hang never forwards nor answers: the call lasts until the client
-	// gives up (its connection closes) or the proxy closes.
+	// Hang never forwards nor answers. The call lasts until the client gives
+	// up and its connection closes, or until the proxy closes.
 	Hang Class = "hang"
-	// Drop forwards the call, lets the engine act and answer, then closes
-	// the client's connection without answering: the answer is lost.
+	// Drop forwards the call and lets the engine act and answer. Then it
+	// closes the client's connection without answering, so the answer is
+	// lost.
 	Drop Class = "drop"
 )
 
@@ -59,8 +60,8 @@ type Call struct {
 }
 
 // Start listens on the unix socket path and forwards to the engine at
-// upstream (a unix socket path, or unix:///path), faulting calls as sched
-// says (nil: none).
+// upstream. upstream is a unix socket path, or unix:///path. Start faults
+// calls as sched says. A nil sched faults none.
 func Start(socket, upstream string, sched *Schedule) (*Proxy, error) {
 	upstream = trimUnix(upstream)
 	_ = os.Remove(socket)
@@ -95,11 +96,11 @@ func trimUnix(s string) string {
 	return s
 }
 
-// Host returns the proxy's address for --docker-host: unix:///path.
+// Host returns the proxy's address for --docker-host, unix:///path.
 func (p *Proxy) Host() string { return "unix://" + p.socket }
 
-// SetSchedule replaces the schedule (nil: no faults); calls already in
-// flight keep theirs.
+// SetSchedule replaces the schedule. A nil schedule means no faults. Calls
+// already in flight keep theirs.
 func (p *Proxy) SetSchedule(s *Schedule) {
 	if s == nil {
 		s = NewSchedule(0)
@@ -129,8 +130,8 @@ func (p *Proxy) Counts() map[Class]int {
 	return n
 }
 
-// Close stops listening, releases every hung call (its connection is
-// closed unanswered) and closes every tunnel.
+// Close stops listening and releases every hung call, closing its connection
+// unanswered. It also closes every tunnel.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	select {
@@ -164,7 +165,7 @@ func (p *Proxy) decide(r *http.Request) (Class, Rule) {
 	return c.Fault, rule
 }
 
-// serve is the proxy's handler: it injects the call's fault, if any, and
+// serve is the proxy's handler. It injects the call's fault, if any, and
 // forwards.
 func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	class, rule := p.decide(r)
@@ -209,7 +210,8 @@ func (p *Proxy) hang(w http.ResponseWriter, r *http.Request) {
 	closeUnanswered(w)
 }
 
-// sleep waits d; false if the client gave up or the proxy closed first.
+// sleep waits d. It returns false if the client gave up or the proxy closed
+// first.
 func (p *Proxy) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -226,14 +228,14 @@ func (p *Proxy) sleep(ctx context.Context, d time.Duration) bool {
 func closeUnanswered(w http.ResponseWriter) {
 	conn, _, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		// Not hijackable (never so for HTTP/1): abort the handler instead,
+		// Not hijackable, as never for HTTP/1. Abort the handler instead,
 		// which net/http turns into a closed connection.
 		panic(http.ErrAbortHandler)
 	}
 	_ = conn.Close()
 }
 
-// forward sends the call to the engine and streams its answer back; with
+// forward sends the call to the engine and streams its answer back. With
 // drop, it lets the engine answer, then closes the client's connection
 // without passing the answer on.
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, drop bool) {
@@ -251,8 +253,8 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, drop bool) {
 	}
 	defer resp.Body.Close()
 	if drop {
-		// The engine has acted: its answer's head is here. Read a little
-		// of the body (a create's id), then lose it all.
+		// The engine has acted, and its answer's head is here. Read a little
+		// of the body, such as a create's id, then lose it all.
 		_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
 		closeUnanswered(w)
 		return
@@ -264,8 +266,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, drop bool) {
 	copyFlushing(w, resp.Body)
 }
 
-// copyFlushing copies the answer's body, flushing after every read so that
-// streams (events, logs, wait, pull progress) reach the client as they come.
+// copyFlushing copies the answer's body, flushing after every read. So
+// streams reach the client as they come, such as events, logs, wait and pull
+// progress.
 func copyFlushing(w http.ResponseWriter, body io.Reader) {
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)

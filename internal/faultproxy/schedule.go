@@ -11,21 +11,22 @@ import (
 
 // Rule says which calls to fault and how.
 type Rule struct {
-	// Method matches the HTTP method; "" matches any.
+	// Method matches the HTTP method. "" matches any.
 	Method string
 	// Route is a path.Match pattern over Route's result, such as
-	// "/containers/{id}/stop" or "/containers/{id}/*"; "" matches any.
+	// "/containers/{id}/stop" or "/containers/{id}/*". "" matches any.
 	Route string
-	// Nth faults only the Nth call (1-based) this rule matches; 0 faults
-	// each matching call with probability Prob (1 when Prob is 0).
+	// Nth faults only the Nth call (1-based) this rule matches. With Nth 0,
+	// each matching call is faulted with probability Prob, or 1 when Prob is
+	// 0.
 	Nth  int
 	Prob float64
-	// Times caps how many faults the rule injects; 0 is no cap.
+	// Times caps how many faults the rule injects. Zero is no cap.
 	Times int
 	Class Class
 	// Delay is how long a Delay fault waits.
 	Delay time.Duration
-	// Status is a Fail fault's HTTP status; 0 is 500.
+	// Status is a Fail fault's HTTP status. Zero means 500.
 	Status int
 
 	seen, fired int
@@ -61,9 +62,9 @@ func (r *Rule) matches(method, route string) bool {
 	return err == nil && ok
 }
 
-// Schedule is an ordered list of rules with a seeded random source: the
-// same seed and the same calls give the same faults. The first rule that
-// matches a call and fires decides its fault.
+// Schedule is an ordered list of rules with a seeded random source. The same
+// seed and the same calls give the same faults. The first rule that matches a
+// call and fires decides its fault.
 type Schedule struct {
 	rules []*Rule
 	rng   *rand.Rand
@@ -91,8 +92,8 @@ func (s *Schedule) Rules() []Rule {
 // next returns the rule that faults this call, if any. The caller holds
 // the proxy's lock.
 func (s *Schedule) next(method, route string) (Rule, bool) {
-	// Every matching rule counts the call, also those after the one that
-	// faults it: each rule's ordinals are its own.
+	// Every matching rule counts the call, even those after the one that
+	// faults it. So each rule's ordinals are its own.
 	var matching []*Rule
 	for _, r := range s.rules {
 		if r.matches(method, route) {
@@ -123,10 +124,10 @@ var (
 	fixedSecond = map[string]bool{"json": true, "create": true, "prune": true, "load": true, "search": true, "get": true}
 )
 
-// Route names the API call a path makes, with the API version stripped and
-// the container, image, network or volume named replaced by {id}:
-// "/v1.41/containers/ab12/stop" → "/containers/{id}/stop",
-// "/images/meshtest/busybox:1/json" → "/images/{id}/json".
+// Route names the API call a path makes. It strips the API version. It
+// replaces the container, image, network or volume named by {id}. So
+// "/v1.41/containers/ab12/stop" becomes "/containers/{id}/stop". And
+// "/images/meshtest/busybox:1/json" becomes "/images/{id}/json".
 func Route(p string) string {
 	if loc := versionPrefix.FindStringIndex(p); loc != nil {
 		p = p[loc[1]-1:]
@@ -137,7 +138,7 @@ func Route(p string) string {
 	}
 	switch segs[0] {
 	case "images", "distribution", "plugins":
-		// Image names hold slashes: the id is all but a known last word.
+		// Image names hold slashes. So the id is all but a known last word.
 		last := segs[len(segs)-1]
 		if len(segs) > 2 && (last == "json" || last == "history" || last == "push" || last == "tag" || last == "get") {
 			return "/" + segs[0] + "/{id}/" + last

@@ -9,8 +9,8 @@ import (
 	"sync"
 )
 
-// isUpgrade reports whether r asks to take over its connection, as the
-// engine's attach and exec start do (Connection: Upgrade).
+// isUpgrade reports whether r asks to take over its connection (Connection:
+// Upgrade). The engine's attach and exec start do.
 func isUpgrade(r *http.Request) bool {
 	for _, v := range r.Header.Values("Connection") {
 		for _, tok := range strings.Split(v, ",") {
@@ -22,8 +22,8 @@ func isUpgrade(r *http.Request) bool {
 	return false
 }
 
-// tunnel passes an upgraded connection through: the request goes to the
-// engine as it came, then bytes flow both ways untouched until either side
+// tunnel passes an upgraded connection through. The request goes to the
+// engine as it came. Then bytes flow both ways untouched until either side
 // closes.
 func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	up, err := net.Dial("unix", p.upstream)
@@ -48,8 +48,8 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request) {
 	pipe(up, down, buf)
 }
 
-// track records the tunnel's connections so that Close can end them; false
-// (both closed) when the proxy is already closed.
+// track records the tunnel's connections, so Close can end them. When the
+// proxy is already closed, track closes both and returns false.
 func (p *Proxy) track(conns ...net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -77,7 +77,7 @@ func (p *Proxy) untrack(conns ...net.Conn) {
 }
 
 // pipe copies both ways until one side is done, then closes both. What the
-// client sent beyond the request (in buf) goes first.
+// client sent beyond the request, in buf, goes first.
 func pipe(up, down net.Conn, buf *bufio.ReadWriter) {
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -94,8 +94,8 @@ func pipe(up, down net.Conn, buf *bufio.ReadWriter) {
 	wg.Wait()
 }
 
-// closeWrite half-closes c where it can, so that the other side sees EOF
-// and can still answer.
+// closeWrite half-closes c where it can. So the other side sees EOF and can
+// still answer.
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()

@@ -33,7 +33,8 @@ type EtcdConfig struct {
 	Endpoints []string
 	// Prefix is the key prefix of everything meshctl keeps (default /meshctl).
 	Prefix string
-	// CA, Cert and Key are PEM files for TLS; none of them means plain TCP.
+	// CA, Cert and Key are PEM files for TLS. With none of them set, the
+	// client uses plain TCP.
 	CA, Cert, Key string
 	// Username and Password authenticate, when set.
 	Username, Password string
@@ -44,10 +45,10 @@ type EtcdConfig struct {
 // DefaultEtcdPrefix is the key prefix of an etcd:// ledger URL that names none.
 const DefaultEtcdPrefix = "/meshctl"
 
-// ParseURL parses a --ledger value: "file" (or "") for the state
-// directory's files, or etcd://HOST:PORT[,HOST:PORT…][/PREFIX]. It returns
-// nil for the files. A URL with credentials (USER:PASSWORD@ or PASSWORD@)
-// is refused, and its error never shows it.
+// ParseURL parses a --ledger value. "file" or "" names the state directory's
+// files, and ParseURL returns nil for them. Otherwise the value is
+// etcd://HOST:PORT[,HOST:PORT…][/PREFIX]. A URL with credentials
+// (USER:PASSWORD@ or PASSWORD@) is refused, and its error never shows them.
 func ParseURL(u string) (*EtcdConfig, error) {
 	if u == "" || u == "file" {
 		return nil, nil
@@ -61,7 +62,7 @@ func ParseURL(u string) (*EtcdConfig, error) {
 	}
 	hosts, prefix, _ := strings.Cut(rest, "/")
 	if strings.Contains(hosts, "@") {
-		// Never echoed: what comes before @ is a user and password, or a
+		// Never echoed. What comes before @ is a user and password, or a
 		// password taken for a host.
 		return nil, errors.New("ledger URL: credentials (USER:PASSWORD@) are refused in a URL, which shows in ps, logs and config files; the URL is not shown; set MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD instead")
 	}
@@ -95,7 +96,7 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 func (e *UnreachableError) Fault() fault.Kind { return fault.Failed }
 
 // OpenEtcd returns the ledger kept in the etcd cluster of cfg. It does not
-// dial: the first operation does, so a command that never needs the ledger
+// dial, the first operation does. So a command that never needs the ledger
 // never contacts it. Close it when done.
 func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 	s, err := newEtcdStore(cfg)
@@ -107,34 +108,37 @@ func OpenEtcd(cfg EtcdConfig) (*Ledger, error) {
 	return l, nil
 }
 
-// etcdStore keeps the ledger in etcd, under PREFIX/ledger/:
+// etcdStore keeps the ledger in etcd, under PREFIX/ledger/. Its keys are
+// these.
 //
-//	last            the body of the last id issued
-//	b/ID            a build: module, plan, request time, and its record once recorded
-//	head/MODULE     the module's current build
-//	kept/MODULE     the ids of its builds kept in full, in record order: past
-//	                Retain, the oldest (but the current one) is pruned to its
-//	                compact record, as the file ledger prunes its chunks
-//	plan/ID         a plan: the builds it asked for
-//	answer/KEY      what an operation answered, by idempotency key, under a
-//	                lease of a day (answerLease)
-//	importing       only while an import is written (load): every operation
-//	                refuses the ledger until it is gone
+//   - last is the body of the last id issued.
+//   - b/ID is a build. It holds the module, plan and request time, and the
+//     record once recorded.
+//   - head/MODULE is the module's current build.
+//   - kept/MODULE lists the ids of its builds kept in full, in record order.
+//     Past Retain, the oldest one other than the current is pruned to its
+//     compact record. The file ledger prunes its chunks the same way.
+//   - plan/ID is a plan, with the builds it asked for.
+//   - answer/KEY is what an operation answered, by idempotency key. It lives
+//     under a lease of a day (answerLease).
+//   - importing exists only while an import is written (load). Every
+//     operation refuses the ledger until it is gone.
 //
-// Each change is one transaction that compares the mod revision of every
-// key it read, and is run again from fresh reads when a compare is lost
-// (another host wrote first) or its answer is lost in flight.
+// Each change is one transaction that compares the mod revision of every key
+// it read. It runs again from fresh reads when it loses a compare, because
+// another host wrote first. It also runs again when its answer is lost in
+// flight.
 type etcdStore struct {
 	cfg EtcdConfig
 	cli *clientv3.Client
 	tls *tls.Config
-	// wrapKV, set by tests only, stands between the transactions and the
-	// cluster (to lose an answer in flight).
+	// wrapKV stands between the transactions and the cluster. Only tests set
+	// it, to lose an answer in flight.
 	wrapKV func(clientv3.KV) clientv3.KV
-	// retain is the Ledger's Retain (how many builds of a module are kept
-	// in full).
+	// retain is the Ledger's Retain, how many builds of a module are kept in
+	// full.
 	retain func() int
-	// entropy is the Ledger's Entropy (the random low bits of ids).
+	// entropy is the Ledger's Entropy, the random low bits of ids.
 	entropy func() io.Reader
 	// lease is what answers are written under (answerLease).
 	leaseMu sync.Mutex
@@ -202,8 +206,8 @@ func (s *etcdStore) unreachable(err error) error {
 	return &UnreachableError{Endpoints: s.cfg.Endpoints, Err: err}
 }
 
-// failed is err of one call not retried: a *RefusedError when the cluster
-// refused, else an *UnreachableError.
+// failed is err of one call that is not retried. It is a *RefusedError when
+// the cluster refused, else an *UnreachableError.
 func (s *etcdStore) failed(err error) error {
 	if r := s.refusal(err); r != nil {
 		return r
@@ -215,21 +219,21 @@ func (s *etcdStore) key(parts ...string) string {
 	return s.cfg.Prefix + "/ledger/" + strings.Join(parts, "/")
 }
 
-// attempt bounds one round trip, so that a member that went away mid-call
-// costs one attempt, not the whole budget.
+// attempt bounds one round trip. So a member that went away mid-call costs
+// one attempt, not the whole budget.
 const attempt = 3 * time.Second
 
-// retry runs op until it succeeds, returns an error of the ledger (not of
-// the cluster) or one the cluster will give again (refusal), or the budget
-// is spent: a lost compare, an unavailable member, a leader change and a
-// lost answer alike run op again.
+// retry runs op until it succeeds or the budget is spent. It also stops at an
+// error of the ledger rather than the cluster. And it stops at a refusal,
+// which the cluster would give again. A lost compare, an unavailable member,
+// a leader change and a lost answer alike run op again.
 func (s *etcdStore) retry(ctx context.Context, op func(ctx context.Context) (done bool, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	var last error
 	for n := 0; ; n++ {
 		if n > 0 {
-			// Backoff with jitter: writers that lost to each other spread.
+			// Backoff with jitter spreads writers that lost to each other.
 			d := time.Duration(min(n, 8)) * (5*time.Millisecond + rand.N(20*time.Millisecond))
 			select {
 			case <-ctx.Done():
@@ -268,8 +272,8 @@ func (s *etcdStore) budgetSpent(ctx context.Context, last error) error {
 	return s.unreachable(last)
 }
 
-// ledgerError marks the errors that are the ledger's answer (unknown id,
-// conflict, …), never retried.
+// ledgerError marks the errors that are the ledger's answer, never retried.
+// An unknown id and a conflict are such answers.
 type ledgerError interface{ Fault() fault.Kind }
 
 func (s *etcdStore) update(ctx context.Context, fn func(tx txn) error) error {
@@ -307,9 +311,9 @@ func (s *etcdStore) view(ctx context.Context, fn func(v view) error) error {
 	})
 }
 
-// current is one linearizable read (a read-only transaction): never a
-// serializable or historical one, so that a build recorded before it began
-// is seen.
+// current is one linearizable read, a read-only transaction. It is never a
+// serializable or historical read. So it sees a build recorded before it
+// began.
 func (s *etcdStore) current(ctx context.Context, module string) (*record, error) {
 	cli, err := s.client()
 	if err != nil {
@@ -317,7 +321,8 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 	}
 	var cur *record
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		// One read-only transaction: the head, unless an import is under way.
+		// One read-only transaction reads the head, unless an import is under
+		// way.
 		resp, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(s.key("importing")), "=", 0)).
 			Then(clientv3.OpGet(s.key("head", module))).Commit()
 		if err != nil {
@@ -331,7 +336,7 @@ func (s *etcdStore) current(ctx context.Context, module string) (*record, error)
 		if len(kvs) == 1 {
 			cur = &record{}
 			if err := json.Unmarshal(kvs[0].Value, cur); err != nil {
-				return false, &corruptError{Key: string(kvs[0].Key), Err: err}
+				return false, corrupt(string(kvs[0].Key), err)
 			}
 		}
 		return true, nil
@@ -359,7 +364,7 @@ func (s *etcdStore) modules(ctx context.Context) ([]string, error) {
 	return out, err
 }
 
-// buildDoc is the value of b/ID: a build, pending until Record is set.
+// buildDoc is the value of b/ID. It is a build, pending until Record is set.
 type buildDoc struct {
 	Module      string    `json:"module"`
 	Plan        string    `json:"plan"`
@@ -370,7 +375,7 @@ type buildDoc struct {
 	Pruned *compact `json:"pruned,omitempty"`
 }
 
-// etcdTx reads at one revision (the first read's) and commits its writes in
+// etcdTx reads at one revision, the first read's. It commits its writes in
 // one transaction that compares the mod revision of every key it read.
 type etcdTx struct {
 	s      *etcdStore
@@ -418,7 +423,7 @@ func (t *etcdTx) getJSON(key string, v any) (bool, error) {
 		return false, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		return false, &corruptError{Key: key, Err: err}
+		return false, corrupt(key, err)
 	}
 	return true, nil
 }
@@ -434,27 +439,20 @@ func (t *etcdTx) put(key string, v any) {
 	t.writes[key] = b
 }
 
-// corruptError is a value in etcd that does not parse (exit 2, like a state
-// file that does not).
-type corruptError struct {
-	Key string
-	Err error
+// corrupt reports a value in etcd that does not parse. It is bad input
+// (exit 2), like a state file that does not parse.
+func corrupt(key string, err error) error {
+	return fault.New(fault.BadInput, "etcd key %s does not parse: %v; it was not written by this meshctl", key, err)
 }
 
-func (e *corruptError) Error() string {
-	return fmt.Sprintf("etcd key %s does not parse: %v; it was not written by this meshctl", e.Key, e.Err)
-}
-
-func (e *corruptError) Fault() fault.Kind { return fault.BadInput }
-
-// answerTTL is how long an answer is kept for a retry to find: a retry comes
-// within seconds. Answers live under a lease of answerTTL, which the
-// cluster counts (its leader's ticks), so that no host's clock, however
-// far ahead, forgets another's answer early.
+// answerTTL is how long an answer is kept for a retry to find. A retry comes
+// within seconds. Answers live under a lease of answerTTL, which the cluster
+// counts by its leader's ticks. So no host's clock, however far ahead,
+// forgets another's answer early.
 const answerTTL = 24 * time.Hour
 
-// answerLease returns the lease this store's answers are written under,
-// granted at the first write (one per process).
+// answerLease returns the lease this store's answers are written under. It is
+// granted at the first write, one per process.
 func (s *etcdStore) answerLease(ctx context.Context, kv clientv3.Lease) (clientv3.LeaseID, error) {
 	s.leaseMu.Lock()
 	defer s.leaseMu.Unlock()
@@ -489,12 +487,13 @@ func (t *etcdTx) commit() (bool, error) {
 		}
 		ops = append(ops, clientv3.OpPut(k, string(t.writes[k]), opts...))
 	}
-	// A read at the revision the transaction read at, which fails once it
-	// is compacted: a transaction that read before a snapshot restore (with
-	// --mark-compacted) and commits after it would otherwise pass its
-	// compares against the restored keys and issue the ids a transaction
-	// that read at the same revision issued and the restore lost (found by
-	// docs/model/ledger-etcd.pml, BROKEN_NO_COMPACT_CHECK).
+	// Read at the revision the transaction read at, which fails once it is
+	// compacted. Take a transaction that read before a snapshot restore (with
+	// --mark-compacted) and commits after it. Without this read it would pass
+	// its compares against the restored keys. It would then issue the ids
+	// that the restore lost, issued by a transaction that read at the same
+	// revision. The model docs/model/ledger-etcd.pml found this
+	// (BROKEN_NO_COMPACT_CHECK).
 	if t.rev > 0 {
 		ops = append(ops, clientv3.OpGet(t.s.key("last"), clientv3.WithRev(t.rev), clientv3.WithCountOnly()))
 	}
@@ -540,7 +539,7 @@ func (t *etcdTx) plan(id string) (planRec, bool, error) {
 	return pr, ok, err
 }
 
-// all reads every build, at the transaction's revision: for list only.
+// all reads every build, at the transaction's revision. Only list uses it.
 func (t *etcdTx) all() (map[string]buildDoc, error) {
 	if t.builds != nil {
 		return t.builds, nil
@@ -560,7 +559,7 @@ func (t *etcdTx) all() (map[string]buildDoc, error) {
 	for _, kv := range resp.Kvs {
 		var d buildDoc
 		if err := json.Unmarshal(kv.Value, &d); err != nil {
-			return nil, &corruptError{Key: string(kv.Key), Err: err}
+			return nil, corrupt(string(kv.Key), err)
 		}
 		t.builds[path.Base(string(kv.Key))] = d
 	}
@@ -596,8 +595,8 @@ func (t *etcdTx) pending(m string) (map[string]pendingRec, error) {
 	return out, nil
 }
 
-// retained is every build of m kept in full (the pruned ones keep only
-// their compact record).
+// retained is every build of m kept in full. The pruned ones keep only their
+// compact record.
 func (t *etcdTx) retained(m string) ([]record, error) {
 	all, err := t.all()
 	if err != nil {
@@ -612,21 +611,21 @@ func (t *etcdTx) retained(m string) ([]record, error) {
 	return out, nil
 }
 
-// etcdIDsPerTxn is how many ids one request transaction issues: each is a
-// write of b/ID, besides the plan, last, the answer and the read at the
-// transaction's revision, within etcd's default --max-txn-ops of 128.
+// etcdIDsPerTxn is how many ids one request transaction issues. Each id is a
+// write of b/ID. The plan, last, the answer and the read at the transaction's
+// revision come besides. All must fit in etcd's default --max-txn-ops of 128.
 const etcdIDsPerTxn = 118
 
 func (s *etcdStore) idsPerChange() int { return etcdIDsPerTxn }
 
-// issue issues ids after the last one the cluster issued: the transaction
-// compares "last", so of two hosts that read the same last id one loses its
-// compare and issues again after the other. The order is the cluster's; a
-// host's clock gives only the time an id carries, and each id carries the
-// revision the transaction read at, so no two transactions issue the same
-// id, whatever the clocks, even across a snapshot restore (clusterSeq).
-// After a restore or an import, last is what the restored or imported
-// ledger issued, so ids go on increasing from there.
+// issue issues ids after the last one the cluster issued. The transaction
+// compares "last". So of two hosts that read the same last id, one loses its
+// compare and issues again after the other. The order is the cluster's. A
+// host's clock gives only the time an id carries. Each id also carries the
+// revision the transaction read at (clusterSeq). So no two transactions issue
+// the same id, whatever the clocks, even across a snapshot restore. After a
+// restore or an import, last is what that ledger issued. So ids go on
+// increasing from there.
 func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 	if n > maxIDsPerTxn {
 		return nil, fmt.Errorf("%d ids in one transaction: at most %d", n, maxIDsPerTxn)
@@ -637,7 +636,7 @@ func (t *etcdTx) issue(n int, now time.Time) ([]string, error) {
 	}
 	last, ok := parseSeq(string(b))
 	if b != nil && !ok {
-		return nil, &corruptError{Key: t.s.key("last"), Err: fmt.Errorf("malformed id %q", b)}
+		return nil, corrupt(t.s.key("last"), fmt.Errorf("malformed id %q", b))
 	}
 	var out []string
 	for i := range n {
@@ -661,8 +660,8 @@ func (t *etcdTx) addPending(id string, p pendingRec) {
 
 func (t *etcdTx) putPlan(pr planRec) { t.put(t.s.key("plan", pr.ID), pr) }
 
-// prunePerRecord bounds the builds one record prunes, and so the size of
-// its transaction (an import may leave many more than Retain to prune).
+// prunePerRecord bounds the builds one record prunes, and so the size of its
+// transaction. An import may leave many more than Retain to prune.
 const prunePerRecord = 16
 
 func (t *etcdTx) putRecord(m string, rec record) error {
@@ -735,7 +734,7 @@ func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
 		for _, kv := range resp.Kvs {
 			var p planRec
 			if err := json.Unmarshal(kv.Value, &p); err != nil {
-				return &corruptError{Key: string(kv.Key), Err: err}
+				return corrupt(string(kv.Key), err)
 			}
 			known[p.ID] = p.RequestedAt
 		}
@@ -751,34 +750,35 @@ func (s *etcdStore) dump(ctx context.Context) (*dump, error) {
 	return d, err
 }
 
-// importBatch is how many keys one import transaction writes (etcd takes
-// 128 operations per transaction by default).
+// importBatch is how many keys one import transaction writes. etcd takes 128
+// operations per transaction by default.
 const importBatch = 100
 
 // importMarker is the value of PREFIX/ledger/importing while an import is
-// under way: which export it writes, so that the same import run again
-// resumes it and no other import mixes with it.
+// under way. It names the export being written. So the same import run again
+// resumes it, and no other import mixes with it.
 type importMarker struct {
 	Digest string `json:"digest"`
 	Builds int    `json:"builds"`
 }
 
-// ImportingError reports an etcd ledger that an import is writing, or that
-// an interrupted import left half written (exit 1): it issues no id and
-// answers nothing until the import is whole. Running the same import again
-// finishes it.
+// ImportingError reports an etcd ledger that an import is writing (exit 1).
+// An interrupted import leaves the ledger the same way, half written. The
+// ledger issues no id and answers nothing until the import is whole. Running
+// the same import again finishes it.
 type ImportingError struct{ Where string }
 
 func (e *ImportingError) Error() string {
 	return fmt.Sprintf("ledger %s is being imported, or an import into it was interrupted: it answers once the import is whole; run the same meshctl build import again to finish it", e.Where)
 }
 
-// Fault says a ledger under import is a failure (run the import again).
+// Fault says a ledger under import is a failure. The fix is to run the import
+// again.
 func (e *ImportingError) Fault() fault.Kind { return fault.Failed }
 
-// checkImporting refuses a ledger under import: every transaction reads
-// the marker (so compares it, and loses its compare if an import begins
-// before it commits).
+// checkImporting refuses a ledger under import. Every transaction reads the
+// marker, so it compares it too. It loses its compare if an import begins
+// before it commits.
 func (t *etcdTx) checkImporting() error {
 	_, ok, err := t.get(t.s.key("importing"))
 	if err != nil {
@@ -790,15 +790,15 @@ func (t *etcdTx) checkImporting() error {
 	return nil
 }
 
-// load writes d into an empty prefix, so that the ledger is never seen
-// half imported: a first transaction, which requires the prefix empty,
-// writes the marker "importing"; every other operation refuses a ledger
-// with the marker (ImportingError). Then the builds, plans and heads go in
-// batches, each requiring the marker still ours, and a last transaction
-// deletes the marker and writes "last": from then on the ledger is whole
-// and issues ids after the imported ones. Killed anywhere, the same import
-// run again finds its marker and writes everything again (each write puts
-// a value, so once or twice is the same); another import is refused.
+// load writes d into an empty prefix. The ledger is never seen half imported.
+// A first transaction requires the prefix empty and writes the marker
+// "importing". Every other operation refuses a ledger with the marker
+// (ImportingError). Then the builds, plans and heads go in batches. Each
+// batch requires that the marker is still ours. A last transaction deletes
+// the marker and writes "last". From then on the ledger is whole and issues
+// ids after the imported ones. Killed anywhere, the same import run again
+// finds its marker and writes everything again. Each write puts a value, so
+// once or twice is the same. Another import is refused.
 func (s *etcdStore) load(ctx context.Context, d *dump) error {
 	cli, err := s.client()
 	if err != nil {
@@ -818,7 +818,8 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 	marker := string(mb)
 	mkey := s.key("importing")
 
-	// The marker: a new import into an empty prefix, or ours resumed.
+	// Write the marker, for a new import into an empty prefix, or resume
+	// ours.
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
 		resp, err := kv.Txn(ctx).
 			If(clientv3.Compare(clientv3.ModRevision(s.cfg.Prefix+"/ledger/"), "=", 0).WithPrefix()).
@@ -835,15 +836,15 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 			return true, nil // ours, interrupted (or our own answer lost): resume
 		}
 		if len(got) == 1 {
-			return false, &NotEmptyError{Where: s.describe() + " (another import into it was interrupted: run that one again to finish it)"}
+			return false, notEmpty(s.describe() + " (another import into it was interrupted: run that one again to finish it)")
 		}
-		return false, &NotEmptyError{Where: s.describe()}
+		return false, notEmpty(s.describe())
 	})
 	if err != nil {
 		return err
 	}
 	ours := clientv3.Compare(clientv3.Value(mkey), "=", marker)
-	lostMarker := &NotEmptyError{Where: s.describe() + " (its import marker changed during the import)"}
+	lostMarker := notEmpty(s.describe() + " (its import marker changed during the import)")
 	for len(ops) > 0 {
 		batch := ops[:min(importBatch, len(ops))]
 		ops = ops[len(batch):]
@@ -861,7 +862,7 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 			return err
 		}
 	}
-	// Publish: the marker goes and last comes in one transaction.
+	// Publish. The marker goes and last comes, in one transaction.
 	publish := []clientv3.Op{clientv3.OpDelete(mkey)}
 	if d.last != "" {
 		publish = append(publish, clientv3.OpPut(s.key("last"), d.last))
@@ -874,7 +875,7 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 		if resp.Succeeded {
 			return true, nil
 		}
-		// Published already, if our answer was lost in flight.
+		// We may have published already, if our answer was lost in flight.
 		m, l := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
 		if len(m) == 0 && (d.last == "" && len(l) == 0 || len(l) == 1 && string(l[0].Value) == d.last) {
 			return true, nil
@@ -883,8 +884,8 @@ func (s *etcdStore) load(ctx context.Context, d *dump) error {
 	})
 }
 
-// importOps are the writes of d's builds, heads, kept lists and plans, in
-// a fixed order.
+// importOps are the writes of d's builds, heads, kept lists and plans, in a
+// fixed order.
 func (s *etcdStore) importOps(d *dump) []clientv3.Op {
 	heads := map[string]*record{}
 	kept := map[string][]string{}
@@ -914,11 +915,11 @@ func (s *etcdStore) importOps(d *dump) []clientv3.Op {
 	return ops
 }
 
-// RefusedError reports an etcd ledger that answered and refused the
-// operation for a reason that running it again cannot change: a wrong user
-// or password, a role without the permission, a transaction too large for
-// the cluster, a full database, a TLS handshake the member rejects (exit 1,
-// at once, not after --lock-timeout). Nothing was changed.
+// RefusedError reports an etcd ledger that answered and refused the operation
+// (exit 1). Running it again cannot change the answer, so it fails at once,
+// not after --lock-timeout. Examples are a wrong user or password, or a role
+// without the permission. So are a transaction too large for the cluster, a
+// full database and a TLS handshake the member rejects. Nothing was changed.
 type RefusedError struct {
 	Endpoints []string
 	// Why says what was refused and what to do, never a credential.
@@ -936,8 +937,9 @@ func (e *RefusedError) Unwrap() error { return e.Err }
 func (e *RefusedError) Fault() fault.Kind { return fault.Failed }
 
 // refusal returns the *RefusedError for err when running the operation again
-// cannot succeed, else nil: then err (a member down, a leader change, a
-// timeout, a lost answer) is worth another attempt.
+// cannot succeed, else nil. A nil answer means err is worth another attempt.
+// A member down, a leader change, a timeout and a lost answer are such
+// errors.
 func (s *etcdStore) refusal(err error) error {
 	var why string
 	switch {

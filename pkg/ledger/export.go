@@ -14,18 +14,18 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// A ledger moves between stores as JSON lines (Export, Import): a header
-// {"kind":"ledger","version":1,"last":…} with the last id issued, then the
-// plans and builds in id order, so in request order:
+// A ledger moves between stores as JSON lines (Export, Import). A header
+// comes first, {"kind":"ledger","version":1,"last":…}, with the last id
+// issued. Then come the plans and builds in id order, which is request order.
 //
 //	{"kind":"plan","id":"p-…","requested_at":…,"builds":[{"id":"b-…","module":"app"}]}
 //	{"kind":"build","id":"b-…","module":"app","plan":"p-…","requested_at":…,
 //	 "finished_at":…,"image":"…","outcome":"current"}
 //
-// A pending build has no outcome; a pruned build of a file ledger keeps only
-// its outcome and the digest of its result ("pruned": true, "result").
-// Ids, order, plans and outcomes are kept as they are: an import decides
-// nothing again.
+// A pending build has no outcome. A pruned build of a file ledger keeps only
+// its outcome and the digest of its result ("pruned": true, "result"). Ids,
+// order, plans and outcomes are kept as they are. An import decides nothing
+// again.
 
 // ExportVersion is the version of the export format.
 const ExportVersion = 1
@@ -54,8 +54,8 @@ type dump struct {
 	plans  []planRec
 }
 
-// dumpBuild is one build: pending (neither record nor pruned set), recorded
-// in full, or pruned to its compact record.
+// dumpBuild is one build. It is pending when neither record nor pruned is
+// set. Otherwise it is recorded in full, or pruned to its compact record.
 type dumpBuild struct {
 	id, module string
 	pending    pendingRec
@@ -70,8 +70,8 @@ func tptr(t time.Time) *time.Time {
 	return &t
 }
 
-// plansOf rebuilds every plan from the plan ids its builds carry; known
-// gives the request time of those a store still lists.
+// plansOf rebuilds every plan from the plan ids its builds carry. known gives
+// the request time of the plans a store still lists.
 func plansOf(builds []dumpBuild, known map[string]time.Time) []planRec {
 	byID := map[string]*planRec{}
 	var out []*planRec
@@ -120,7 +120,7 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer) (builds int, err error
 		}
 		lines = append(lines, ln)
 	}
-	// Id order is request order; a plan's id comes before its builds'.
+	// Id order is request order. A plan's id comes before its builds'.
 	sort.SliceStable(lines, func(i, j int) bool { return lines[i].ID[2:] < lines[j].ID[2:] })
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
@@ -135,29 +135,18 @@ func (l *Ledger) Export(ctx context.Context, w io.Writer) (builds int, err error
 	return len(d.builds), bw.Flush()
 }
 
-// NotEmptyError refuses an import into a ledger that has issued ids (exit 2).
-type NotEmptyError struct{ Where string }
-
-func (e *NotEmptyError) Error() string {
-	return fmt.Sprintf("ledger %s is not empty; import only into a new ledger (another --ledger, or an etcd prefix nobody uses)", e.Where)
+// notEmpty refuses an import into a ledger that has issued ids (exit 2).
+func notEmpty(where string) error {
+	return fault.New(fault.BadInput, "ledger %s is not empty; import only into a new ledger (another --ledger, or an etcd prefix nobody uses)", where)
 }
 
-// Fault says an import into a non-empty ledger is bad input.
-func (e *NotEmptyError) Fault() fault.Kind { return fault.BadInput }
-
-// ImportError is an export that does not read (exit 2).
-type ImportError struct {
-	Line int
-	Err  error
+// badImport reports line n of an export that does not read (exit 2).
+func badImport(n int, err error) error {
+	return fault.New(fault.BadInput, "import line %d: %v", n, err)
 }
 
-func (e *ImportError) Error() string { return fmt.Sprintf("import line %d: %v", e.Line, e.Err) }
-
-// Fault says a malformed export is bad input.
-func (e *ImportError) Fault() fault.Kind { return fault.BadInput }
-
-// Import reads an Export from r into this ledger, which must be empty:
-// the same ids, order, plans and outcomes.
+// Import reads an Export from r into this ledger, which must be empty. It
+// keeps the same ids, order, plans and outcomes.
 func (l *Ledger) Import(ctx context.Context, r io.Reader) (builds int, err error) {
 	d, err := readDump(r)
 	if err != nil {
@@ -185,9 +174,9 @@ func readDump(r io.Reader) (*dump, error) {
 		dec := json.NewDecoder(strings.NewReader(sc.Text()))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&ln); err != nil {
-			return nil, &ImportError{Line: n, Err: err}
+			return nil, badImport(n, err)
 		}
-		bad := func(format string, args ...any) error { return &ImportError{Line: n, Err: fmt.Errorf(format, args...)} }
+		bad := func(format string, args ...any) error { return badImport(n, fmt.Errorf(format, args...)) }
 		if !header {
 			if ln.Kind != "ledger" || ln.Version != ExportVersion {
 				return nil, bad("want the header {\"kind\":\"ledger\",\"version\":%d,…} first: is this a meshctl build export?", ExportVersion)
@@ -255,7 +244,7 @@ func readDump(r io.Reader) (*dump, error) {
 		return nil, err
 	}
 	if !header {
-		return nil, &ImportError{Line: n, Err: errors.New("empty: no ledger header")}
+		return nil, badImport(n, errors.New("empty: no ledger header"))
 	}
 	sort.Slice(d.builds, func(i, j int) bool { return d.builds[i].id < d.builds[j].id })
 	return d, nil

@@ -253,10 +253,10 @@ func killImport(t *testing.T, cfg EtcdConfig, path string) bool {
 	return len(got.Kvs) == 1
 }
 
-// TestEtcdImportKilledResumes is issue 19's item 2 as it was found: an
-// import SIGKILLed while it writes. The ledger then issues no id and
-// answers nothing (exit 1, "being imported"), another import is refused
-// (exit 2), and the same import run again finishes it, whole.
+// TestEtcdImportKilledResumes kills an import with SIGKILL while it writes.
+// The ledger then issues no id and answers nothing (exit 1, "being
+// imported"). Another import is refused (exit 2). The same import run again
+// finishes it, whole.
 func TestEtcdImportKilledResumes(t *testing.T) {
 	src, _ := newTestLedger(t)
 	fillLedger(t, src, 200)

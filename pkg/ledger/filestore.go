@@ -11,9 +11,10 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// fileStore keeps the ledger in the state directory's files (see the
-// package documentation, Storage): every change under the one lock
-// "ledger", files written in an order that leaves every prefix consistent.
+// fileStore keeps the ledger in the state directory's files. Every change is
+// made under the one lock "ledger". Files are written in an order that leaves
+// every prefix consistent. The package documentation says more, under
+// Storage.
 type fileStore struct{ l *Ledger }
 
 func (s *fileStore) describe() string { return s.l.Dir.Path() + "/" + subdir }
@@ -34,8 +35,8 @@ func (s *fileStore) update(ctx context.Context, fn func(tx txn) error) error {
 	return tx.commit()
 }
 
-// view takes the lock too: a list or a plan reads several files, which
-// must agree.
+// view takes the lock too. A list or a plan reads several files, which must
+// agree.
 func (s *fileStore) view(ctx context.Context, fn func(v view) error) error {
 	lk, err := s.l.lock(ctx)
 	if err != nil {
@@ -68,10 +69,10 @@ func (s *fileStore) begin(lk *state.Lock) (*fileTx, error) {
 	return &fileTx{l: s.l, lk: lk, idx: idx, mods: map[string]*moduleDoc{}}, nil
 }
 
-// fileTx is one change (or one read) of the ledger's files, under the lock.
-// A request changes the index and plans.json, written at commit in that
-// order; a record writes its files itself, in the order that makes each
-// prefix consistent.
+// fileTx is one change or one read of the ledger's files, under the lock. A
+// request changes the index and plans.json, written at commit in that order.
+// A record writes its files itself, in the order that makes each prefix
+// consistent.
 type fileTx struct {
 	l          *Ledger
 	lk         *state.Lock
@@ -108,8 +109,8 @@ func (t *fileTx) readPlans() (*plansDoc, error) {
 func (t *fileTx) build(id string) (*pendingRec, *found, error) {
 	p, pending := t.idx.Pending[id]
 	if !pending {
-		// Recorded before, or never issued: the rare path, which may read
-		// every module's history.
+		// Recorded before, or never issued. This is the rare path, which may
+		// read every module's history.
 		if id[len(buildPrefix):] > t.idx.Last {
 			return nil, nil, nil
 		}
@@ -124,8 +125,8 @@ func (t *fileTx) build(id string) (*pendingRec, *found, error) {
 		return nil, nil, err
 	}
 	if mod.LastRecorded == id {
-		// Recorded, but the process died before it could update the index:
-		// a change made now also drops it from there.
+		// Recorded, but the process died before it could update the index. A
+		// change made now also drops it from there.
 		f, ok, err := lookup(t.lk, mod, id)
 		if err != nil {
 			return nil, nil, err
@@ -156,7 +157,7 @@ func (t *fileTx) plan(id string) (planRec, bool, error) {
 		// Repair a plans.json that a kill kept from following the index.
 		return withPending(plans.Plans[i], t.idx), true, nil
 	}
-	// An old plan, out of plans.json: find it from its builds.
+	// An old plan, out of plans.json. Find it from its builds.
 	return derivePlan(t.lk, t.idx, id)
 }
 
@@ -195,11 +196,11 @@ func (t *fileTx) retained(m string) ([]record, error) {
 	return retained(t.lk, mod)
 }
 
-// issue issues ids from max(now, last issued)+1 (see Ids in the package
-// documentation): the lock orders them.
+// issue issues ids from max(now, last issued)+1, as Ids in the package
+// documentation says. The lock orders them.
 func (t *fileTx) issue(n int, now time.Time) ([]string, error) {
-	// Only a request issues, and it writes plans.json: one that cannot be
-	// read refuses the request before any id is issued.
+	// Only a request issues, and it writes plans.json. So a plans.json that
+	// cannot be read refuses the request before any id is issued.
 	if _, err := t.readPlans(); err != nil {
 		return nil, err
 	}
@@ -240,9 +241,9 @@ func (t *fileTx) putPlan(pr planRec) {
 	t.plansDirty = true
 }
 
-// putRecord writes any new chunk, then the module's head (which records
-// the build), then the index (which forgets it as pending), then the
-// archive when a chunk was flushed.
+// putRecord writes any new chunk, then the module's head, which records the
+// build. Then it writes the index, which forgets the build as pending. Last
+// comes the archive, when a chunk was flushed.
 func (t *fileTx) putRecord(m string, rec record) error {
 	mod, err := t.module(m)
 	if err != nil {
@@ -285,7 +286,7 @@ func (t *fileTx) putRecord(m string, rec record) error {
 func (t *fileTx) answer(string) ([]byte, bool, error) { return nil, false, nil }
 func (t *fileTx) putAnswer(string, []byte)            {}
 
-// commit writes the index first: it is what makes ids issued. Should
+// commit writes the index first, since that makes the ids issued. Should
 // plans.json not follow, the plan is found again from its builds.
 func (t *fileTx) commit() error {
 	if t.idxDirty {
@@ -346,8 +347,8 @@ func (l *Ledger) trimPlans(plans []planRec, idx *indexDoc) []planRec {
 }
 
 // withPending adds to pr the pending builds of the index that name its plan
-// and that it lacks. The index is written before plans.json, so a request
-// killed between the two has issued builds that only the index knows; the
+// and that it lacks. The index is written before plans.json. So a request
+// killed between the two has issued builds that only the index knows. The
 // plan must count them, or it would read settled while they are pending.
 func withPending(pr planRec, idx *indexDoc) planRec {
 	var extra []planBuild
@@ -364,8 +365,9 @@ func withPending(pr planRec, idx *indexDoc) planRec {
 	return pr
 }
 
-// derivePlan rebuilds the record of plan from the plan ids its builds carry:
-// for a plan no longer in plans.json. Its builds were all issued after it.
+// derivePlan rebuilds the record of plan from the plan ids its builds carry.
+// It serves a plan no longer in plans.json. Its builds were all issued after
+// it.
 func derivePlan(lk *state.Lock, idx *indexDoc, plan string) (planRec, bool, error) {
 	rec := planRec{ID: plan}
 	if t, err := ParseID(plan); err == nil {
@@ -419,8 +421,8 @@ func derivePlan(lk *state.Lock, idx *indexDoc, plan string) (planRec, bool, erro
 	return rec, len(rec.Builds) > 0, nil
 }
 
-// retained returns the builds of mod kept in full: its current build, its
-// recent ones and those of its chunks, each once.
+// retained returns the builds of mod kept in full. Those are its current
+// build, its recent ones and those of its chunks, each once.
 func retained(r reader, mod *moduleDoc) ([]record, error) {
 	var out []record
 	seen := map[string]bool{}
@@ -468,8 +470,8 @@ func findRecorded(lk *state.Lock, id string) (found, bool, error) {
 	return found{}, false, nil
 }
 
-// dump reads the whole ledger under the lock: every module's kept records
-// and archived compact ones, and the pending builds.
+// dump reads the whole ledger under the lock. It reads every module's kept
+// records and archived compact ones, and the pending builds.
 func (s *fileStore) dump(ctx context.Context) (*dump, error) {
 	lk, err := s.l.lock(ctx)
 	if err != nil {
@@ -538,8 +540,8 @@ func (s *fileStore) dump(ctx context.Context) (*dump, error) {
 	return d, nil
 }
 
-// load writes d into an empty ledger, under the lock, record by record in
-// id order (so that each module's current build is the one it was).
+// load writes d into an empty ledger, under the lock. It writes record by
+// record in id order, so each module's current build is the one it was.
 func (s *fileStore) load(ctx context.Context, d *dump) error {
 	lk, err := s.l.lock(ctx)
 	if err != nil {
@@ -555,7 +557,7 @@ func (s *fileStore) load(ctx context.Context, d *dump) error {
 		return err
 	}
 	if tx.idx.Last != "" || len(tx.idx.Pending) > 0 || len(ms) > 0 {
-		return &NotEmptyError{Where: s.describe()}
+		return notEmpty(s.describe())
 	}
 	for _, b := range d.builds {
 		if b.pruned != nil {

@@ -31,8 +31,8 @@ func fuzzWantExit(t *testing.T, what string, err error, codes ...int) {
 }
 
 // FuzzImageRef feeds any text to ParseImage, as build record --image gets
-// it: a refusal is an *ImageError (exit 2), and what it accepts normalizes
-// to a reference it accepts again, to the same normalized form.
+// it. A refusal is a bad-input *fault.Error (exit 2). What it accepts
+// normalizes to a reference it accepts again, to the same normalized form.
 func FuzzImageRef(f *testing.F) {
 	for _, ref := range []string{"meshtest/busybox:1", "busybox", "docker.io/library/busybox:latest",
 		"127.0.0.1:5117/store@sha256:" + strings.Repeat("ab", 32), "UPPER/case", "a:b:c", "", ":", "x@sha256:12",
@@ -42,8 +42,8 @@ func FuzzImageRef(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ref string) {
 		img, err := ParseImage(ref)
 		if err != nil {
-			var ie *ImageError
-			if !errors.As(err, &ie) {
+			var ie *fault.Error
+			if !errors.As(err, &ie) || ie.Kind != fault.BadInput {
 				t.Fatalf("ParseImage error is %T: %v", err, err)
 			}
 			fuzzWantExit(t, "ParseImage", err, 2)
@@ -177,9 +177,9 @@ func FuzzLedgerFiles(f *testing.F) {
 			// A ledger whose files are each whole but disagree (a plan's
 			// build neither pending nor recorded, a chunk or segment its
 			// head names missing) is damaged: exit 1 by the ledger's own
-			// rule (*DamagedError), not a file that cannot be read.
-			var de *DamagedError
-			if errors.As(err, &de) {
+			// rule (a failed *fault.Error), not a file that cannot be read.
+			var de *fault.Error
+			if errors.As(err, &de) && de.Kind == fault.Failed {
 				fuzzWantExit(t, what, err, 1)
 				return
 			}

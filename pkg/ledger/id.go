@@ -10,21 +10,22 @@ import (
 	"time"
 )
 
-// Id prefixes: a build id reads "b-…", a plan id "p-…".
+// Id prefixes. A build id reads "b-…", a plan id "p-…".
 const (
 	buildPrefix = "b-"
 	planPrefix  = "p-"
 )
 
-// idLen is the length of an id's body: 128 bits in Crockford base32, the
-// first character carrying only 3 bits, as in a ULID.
+// idLen is the length of an id's body, 128 bits in Crockford base32. The
+// first character carries only 3 bits, as in a ULID.
 const idLen = 26
 
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-// seq is the 128-bit value of an id: 48 bits of Unix milliseconds, then 80
-// bits that are random when the clock has moved on and count up when it has
-// not. Its fixed-width base32 text sorts as its value does.
+// seq is the 128-bit value of an id. It starts with 48 bits of Unix
+// milliseconds. The next 80 bits are random when the clock has moved on, and
+// count up when it has not. Its fixed-width base32 text sorts as its value
+// does.
 type seq struct{ hi, lo uint64 }
 
 func (s seq) less(t seq) bool { return s.hi < t.hi || s.hi == t.hi && s.lo < t.lo }
@@ -67,10 +68,11 @@ func parseSeq(body string) (seq, bool) {
 	return s, true
 }
 
-// nextSeq issues the id after last at the time now: the clock's millisecond
-// with fresh random low bits when the clock is past last, else last+1. So
-// ids increase strictly even within one millisecond or when the clock steps
-// back; they then carry the last issued time until the clock catches up.
+// nextSeq issues the id after last at the time now. When the clock is past
+// last, that is the clock's millisecond with fresh random low bits. Otherwise
+// it is last+1. So ids increase strictly, even within one millisecond or when
+// the clock steps back. They then carry the last issued time until the clock
+// catches up.
 func nextSeq(last seq, now time.Time, entropy io.Reader) (seq, error) {
 	ms := now.UnixMilli()
 	if ms < 0 || ms >= 1<<48 {
@@ -81,7 +83,7 @@ func nextSeq(last seq, now time.Time, entropy io.Reader) (seq, error) {
 		if _, err := io.ReadFull(entropy, r[:]); err != nil {
 			return seq{}, fmt.Errorf("read randomness for an id: %w", err)
 		}
-		// 64 random bits under 80: the 16 zero bits above them leave room to
+		// 64 random bits under 80. The 16 zero bits above them leave room to
 		// count up within the millisecond without ever touching the time.
 		return seq{hi: uint64(ms) << 16, lo: binary.BigEndian.Uint64(r[:])}, nil
 	}
@@ -92,9 +94,9 @@ func nextSeq(last seq, now time.Time, entropy io.Reader) (seq, error) {
 	return next, nil
 }
 
-// ParseID checks that id is a well-formed build ("b-…") or plan ("p-…") id
-// and returns the time it carries: its request time, or a little later than
-// it if the clock stepped back.
+// ParseID checks that id is a well-formed build ("b-…") or plan ("p-…") id.
+// It returns the time the id carries. That is its request time, or a little
+// later if the clock stepped back.
 func ParseID(id string) (time.Time, error) {
 	var body string
 	switch {
@@ -121,24 +123,25 @@ const (
 	randBits = 32 // random
 )
 
-// maxIDsPerTxn is how many ids one etcd transaction may issue: each is at
+// maxIDsPerTxn is how many ids one etcd transaction may issue. Each is at
 // least one write, and etcd takes 128 operations per transaction by default.
 const maxIDsPerTxn = 1 << idxBits
 
-// clusterSeq issues the id of an etcd ledger after last: the millisecond
-// max(now, last), then the cluster revision rev that the issuing
-// transaction read at, then i, the id's place in that transaction, then
-// random bits. If that is not above last (an imported file ledger's id in
-// the same millisecond), the millisecond after last's is taken instead.
+// clusterSeq issues the id of an etcd ledger after last. The id holds the
+// millisecond max(now, last) and then rev, the cluster revision the issuing
+// transaction read at. Then come i, the id's place in that transaction, and
+// random bits. That may not be above last, as for an imported file ledger's
+// id in the same millisecond. Then the millisecond after last's is taken
+// instead.
 //
-// The revision is what makes ids unique forever, whatever the hosts'
-// clocks: the transaction compares "last", so it read at a revision at or
-// after the one that wrote last, which is above the revision the previous
-// issuer read at. Two transactions that issue ids never read at the same
-// revision, in one history or across a snapshot restore that bumps the
-// revision past every one the lost history reached (etcdutl snapshot
-// restore --bump-revision); without that bump, two ids coincide only if
-// their 32 random bits do too.
+// The revision makes ids unique forever, whatever the hosts' clocks. The
+// transaction compares "last". So it read at a revision at or after the one
+// that wrote last. That is above the revision the previous issuer read at. So
+// two transactions that issue ids never read at the same revision. This holds
+// in one history. It also holds across a snapshot restore that bumps the
+// revision past every one the lost history reached (etcdutl snapshot restore
+// --bump-revision). Without that bump, two ids coincide only if their 32
+// random bits do too.
 func clusterSeq(last seq, now time.Time, rev int64, i int, entropy io.Reader) (seq, error) {
 	if rev <= 0 || rev >= 1<<revBits {
 		return seq{}, fmt.Errorf("cluster revision %d is outside what an id can carry (1 to 2^%d)", rev, revBits)
@@ -152,7 +155,7 @@ func clusterSeq(last seq, now time.Time, rev int64, i int, entropy io.Reader) (s
 	}
 	low := uint64(i)<<randBits | uint64(binary.BigEndian.Uint32(r[:]))
 	at := func(ms int64) seq {
-		// 80 bits: rev (40) | i (8) | random (32); the top 16 go into hi.
+		// 80 bits, rev (40) | i (8) | random (32). The top 16 go into hi.
 		return seq{hi: uint64(ms)<<16 | uint64(rev)>>24, lo: uint64(rev)<<40 | low}
 	}
 	ms := max(now.UnixMilli(), last.ms())

@@ -11,17 +11,19 @@ import (
 	"strings"
 
 	"github.com/distribution/reference"
+
+	"github.com/meshctl/meshctl/pkg/fault"
 )
 
 // Image is a checked image reference.
 type Image struct {
-	// Ref is the reference as given; it is what the ledger records and what
-	// apply runs.
+	// Ref is the reference as given. The ledger records it, and apply runs
+	// it.
 	Ref string
-	// Normalized is its fully qualified form (docker.io/library/…:latest),
-	// which decides whether two records name the same image.
+	// Normalized is its fully qualified form (docker.io/library/…:latest). It
+	// decides whether two records name the same image.
 	Normalized string
-	// Pinned is true when the reference carries a digest: only then does it
+	// Pinned is true when the reference carries a digest. Only then does it
 	// name one image for good. A tag-only reference is accepted, with a
 	// warning, since its tag may be moved.
 	Pinned bool
@@ -30,16 +32,16 @@ type Image struct {
 // ParseImage checks ref as a Docker image reference.
 func ParseImage(ref string) (Image, error) {
 	if ref == "" {
-		return Image{}, &ImageError{Ref: ref, Err: errors.New("it is empty")}
+		return Image{}, badImage(ref, errors.New("it is empty"))
 	}
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
-		return Image{}, &ImageError{Ref: ref, Err: err}
+		return Image{}, badImage(ref, err)
 	}
 	if d := reference.Domain(named); strings.Contains(d, ":") {
 		if _, port, err := net.SplitHostPort(d); err == nil {
 			if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-				return Image{}, &ImageError{Ref: ref, Err: fmt.Errorf("registry port %s is not a port (1 to 65535)", port)}
+				return Image{}, badImage(ref, fmt.Errorf("registry port %s is not a port (1 to 65535)", port))
 			}
 		}
 	}
@@ -48,12 +50,13 @@ func ParseImage(ref string) (Image, error) {
 	return Image{Ref: ref, Normalized: named.String(), Pinned: pinned}, nil
 }
 
-// resultFailed is the result of a build recorded as failed, in conflict
-// messages and in compact records.
+// resultFailed is the result of a build recorded as failed. Conflict messages
+// and compact records use it.
 const resultFailed = "failed"
 
-// resultKey is what two records of one build must agree on: the normalized
-// image, or "failed". A compact record keeps only its hash.
+// resultHash hashes a result key, what two records of one build must agree
+// on. The key is the normalized image, or "failed". A compact record keeps
+// only its hash.
 func resultHash(key string) string {
 	sum := sha256.Sum256([]byte(key))
 	return hex.EncodeToString(sum[:8])
@@ -61,10 +64,10 @@ func resultHash(key string) string {
 
 var moduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
-// CheckModule reports whether name is a valid module name.
+// CheckModule returns an error unless name is a valid module name.
 func CheckModule(name string) error {
 	if !moduleName.MatchString(name) {
-		return &ModuleError{Name: name}
+		return fault.New(fault.BadInput, "module name %q is not valid: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", name)
 	}
 	return nil
 }

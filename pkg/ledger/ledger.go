@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -18,12 +19,12 @@ type Outcome string
 
 // The outcomes of a record.
 const (
-	// OutcomeCurrent: the build became its module's current artifact.
+	// OutcomeCurrent means the build became its module's current artifact.
 	OutcomeCurrent Outcome = "current"
-	// OutcomeSuperseded: a build requested later is already current; the
+	// OutcomeSuperseded means a build requested later is already current. The
 	// record changed nothing else.
 	OutcomeSuperseded Outcome = "superseded"
-	// OutcomeFailed: the build failed; it is never current.
+	// OutcomeFailed means the build failed. It is never current.
 	OutcomeFailed Outcome = "failed"
 )
 
@@ -54,13 +55,13 @@ type Build struct {
 	Reason      string // why it failed, if told
 	RequestedAt time.Time
 	FinishedAt  time.Time // zero while pending and once pruned
-	// Outcome is what its record printed; empty while pending.
+	// Outcome is what its record printed. It is empty while pending.
 	Outcome Outcome
 	// Pruned is true when only its compact record is left.
 	Pruned bool
 }
 
-// Plan is the builds one request asked for (plus any added with its id).
+// Plan is the builds one request asked for, plus any added with its id.
 type Plan struct {
 	ID          string
 	RequestedAt time.Time
@@ -75,18 +76,20 @@ type Ledger struct {
 	Dir *state.Dir
 	// Now is the clock ids and times are taken from (default time.Now).
 	Now func() time.Time
-	// Retain is how many recorded builds of each module are kept in full;
-	// older ones leave a compact record (default 200; negative keeps none).
+	// Retain is how many recorded builds of each module are kept in full
+	// (default 200). Older ones leave a compact record. A negative Retain
+	// keeps none.
 	Retain int
-	// ChunkSize is how many recorded builds the module's head holds before
-	// they move to a chunk file, and the size of a chunk (default 20).
+	// ChunkSize is the size of a chunk file (default 20). The module's head
+	// holds that many recorded builds before they move to a chunk.
 	ChunkSize int
-	// LockTimeout is how long to wait for the ledger lock (0: try once).
+	// LockTimeout is how long to wait for the ledger lock. Zero tries once.
 	LockTimeout time.Duration
 	// Entropy feeds the random low bits of ids (default crypto/rand).
 	Entropy io.Reader
-	// Warnf reports what the ledger does on its own in the background (a
-	// window published again after its lease lapsed); default: nothing.
+	// Warnf reports what the ledger does on its own in the background. An
+	// example is a window published again after its lease lapsed. By default
+	// it reports nothing.
 	Warnf func(format string, args ...any)
 
 	st storage // nil: the files of Dir
@@ -136,10 +139,10 @@ func (l *Ledger) lock(ctx context.Context) (*state.Lock, error) {
 	return l.Dir.Lock(ctx, lockName, state.LockOptions{Timeout: l.LockTimeout, What: lockWhat})
 }
 
-// Decide is the ledger's one rule: given the id of the module's current
-// build ("" for none), what recording build id with a success (ok) or a
-// failure does. A module's current artifact is replaced only by a successful
-// build requested at or after the one it came from; ids order requests, and
+// Decide is the ledger's one rule. It says what recording build id does, with
+// a success (ok) or a failure. current is the id of the module's current
+// build, "" for none. Only a successful build requested at or after the
+// current one replaces a module's current artifact. Ids order requests, and
 // compare as text.
 func Decide(current, id string, ok bool) Outcome {
 	switch {
@@ -152,8 +155,8 @@ func Decide(current, id string, ok bool) Outcome {
 	}
 }
 
-// store is the ledger's storage: the one set by OpenEtcd, else the files of
-// Dir.
+// store is the ledger's storage. It is the one set by OpenEtcd, else the
+// files of Dir.
 func (l *Ledger) store() storage {
 	if l.st != nil {
 		return l.st
@@ -161,7 +164,7 @@ func (l *Ledger) store() storage {
 	return &fileStore{l: l}
 }
 
-// Where names the ledger for messages: its directory or etcd endpoints.
+// Where names the ledger for messages, by its directory or etcd endpoints.
 func (l *Ledger) Where() string { return l.store().describe() }
 
 // Close releases the ledger's connection, if it has one.
@@ -172,21 +175,21 @@ func (l *Ledger) Close() error {
 	return nil
 }
 
-// newKey returns a fresh idempotency key: a store that loses an answer in
+// newKey returns a fresh idempotency key. A store that loses an answer in
 // flight runs the operation again, and the key finds its first answer.
 func (l *Ledger) newKey() (string, error) {
 	var b [12]byte
 	if _, err := io.ReadFull(rand.Reader, b[:]); err != nil {
 		return "", fmt.Errorf("read randomness for an idempotency key: %w", err)
 	}
-	// No time in it: etcd forgets answers by a lease the cluster counts,
+	// No time in it. etcd forgets answers by a lease the cluster counts,
 	// never by a host's clock.
 	return fmt.Sprintf("%x", b), nil
 }
 
-// once runs fn in one update under an idempotency key: if an earlier run
-// of this same call committed (its answer lost in flight), its answer is
-// returned, and fn changes nothing.
+// once runs fn in one update under an idempotency key. An earlier run of this
+// same call may have committed and lost its answer in flight. Then that
+// answer is returned, and fn changes nothing.
 func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T, error) {
 	var out T
 	key, err := l.newKey()
@@ -215,11 +218,11 @@ func once[T any](ctx context.Context, l *Ledger, fn func(tx txn) (T, error)) (T,
 }
 
 // Request issues one build id per module, in the order given, and a plan id
-// for them all, in one change of the ledger, or, for more modules than one
-// change of an etcd ledger can take (etcdIDsPerTxn), in as many as needed,
-// each whole, each after the last. With plan set, the builds join
-// that existing plan instead (an unknown plan is an *UnknownError); a plan
-// that had settled is open again until they are recorded.
+// for them all. It does so in one change of the ledger. An etcd ledger takes
+// at most etcdIDsPerTxn ids a change. For more modules, Request makes as many
+// changes as needed, each whole, each after the last. With plan set, the
+// builds join that existing plan instead. An unknown plan is bad input. A
+// plan that had settled is open again until they are recorded.
 func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	if len(modules) == 0 {
 		return Plan{}, fmt.Errorf("request names no module")
@@ -230,7 +233,7 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 			return Plan{}, err
 		}
 		if seen[m] {
-			return Plan{}, &ModuleError{Name: m, Why: "is named twice; request one build per module"}
+			return Plan{}, fault.New(fault.BadInput, "module %q is named twice; request one build per module", m)
 		}
 		seen[m] = true
 	}
@@ -243,8 +246,8 @@ func (l *Ledger) Request(ctx context.Context, modules []string, plan string) (Pl
 	if per == 0 || len(modules) < per {
 		return l.request(ctx, modules, plan)
 	}
-	// More ids than one change of the store may issue: the first change
-	// opens the plan, each next one adds its builds to it, as --plan does.
+	// More ids than one change of the store may issue. The first change opens
+	// the plan, and each next one adds its builds to it, as --plan does.
 	var out Plan
 	for rest := modules; len(rest) > 0; {
 		n := per
@@ -278,7 +281,7 @@ func idsPerChange(st storage) int {
 	return 0
 }
 
-// request issues ids for modules, in one change of the ledger.
+// request issues ids for modules in one change of the ledger.
 func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Plan, error) {
 	return once(ctx, l, func(tx txn) (Plan, error) {
 		now := l.now().UTC()
@@ -290,7 +293,7 @@ func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Pl
 				return Plan{}, err
 			}
 			if !ok {
-				return Plan{}, &UnknownError{Kind: "plan", ID: plan}
+				return Plan{}, unknownID("plan", plan)
 			}
 			pr = p
 		} else {
@@ -319,10 +322,10 @@ func (l *Ledger) request(ctx context.Context, modules []string, plan string) (Pl
 
 func checkID(id, prefix, kind string) error {
 	if !strings.HasPrefix(id, prefix) {
-		return &UnknownError{Kind: kind, ID: id, Why: fmt.Sprintf("%q is not a %s id: %s ids start with %q", id, kind, kind, prefix)}
+		return fault.New(fault.BadInput, "%q is not a %s id: %s ids start with %q", id, kind, kind, prefix)
 	}
 	if _, ok := parseSeq(id[len(prefix):]); !ok {
-		return &UnknownError{Kind: kind, ID: id, Why: fmt.Sprintf("%q is not a %s id: want %q and %d base32 characters", id, kind, prefix, idLen)}
+		return fault.New(fault.BadInput, "%q is not a %s id: want %q and %d base32 characters", id, kind, prefix, idLen)
 	}
 	return nil
 }
@@ -333,15 +336,15 @@ type Recorded struct {
 	Outcome Outcome
 	// Current is the module's current build after the record, if any.
 	Current *Build
-	// Again is true when the same result had already been recorded: nothing
-	// changed, and Outcome is the one first printed.
+	// Again is true when the same result had already been recorded. Then
+	// nothing changed, and Outcome is the one first printed.
 	Again bool
 }
 
-// Record records the finished build id: built image img, or failed (img
-// nil) with an optional reason. The same result recorded again changes
-// nothing and returns the first outcome; another result is a
-// *ConflictError, and the ledger is left untouched.
+// Record records the finished build id. img is the image built, or nil for a
+// failure with an optional reason. The same result recorded again changes
+// nothing and returns the first outcome. Another result is a *ConflictError,
+// and the ledger is left untouched.
 func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason string) (Recorded, error) {
 	if err := checkID(id, buildPrefix, "build"); err != nil {
 		return Recorded{}, err
@@ -363,7 +366,7 @@ func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason strin
 			return again(*f, cur, id, key, newResult)
 		}
 		if p == nil {
-			return Recorded{}, &UnknownError{Kind: "build", ID: id}
+			return Recorded{}, unknownID("build", id)
 		}
 		cur, err := tx.currentOf(p.Module)
 		if err != nil {
@@ -384,8 +387,8 @@ func (l *Ledger) Record(ctx context.Context, id string, img *Image, reason strin
 	})
 }
 
-// again answers a record of a build already recorded: the same result is
-// idempotent, another is a conflict.
+// again answers a record of a build already recorded. The same result is
+// idempotent, and another is a conflict.
 func again(f found, cur *record, id, key, newResult string) (Recorded, error) {
 	if !f.sameResult(key) {
 		return Recorded{}, &ConflictError{ID: id, Module: f.module, Recorded: f.describe(), New: newResult}
@@ -434,9 +437,9 @@ func buildOf(m string, cur *record) *Build {
 	return &b
 }
 
-// CurrentBuild returns module's current build, and false if it has none:
-// one lock-free read of the module's file, or one linearizable read of
-// etcd. It is what apply resolves `artifact: MODULE` with.
+// CurrentBuild returns module's current build, and false if it has none. It
+// is one lock-free read of the module's file, or one linearizable read of
+// etcd. apply resolves `artifact: MODULE` with it.
 func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, error) {
 	if err := CheckModule(module); err != nil {
 		return Build{}, false, err
@@ -448,22 +451,23 @@ func (l *Ledger) CurrentBuild(ctx context.Context, module string) (Build, bool, 
 	return *buildOf(module, cur), true, nil
 }
 
-// RecheckTimeout bounds CurrentBuildAgain: one attempt of an etcd call.
+// RecheckTimeout bounds CurrentBuildAgain to one attempt of an etcd call.
 const RecheckTimeout = attempt
 
-// CurrentBuildAgain is CurrentBuild for a re-read under a lock (apply's
-// state lock, after it resolved the module before taking it): bounded to
-// RecheckTimeout, not the ledger's Timeout, so that an etcd that stopped
-// answering meanwhile holds up the lock, and every window of the host
-// waiting for it, seconds rather than --lock-timeout.
+// CurrentBuildAgain is CurrentBuild for a re-read under a lock. Apply
+// resolves the module before it takes its state lock, then calls this under
+// the lock. It is bounded to RecheckTimeout, not the ledger's Timeout. So an
+// etcd that stopped answering meanwhile holds up the lock for seconds, not
+// --lock-timeout. Every window of the host that waits for the lock waits that
+// long too.
 func (l *Ledger) CurrentBuildAgain(ctx context.Context, module string) (Build, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, RecheckTimeout)
 	defer cancel()
 	return l.CurrentBuild(ctx, module)
 }
 
-// Modules returns the modules the ledger knows: those with a build,
-// recorded or pending.
+// Modules returns the modules the ledger knows. Those are the modules with a
+// build, recorded or pending.
 func (l *Ledger) Modules(ctx context.Context) ([]string, error) {
 	var ms []string
 	err := l.store().view(ctx, func(v view) error {
@@ -474,8 +478,8 @@ func (l *Ledger) Modules(ctx context.Context) ([]string, error) {
 	return ms, err
 }
 
-// Currents returns the current build of every module that has one, by
-// module name.
+// Currents returns the current build of every module that has one, by module
+// name.
 func (l *Ledger) Currents(ctx context.Context) ([]Build, error) {
 	ms, err := l.store().modules(ctx)
 	if err != nil {
@@ -506,8 +510,8 @@ func (l *Ledger) Current(module string) (Build, error) {
 	return b, nil
 }
 
-// List returns the builds of module (of every module if it is empty) that
-// the ledger keeps in full, and the pending ones, in request order. Pruned
+// List returns the builds of module that the ledger keeps in full, and the
+// pending ones, in request order. An empty module means every module. Pruned
 // builds are left out.
 func (l *Ledger) List(ctx context.Context, module string) ([]Build, error) {
 	if module != "" {
@@ -562,9 +566,9 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 			return err
 		}
 		if !ok {
-			return &UnknownError{Kind: "plan", ID: id}
+			return unknownID("plan", id)
 		}
-		// Settled is computed from the builds, never stored: a plan with no
+		// Settled is computed from the builds, never stored. A plan with no
 		// build has nothing recorded, and one with a build pending is open.
 		out = Plan{ID: pr.ID, RequestedAt: pr.RequestedAt, Settled: len(pr.Builds) > 0}
 		for _, pb := range pr.Builds {
@@ -583,7 +587,7 @@ func (l *Ledger) Plan(ctx context.Context, id string) (Plan, error) {
 				}
 				out.Builds = append(out.Builds, f.build(cur))
 			default:
-				return &DamagedError{Msg: fmt.Sprintf("build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)}
+				return fault.New(fault.Failed, "build %s of plan %s is neither pending nor recorded in module %s; the ledger is damaged", pb.ID, id, pb.Module)
 			}
 		}
 		return nil

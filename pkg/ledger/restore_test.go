@@ -125,12 +125,12 @@ func hostClock(skew time.Duration) func() time.Time {
 	}
 }
 
-// TestEtcdIdsAfterRestoreSkewedClocks replays issue 19's incident: host A's
-// clock runs two minutes ahead, so the ledger's last id is ahead of host
-// B's clock; a snapshot is taken; B requests web and a builder keeps its
-// id; the cluster is restored from the snapshot as CONTRACT §7 says (with
-// --bump-revision); B requests api. Its id must not be web's lost one,
-// and web's lost id, recorded with web's image, is unknown (exit 2): api's
+// TestEtcdIdsAfterRestoreSkewedClocks replays a restore on skewed clocks.
+// Host A's clock runs two minutes ahead, so the ledger's last id is ahead of
+// host B's clock. A snapshot is taken. B requests web, and a builder keeps
+// its id. The cluster is restored from the snapshot as CONTRACT §7 says, with
+// --bump-revision. B requests api. Its id must not be web's lost one. And
+// web's lost id, recorded with web's image, is unknown (exit 2). So api's
 // current build can never be web's image.
 func TestEtcdIdsAfterRestoreSkewedClocks(t *testing.T) {
 	testEtcd(t)

@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// The ledger's files, all in the state directory's "ledger" subdirectory and
-// all changed under the one lock "ledger". See the package documentation for
-// what each holds and why.
+// The ledger's files. All live in the state directory's "ledger"
+// subdirectory, and all change under the one lock "ledger". The package
+// documentation says what each holds and why.
 const (
 	lockName  = "ledger"
 	lockWhat  = "ledger lock"
@@ -35,29 +36,29 @@ func archiveFile(m string, seq int) string {
 }
 
 // The archive's shape. Chunks past retention are archived archiveBatch at a
-// time, into one segment of level 0 (so that the catalog and a segment are
-// written once in archiveBatch flushes); archiveFanout segments of one level
-// merge into one of the next, up to maxArchiveLevel: segments of that level
-// (5·20·8^3 = 51,200 records by default, about 7 MB) no longer merge, so no
-// file nears the state package's 64 MiB limit.
+// time, into one segment of level 0. So the catalog and a segment are written
+// once in archiveBatch flushes. archiveFanout segments of one level merge
+// into one of the next, up to maxArchiveLevel. Segments of that level no
+// longer merge. They hold 5·20·8^3 = 51,200 records by default, about 7 MB.
+// So no file nears the state package's 64 MiB limit.
 const (
 	archiveBatch    = 5
 	archiveFanout   = 8
 	maxArchiveLevel = 3
 )
 
-// indexDoc is ledger/index.json: the last id issued and the builds not yet
-// recorded. Record reads and writes it, so it holds nothing that grows with
-// history.
+// indexDoc is ledger/index.json. It holds the last id issued and the builds
+// not yet recorded. Record reads and writes it, so it holds nothing that
+// grows with history.
 type indexDoc struct {
 	state.Header
-	// Last is the body of the last id issued, build or plan: the next id is
+	// Last is the body of the last id issued, build or plan. The next id is
 	// issued after it.
 	Last string `json:"last,omitempty"`
-	// Pending maps each build id not yet recorded to its module and plan.
-	// Right after a crash between writing a module's file and this one, it
-	// may also hold that module's LastRecorded build, which then counts as
-	// recorded (and is dropped by the module's next record).
+	// Pending maps each build id not yet recorded to its module and plan. A
+	// crash may come between writing a module's file and this one. Right
+	// after it, Pending may also hold that module's LastRecorded build. That
+	// build counts as recorded, and the module's next record drops it.
 	Pending map[string]pendingRec `json:"pending"`
 }
 
@@ -67,10 +68,10 @@ type pendingRec struct {
 	RequestedAt time.Time `json:"requested_at"`
 }
 
-// plansDoc is ledger/plans.json: which builds each recent plan asked for.
+// plansDoc is ledger/plans.json, which builds each recent plan asked for.
 // Only requests write it. It keeps every plan with a pending build and the
-// newest Retain settled ones; an older plan is found again from the plan
-// ids its builds carry.
+// newest Retain settled ones. An older plan is found again from the plan ids
+// its builds carry.
 type plansDoc struct {
 	state.Header
 	Plans []planRec `json:"plans"` // in id order
@@ -87,38 +88,38 @@ type planBuild struct {
 	Module string `json:"module"`
 }
 
-// moduleDoc is ledger/MODULE.module.json, the head of one module's history:
-// its current build and its latest recorded builds. Its size is bounded by
-// ChunkSize whatever the history.
+// moduleDoc is ledger/MODULE.module.json, the head of one module's history.
+// It holds the current build and the latest recorded builds. ChunkSize bounds
+// its size whatever the history.
 type moduleDoc struct {
 	state.Header
 	Module  string  `json:"module"`
 	Current *record `json:"current,omitempty"`
-	// LastRecorded is the id of the build recorded last, to recognise it in
-	// the index after a crash between the two writes of a record.
+	// LastRecorded is the id of the build recorded last. It recognises that
+	// build in the index after a crash between the two writes of a record.
 	LastRecorded string `json:"last_recorded,omitempty"`
 	// Recent are the builds recorded since the last full chunk, in record
-	// order; at ChunkSize they move to a chunk file.
+	// order. At ChunkSize they move to a chunk file.
 	Recent []record `json:"recent"`
-	// NextChunk numbers the next chunk file; the catalog's FirstChunk …
+	// NextChunk numbers the next chunk file. The catalog's FirstChunk …
 	// NextChunk-1 hold the older retained builds.
 	NextChunk int `json:"next_chunk"`
 }
 
-// catalogDoc is ledger/MODULE.archive.json: which chunks are archived, and
-// the archive's segments. Only flushes read and write it, so that the head
-// stays the same size whatever the history.
+// catalogDoc is ledger/MODULE.archive.json. It says which chunks are
+// archived, and lists the archive's segments. Only flushes read and write it.
+// So the head stays the same size whatever the history.
 type catalogDoc struct {
 	state.Header
 	Module string `json:"module"`
-	// FirstChunk is the oldest chunk kept; those before it are archived.
+	// FirstChunk is the oldest chunk kept. Those before it are archived.
 	FirstChunk int `json:"first_chunk"`
-	// Segments lists the archive's segments; NextSegment numbers the next.
+	// Segments lists the archive's segments. NextSegment numbers the next.
 	Segments    []segmentInfo `json:"segments"`
 	NextSegment int           `json:"next_segment"`
 }
 
-// segmentInfo describes one archive file: a segment of level L holds
+// segmentInfo describes one archive file. A segment of level L holds
 // ChunkSize·8^L compact records, sorted by id, First to Last.
 type segmentInfo struct {
 	Seq   int    `json:"seq"`
@@ -134,13 +135,13 @@ type record struct {
 	Plan        string    `json:"plan"`
 	RequestedAt time.Time `json:"requested_at"`
 	FinishedAt  time.Time `json:"finished_at"`
-	// Image is the image recorded; empty for a failed build.
+	// Image is the image recorded. It is empty for a failed build.
 	Image   string  `json:"image,omitempty"`
 	Reason  string  `json:"reason,omitempty"`
 	Outcome Outcome `json:"outcome"`
 }
 
-// chunkDoc is ledger/MODULE.chunk-N.json: ChunkSize retained builds, written
+// chunkDoc is ledger/MODULE.chunk-N.json, ChunkSize retained builds written
 // once.
 type chunkDoc struct {
 	state.Header
@@ -149,8 +150,8 @@ type chunkDoc struct {
 	Builds []record `json:"builds"`
 }
 
-// archiveDoc is ledger/MODULE.archive-N.json, a segment of the archive:
-// compact records of pruned builds, written once.
+// archiveDoc is ledger/MODULE.archive-N.json, a segment of the archive. It
+// holds compact records of pruned builds, written once.
 type archiveDoc struct {
 	state.Header
 	Module string    `json:"module"`
@@ -159,9 +160,9 @@ type archiveDoc struct {
 	Builds []compact `json:"builds"` // sorted by id
 }
 
-// compact is what is left of a pruned build: enough to say it existed, to
-// which plan it belonged, what its record's outcome was, and whether a
-// record of it again is the same result.
+// compact is what is left of a pruned build. It says the build existed, which
+// plan it belonged to and what its record's outcome was. It also tells
+// whether a new record of it is the same result.
 type compact struct {
 	ID   string `json:"i"`
 	Plan string `json:"p"`
@@ -199,17 +200,17 @@ func (c compact) outcome() Outcome {
 	}
 }
 
-// reader reads ledger files: a *state.Lock, or a *state.Dir for a lock-free
-// snapshot of one file.
+// reader reads ledger files. It is a *state.Lock, or a *state.Dir for a
+// lock-free snapshot of one file.
 type reader interface {
 	Read(name string, doc state.Document) (bool, error)
 }
 
-// checkNamed refuses a module name that a ledger file gave, before it
-// becomes part of a path: a file that names an invalid module is damaged.
+// checkNamed refuses a module name that a ledger file gave, before it becomes
+// part of a path. A file that names an invalid module is damaged.
 func checkNamed(m string) error {
 	if CheckModule(m) != nil {
-		return &DamagedError{Msg: fmt.Sprintf("the ledger names module %q, which is not a valid module name; the ledger is damaged", m)}
+		return fault.New(fault.Failed, "the ledger names module %q, which is not a valid module name; the ledger is damaged", m)
 	}
 	return nil
 }
@@ -223,7 +224,7 @@ func readModule(r reader, m string) (*moduleDoc, error) {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", moduleFile(m), doc.Module, m)}
+		return nil, fault.New(fault.Failed, "ledger file %s names module %q; the ledger of module %s is damaged", moduleFile(m), doc.Module, m)
 	}
 	return doc, nil
 }
@@ -237,7 +238,7 @@ func readCatalog(r reader, m string) (*catalogDoc, error) {
 		return nil, err
 	}
 	if doc.Module != m {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s names module %q; the ledger of module %s is damaged", catalogFile(m), doc.Module, m)}
+		return nil, fault.New(fault.Failed, "ledger file %s names module %q; the ledger of module %s is damaged", catalogFile(m), doc.Module, m)
 	}
 	return doc, nil
 }
@@ -252,7 +253,7 @@ func readChunk(r reader, m string, n int) (*chunkDoc, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)}
+		return nil, fault.New(fault.Failed, "ledger file %s is missing; the ledger of module %s is damaged", chunkFile(m, n), m)
 	}
 	return doc, nil
 }
@@ -267,12 +268,12 @@ func readArchive(r reader, m string, seq int) (*archiveDoc, error) {
 		return nil, err
 	}
 	if !ok {
-		return nil, &DamagedError{Msg: fmt.Sprintf("ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)}
+		return nil, fault.New(fault.Failed, "ledger file %s is missing; the ledger of module %s is damaged", archiveFile(m, seq), m)
 	}
 	return doc, nil
 }
 
-// found is a recorded build located in a module's history: in full, or
+// found is a recorded build located in a module's history. It is in full, or
 // only its compact record once pruned.
 type found struct {
 	module string
@@ -294,8 +295,8 @@ func (f found) failed() bool {
 	return f.pruned.Outcome == "f"
 }
 
-// sameResult reports whether key (a normalized image or "failed") is the
-// result f was recorded with.
+// sameResult reports whether key is the result f was recorded with. key is a
+// normalized image or "failed".
 func (f found) sameResult(key string) bool {
 	if f.full != nil {
 		return f.full.resultKey() == key
@@ -315,8 +316,8 @@ func (f found) describe() string {
 	}
 }
 
-// lookup finds the recorded build id in module m's history: the head, the
-// kept chunks, then the archive segments whose range holds it.
+// lookup finds the recorded build id in module m's history. It looks in the
+// head, then the kept chunks, then the archive segments whose range holds it.
 func lookup(r reader, mod *moduleDoc, id string) (found, bool, error) {
 	if mod.Current != nil && mod.Current.ID == id {
 		c := *mod.Current
@@ -371,7 +372,7 @@ func modules(d *state.Dir) ([]string, error) {
 	return ms, nil
 }
 
-// writeChunk moves mod.Recent into a new chunk file; the caller then writes
+// writeChunk moves mod.Recent into a new chunk file. The caller then writes
 // mod, which makes the chunk part of the ledger.
 func writeChunk(lk *state.Lock, mod *moduleDoc) error {
 	if err := lk.Write(chunkFile(mod.Module, mod.NextChunk), &chunkDoc{Module: mod.Module, Seq: mod.NextChunk, Builds: mod.Recent}); err != nil {
@@ -382,15 +383,17 @@ func writeChunk(lk *state.Lock, mod *moduleDoc) error {
 	return nil
 }
 
-// archive moves the chunks of mod past retention into the archive, once
-// archiveBatch of them are, as one segment of level 0. When a level has
-// archiveFanout segments, they merge into one of the next level: a module
-// keeps at most 7 segments per level below maxArchiveLevel, and each compact
-// record is rewritten about log8(history/(archiveBatch·ChunkSize)) times in
-// all. It runs after mod is written; the catalog, written last, is what
-// makes the new segment part of the ledger. Killed before, the chunks are
-// still kept and the next flush archives them. Then it removes the files
-// neither mod nor the catalog names.
+// archive moves the chunks of mod past retention into the archive. It waits
+// until archiveBatch of them are, then writes them as one segment of level 0.
+// When a level has archiveFanout segments, they merge into one of the next
+// level. So a module keeps at most 7 segments per level below
+// maxArchiveLevel. Each compact record is rewritten about
+// log8(history/(archiveBatch·ChunkSize)) times in all.
+//
+// archive runs after mod is written. The catalog, written last, makes the new
+// segment part of the ledger. Killed before, the chunks are still kept and
+// the next flush archives them. Then archive removes the files neither mod
+// nor the catalog names.
 func (l *Ledger) archive(lk *state.Lock, mod *moduleDoc) error {
 	m := mod.Module
 	cat, err := readCatalog(lk, m)
@@ -462,8 +465,8 @@ func mergeCompact(a, b []compact) []compact {
 }
 
 // cleanup removes the chunk and archive files of a module that its head and
-// catalog no longer name: those a flush archived or merged, and any a kill
-// left behind.
+// catalog no longer name. Those are the files a flush archived or merged, and
+// any a kill left behind.
 func cleanup(lk *state.Lock, mod *moduleDoc, cat *catalogDoc) error {
 	names, err := lk.Dir().List(subdir, ".json")
 	if err != nil {

@@ -12,10 +12,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// MeshWindow is a maintenance window as the mesh sees it: published by its
-// host to the etcd that holds the ledger, under a lease that lapses when the
-// window's process dies. Holds stay local files: this is for operators, and
-// a window works the same with etcd down.
+// MeshWindow is a maintenance window as the mesh sees it. Its host publishes
+// it to the etcd that holds the ledger, under a lease that lapses when the
+// window's process dies. Holds stay in local files. This view is for
+// operators, and a window works the same with etcd down.
 type MeshWindow struct {
 	Host     string    `json:"host"`
 	Module   string    `json:"module"`
@@ -23,14 +23,15 @@ type MeshWindow struct {
 	PID      int       `json:"pid"`
 	OpenedAt time.Time `json:"opened_at"`
 	// Lapsed is set when the window's lease lapsed but the window never
-	// closed: its process was killed (its step may still run, and its host
-	// still holds the module), or it is cut off from etcd. The view cannot
-	// be sure it is open, nor that it is not: check on the host.
+	// closed. Either its process was killed, or it is cut off from etcd. A
+	// killed window's step may still run, and its host still holds the
+	// module. The view cannot be sure the window is open, nor that it is not.
+	// Check on the host.
 	Lapsed bool `json:"lapsed,omitempty"`
 }
 
-// WindowTTL is the lease of a published window: it lapses this long after
-// the window's process stops renewing it (killed, or cut off from etcd).
+// WindowTTL is the lease of a published window. The lease lapses this long
+// after the window's process stops renewing it, killed or cut off from etcd.
 const WindowTTL = 10 * time.Second
 
 // ErrNotEtcd is returned by the mesh views of a ledger kept in files.
@@ -40,17 +41,17 @@ func (s *etcdStore) windowKey(w MeshWindow) string {
 	return fmt.Sprintf("%s/windows/%s/%s/%d", s.cfg.Prefix, w.Host, w.Module, w.PID)
 }
 
-// openedKey is the window's entry without a lease: written with the leased
-// one, removed only when the window closes, so that a window whose lease
+// openedKey is the window's entry without a lease. It is written with the
+// leased one and removed only when the window closes. So a window whose lease
 // lapsed still shows, as lapsed.
 func (s *etcdStore) openedKey(w MeshWindow) string {
 	return fmt.Sprintf("%s/windows-opened/%s/%s/%d", s.cfg.Prefix, w.Host, w.Module, w.PID)
 }
 
-// Publication is one published window: its renewals, and the lease they
-// renew, replaced when it lapses. Stop it when the window closed and its
-// hold is gone; Leave it when the window ends with its hold kept (a close
-// that failed closed), so that it lapses and shows as lapsed.
+// Publication is one published window, with its renewals and the lease they
+// renew. The lease is replaced when it lapses. Stop it when the window closed
+// and its hold is gone. Leave it when the window ends with its hold kept, as
+// after a close that failed closed. Then it lapses and shows as lapsed.
 type Publication struct {
 	s      *etcdStore
 	cli    *clientv3.Client
@@ -63,13 +64,14 @@ type Publication struct {
 	lease  clientv3.LeaseID
 }
 
-// PublishWindow publishes w under a lease of WindowTTL, renewed until stop
-// is called (which removes it) or the process dies (it lapses, and the
-// window shows as lapsed). The key names the host, the module and the pid,
-// so that no window overwrites another's. A lease that lapses while the
-// window lives (etcd unreachable for longer than WindowTTL, the process
-// stopped that long) is replaced: the window is published again on a new
-// lease, with a warning through l.Warnf.
+// PublishWindow publishes w under a lease of WindowTTL. The lease is renewed
+// until stop is called, which removes the window. If the process dies, the
+// lease lapses and the window shows as lapsed. The key names the host, the
+// module and the pid, so no window overwrites another's.
+//
+// A lease may lapse while the window lives. That happens when etcd is
+// unreachable, or the process is stopped, for longer than WindowTTL. Then the
+// window is published again on a new lease, with a warning through l.Warnf.
 func (l *Ledger) PublishWindow(ctx context.Context, w MeshWindow) (stop func(), err error) {
 	p, err := l.Publish(ctx, w)
 	if err != nil {
@@ -78,8 +80,8 @@ func (l *Ledger) PublishWindow(ctx context.Context, w MeshWindow) (stop func(), 
 	return p.Stop, nil
 }
 
-// Publish publishes w as PublishWindow does, and returns the publication,
-// to Stop or Leave.
+// Publish publishes w as PublishWindow does. It returns the publication, to
+// Stop or Leave.
 func (l *Ledger) Publish(ctx context.Context, w MeshWindow) (*Publication, error) {
 	s, ok := l.st.(*etcdStore)
 	if !ok {
@@ -105,8 +107,9 @@ func (l *Ledger) Publish(ctx context.Context, w MeshWindow) (*Publication, error
 	return p, nil
 }
 
-// publish grants a lease, writes the window under it (and its entry
-// without a lease) in one transaction, and starts renewing it.
+// publish grants a lease and writes the window under it in one transaction.
+// The same transaction writes the entry without a lease. Then publish starts
+// renewing the lease.
 func (p *Publication) publish(ctx, kctx context.Context) (<-chan *clientv3.LeaseKeepAliveResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, attempt)
 	defer cancel()
@@ -129,9 +132,9 @@ func (p *Publication) publish(ctx, kctx context.Context) (<-chan *clientv3.Lease
 	return ch, nil
 }
 
-// keep drains the renewals; when their channel closes while the window
-// lives (the lease lapsed or could not be renewed in time), it publishes
-// the window again on a new lease, trying every second or so until it can.
+// keep drains the renewals. Their channel closes when the lease lapsed or
+// could not be renewed in time. If the window still lives, keep publishes it
+// again on a new lease. It tries every second or so until it can.
 func (p *Publication) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer close(p.done)
 	for {
@@ -157,8 +160,8 @@ func (p *Publication) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAl
 	}
 }
 
-// Stop ends the renewals and removes the window from the mesh: both its
-// entries, and its lease.
+// Stop ends the renewals and removes the window from the mesh. It removes
+// both entries and the lease.
 func (p *Publication) Stop() {
 	p.cancel()
 	<-p.done
@@ -171,17 +174,17 @@ func (p *Publication) Stop() {
 	_, _ = p.cli.Revoke(ctx, lease) // else it lapses by itself
 }
 
-// Leave ends the renewals and leaves the entries, as a SIGKILL does: the
-// window lapses within WindowTTL and then shows as lapsed, until its host
-// forgets it (ForgetWindow).
+// Leave ends the renewals and leaves the entries, as a SIGKILL does. The
+// window lapses within WindowTTL and then shows as lapsed. It shows until its
+// host forgets it (ForgetWindow).
 func (p *Publication) Leave() {
 	p.cancel()
 	<-p.done
 }
 
-// MeshWindows returns every host's published windows, by host and module,
-// from one linearizable read: those whose lease is alive, and those whose
-// lease lapsed without their window closing (Lapsed).
+// MeshWindows returns every host's published windows, by host and module. It
+// takes them from one linearizable read. It returns those whose lease is
+// alive, and those whose lease lapsed without their window closing (Lapsed).
 func (l *Ledger) MeshWindows(ctx context.Context) ([]MeshWindow, error) {
 	s, ok := l.st.(*etcdStore)
 	if !ok {
@@ -205,7 +208,7 @@ func (l *Ledger) MeshWindows(ctx context.Context) ([]MeshWindow, error) {
 			for _, kv := range r.GetResponseRange().Kvs {
 				var w MeshWindow
 				if err := json.Unmarshal(kv.Value, &w); err != nil {
-					return false, &corruptError{Key: string(kv.Key), Err: err}
+					return false, corrupt(string(kv.Key), err)
 				}
 				k := s.windowKey(w)
 				if i == 1 {
@@ -232,9 +235,9 @@ func (l *Ledger) MeshWindows(ctx context.Context) ([]MeshWindow, error) {
 	return out, err
 }
 
-// ForgetWindow removes w from the mesh, lapsed or not: for the host that
-// released w's hold (its process dead, its step no longer running), so
-// that the mesh view stops showing it as lapsed.
+// ForgetWindow removes w from the mesh, lapsed or not. The host calls it when
+// it released w's hold, its process dead and its step no longer running. Then
+// the mesh view stops showing w as lapsed.
 func (l *Ledger) ForgetWindow(ctx context.Context, w MeshWindow) error {
 	s, ok := l.st.(*etcdStore)
 	if !ok {

@@ -15,9 +15,9 @@ import (
 
 // Files apply records in the state directory, under the state lock.
 const (
-	// AppliedFile is the desired state of the last apply: what a window's
-	// close converges held containers to, and where `window run` without -f
-	// finds its step.
+	// AppliedFile is the desired state of the last apply. A window's close
+	// converges held containers to it, and `window run` without -f finds its
+	// step there.
 	AppliedFile = "applied.json"
 	// ReportFile is the last apply's report, for status.
 	ReportFile = "last-apply.json"
@@ -29,10 +29,10 @@ type Applied struct {
 	AppliedAt time.Time  `json:"applied_at"`
 	Source    string     `json:"source"`
 	File      *mesh.File `json:"file"`
-	// Images are the images apply resolved per engine name, with the build
-	// each artifact: came from, so a window's close uses the same ones.
+	// Images are the images apply resolved per engine name. Each `artifact:`
+	// carries the build it came from. So a window's close uses the same ones.
 	Images map[string]Resolved `json:"images"`
-	// Modules says, per module, which apply last wrote it: a file owns its
+	// Modules says, per module, which apply last wrote it. A file owns its
 	// modules, and an apply leaves the others as they were.
 	Modules map[string]ModuleRecord `json:"modules,omitempty"`
 }
@@ -44,10 +44,10 @@ type ModuleRecord struct {
 }
 
 // Merge returns the applied state after an apply of f that removed the
-// modules in remove: a's modules that f does not name are kept as they were
-// (their containers, images and record), f's replace theirs, and the
-// removed ones are gone. desired are f's containers as this apply resolved
-// them. sources says which source each of f's modules records.
+// modules in remove. It keeps a's modules that f does not name as they were,
+// with their containers, images and record. f's modules replace theirs, and
+// the removed ones are gone. desired are f's containers as this apply
+// resolved them. sources says which source each of f's modules records.
 func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desired, source string, now time.Time, sources Sources) *Applied {
 	out := &Applied{AppliedAt: now, Source: source, File: &mesh.File{Modules: map[string]*mesh.Module{}},
 		Images: map[string]Resolved{}, Modules: map[string]ModuleRecord{}}
@@ -85,13 +85,13 @@ func (a *Applied) Merge(f *mesh.File, remove []string, desired []lifecycle.Desir
 	return out
 }
 
-// KeepTimes makes a, the applied state an apply is about to record (Merge),
-// keep the times of prev, the one it replaces, where nothing changed:
-// applied_at is the last change, not the last check. A module whose
-// definition, images and source are prev's keeps prev's record; when no
-// module changed and none came or went, a keeps prev's time and source
-// (apply --last of an unchanged state is no change), and KeepTimes reports
-// false: prev need not be written again.
+// KeepTimes makes a keep the times of prev where nothing changed. a is the
+// applied state an apply is about to record (Merge). prev is the one it
+// replaces. applied_at is the last change, not the last check. A module whose
+// definition, images and source are prev's keeps prev's record. When no
+// module changed and none came or went, a keeps prev's time and source.
+// KeepTimes then reports false, and prev need not be written again. So apply
+// --last of an unchanged state is no change.
 func (a *Applied) KeepTimes(prev *Applied) (changed bool) {
 	// A file an older meshctl wrote, or none, is written anew.
 	changed = prev.Version != state.Version || prev.File == nil ||
@@ -133,7 +133,7 @@ func sameImages(a, b map[string]Resolved, m string) bool {
 }
 
 // sameJSON reports whether a and b encode alike, as the state file holds
-// them; false when either cannot be encoded.
+// them. It is false when either cannot be encoded.
 func sameJSON(a, b any) bool {
 	ja, err := json.Marshal(a)
 	if err != nil {
@@ -147,15 +147,17 @@ func sameJSON(a, b any) bool {
 type Sources int
 
 const (
-	// ThisSource: the apply's own (apply -f FILE).
+	// ThisSource records the apply's own source (apply -f FILE).
 	ThisSource Sources = iota
-	// KeepSources: the source the module was applied from before, where
-	// there is one (apply --last, which re-applies the applied state).
+	// KeepSources keeps the source the module was applied from before, where
+	// there is one. apply --last uses it, since it re-applies the applied
+	// state.
 	KeepSources
 )
 
-// record returns the record of module m, falling back to the whole file's
-// for an applied.json written before modules had their own.
+// record returns the record of module m. An applied.json written before
+// modules had their own has only the whole file's, and record falls back to
+// it.
 func (a *Applied) record(m string) ModuleRecord {
 	if r, ok := a.Modules[m]; ok {
 		return r
@@ -163,8 +165,8 @@ func (a *Applied) record(m string) ModuleRecord {
 	return ModuleRecord{AppliedAt: a.AppliedAt, Source: a.Source}
 }
 
-// ModuleNames returns the applied modules, in order; none when nothing was
-// applied.
+// ModuleNames returns the applied modules, in order. It returns none when
+// nothing was applied.
 func (a *Applied) ModuleNames() []string {
 	if a.File == nil {
 		return nil
@@ -172,9 +174,9 @@ func (a *Applied) ModuleNames() []string {
 	return a.File.ModuleNames()
 }
 
-// HasStep reports whether the applied state has a module's step. With
-// nothing applied (or an applied state without its file) every step counts,
-// since none can be told gone.
+// HasStep reports whether the applied state has a module's step. With nothing
+// applied, or an applied state without its file, every step counts. Then none
+// can be told gone.
 func (a *Applied) HasStep(module, step string) bool {
 	if a == nil || a.File == nil {
 		return true
@@ -187,14 +189,14 @@ func (a *Applied) HasStep(module, step string) bool {
 type Resolved struct {
 	Image string `json:"image"`
 	Build string `json:"build,omitempty"`
-	// PulledID is, for a pull: always container, the image id its tag
-	// named when the apply pulled it: a window's close recreates a held
-	// container that runs another (a deferred "image (newer pull)").
+	// PulledID is the image id a tag named when the apply pulled it. It is
+	// set for `pull: always` containers. A window's close recreates a held
+	// container that runs another image (a deferred "image (newer pull)").
 	PulledID string `json:"pulled_id,omitempty"`
 }
 
 // Desired returns the applied desired containers, as that apply resolved
-// them; key is the host's secret key (SecretKey).
+// them. key is the host's secret key (SecretKey).
 func (a *Applied) Desired(key []byte) ([]lifecycle.Desired, error) {
 	if a.File == nil {
 		return nil, nil
@@ -204,11 +206,12 @@ func (a *Applied) Desired(key []byte) ([]lifecycle.Desired, error) {
 	}, a.Images, key)
 }
 
-// DesiredEach is Desired module by module: a module whose containers cannot
-// be resolved (an env-file that cannot be read: a secret being rotated) is
-// left out, and errs says why, by module, while the other modules' are
-// returned. A command's work on one module never depends on another
-// module's files: a window on store closes whatever web's env-file says.
+// DesiredEach is Desired module by module. A module whose containers cannot
+// be resolved is left out, and errs says why, by module. An env-file that
+// cannot be read while a secret is rotated is such a case. The other modules'
+// containers are returned. A command's work on one module never depends on
+// another module's files. So a window on store closes whatever web's env-file
+// says.
 func (a *Applied) DesiredEach(key []byte) (desired []lifecycle.Desired, errs map[string]error) {
 	if a.File == nil {
 		return nil, nil
@@ -245,16 +248,17 @@ type Report struct {
 	EngineCalls int64             `json:"engine_calls"`
 	Containers  []ContainerReport `json:"containers"`
 	Windows     []holds.View      `json:"windows"`
-	// Released are stale holds this apply released: windows that died
+	// Released are stale holds this apply released, of windows that died
 	// without closing.
 	Released []holds.View `json:"released,omitempty"`
-	// Networks are the module networks the apply planned (none when no
-	// module has any).
+	// Networks are the module networks the apply planned. It is empty when no
+	// module has any.
 	Networks []NetworkReport `json:"networks,omitempty"`
 }
 
-// NetworkReport is one network's line of the report: create, unchanged,
-// remove, orphan, kept (in use, so not removed) or failed.
+// NetworkReport is one network's line of the report. The action is create,
+// unchanged, remove, orphan, kept or failed. A kept network is in use, so it
+// was not removed.
 type NetworkReport struct {
 	Name    string   `json:"name"`
 	Module  string   `json:"module"`
@@ -270,32 +274,32 @@ type ContainerReport struct {
 	Action    string   `json:"action"`
 	Reasons   []string `json:"reasons"`
 	Window    string   `json:"window,omitempty"`
-	// Build is the build id the container runs, for an artifact: container.
+	// Build is the build id the container runs, for an `artifact:` container.
 	Build string `json:"build,omitempty"`
 	Error string `json:"error,omitempty"`
-	// Health is what a container this apply created or recreated reached
-	// (healthy, running, unhealthy, exited, restarting); Log, for one that
-	// failed, the last lines of its log.
+	// Health is what a container this apply created or recreated reached.
+	// That is healthy, running, unhealthy, exited or restarting. Log holds
+	// the last lines of the log of one that failed.
 	Health string   `json:"health,omitempty"`
 	Log    []string `json:"log,omitempty"`
 }
 
-// LoadApplied reads the last applied desired state (a snapshot); ok is false
-// when nothing was applied yet.
+// LoadApplied reads the last applied desired state, as a snapshot. ok is
+// false when nothing was applied yet.
 func LoadApplied(d *state.Dir) (*Applied, bool, error) {
 	var a Applied
 	ok, err := d.Read(AppliedFile, &a)
 	return &a, ok, err
 }
 
-// CheckReport reads last-apply.json under the state lock, discarding what
-// it holds. A file this meshctl cannot use (it does not parse, or a newer
-// meshctl wrote it) is a *state.FileError naming it (exit 2): the apply must
-// stop before it changes anything, and never overwrite it. An apply calls
-// it, before carrying out its plan, having read applied.json (its previous
-// state) under the same lock.
+// CheckReport reads last-apply.json under the state lock, discarding what it
+// holds. A file this meshctl cannot use is a *state.FileError naming it (exit
+// 2). It may not parse, or a newer meshctl wrote it. The apply must then stop
+// before it changes anything, and never overwrite the file. An apply calls
+// CheckReport before carrying out its plan. It has read applied.json, its
+// previous state, under the same lock.
 //
-// Only its version is decoded (state.VersionOnly): a report of a thousand
+// Only its version is decoded (state.VersionOnly). A report of a thousand
 // containers decoded in full was a sixth of a no-op apply's work
 // (docs/performance.md).
 func CheckReport(lock *state.Lock) error {

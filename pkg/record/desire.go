@@ -6,15 +6,15 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// Resolver returns the current image of a module's artifact, and the build
-// it came from; ok is false when the module has none.
+// Resolver returns the current image of a module's artifact, and the build it
+// came from. ok is false when the module has none.
 type Resolver func(module string) (image, build string, ok bool, err error)
 
-// Desire returns the desired containers of f in name order, resolving every
-// artifact: with resolve, unless pinned holds the image for that container
-// already. It fails, touching nothing, on a module without a current build.
-// key is the host's secret key (state.Dir.SecretKey), which the contents of
-// secret and config files are hashed with; nil for a file without any.
+// Desire returns the desired containers of f in name order. It resolves every
+// `artifact:` with resolve, unless pinned already holds the image for that
+// container. It fails, touching nothing, on a module without a current build.
+// key is the host's secret key (state.Dir.SecretKey). The contents of secret
+// and config files are hashed with it. It is nil for a file without any.
 func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []byte) ([]lifecycle.Desired, error) {
 	var out []lifecycle.Desired
 	for _, mn := range f.ModuleNames() {
@@ -34,19 +34,20 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 					return nil, err
 				}
 				if !ok {
-					return nil, &NoArtifactError{Module: c.Artifact, Container: d.Name}
+					return nil, noArtifact(c.Artifact, d.Name)
 				}
 				d.Image, d.Build = image, build
 			}
-			// env-files are read now, as env is: their values are in the
-			// spec (hashed) and the engine's create, never in a report.
+			// env-files are read now, as env is. Their values go into the
+			// spec, hashed, and into the engine's create, never into a
+			// report.
 			env, err := c.LoadEnv(d.Name)
 			if err != nil {
 				return nil, err
 			}
 			d.Def.Env = env
-			// Secret and config files too: only their keyed hashes reach
-			// the spec; the engine mounts the files themselves.
+			// Secret and config files too. Only their keyed hashes reach the
+			// spec. The engine mounts the files themselves.
 			if d.Def, d.Warnings, err = d.Def.LoadFiles(d.Name, key); err != nil {
 				return nil, err
 			}
@@ -58,13 +59,9 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 	return out, nil
 }
 
-// NoArtifactError is an artifact: whose module has no current build (exit 2).
-type NoArtifactError struct{ Module, Container string }
-
-func (e *NoArtifactError) Error() string {
-	return "container " + e.Container + " wants artifact " + e.Module + ", but module " + e.Module +
-		" has no current build; record one with: meshctl build record ID --image REF"
+// noArtifact reports a container whose artifact module has no current build.
+// It is bad input (exit 2).
+func noArtifact(module, container string) error {
+	return fault.New(fault.BadInput, "container %s wants artifact %s, but module %s has no current build; record one with: meshctl build record ID --image REF",
+		container, module, module)
 }
-
-// Fault says a missing artifact is bad input.
-func (e *NoArtifactError) Fault() fault.Kind { return fault.BadInput }

@@ -11,10 +11,10 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// TestDesiredEachSecretOfOneModule: a module whose secret file cannot be
-// read is left out, saying why; the other modules' containers are
-// resolved, their secrets hashed with the key given (issue 20: a
-// command's work on one module never depends on another module's files).
+// TestDesiredEachSecretOfOneModule checks that a module whose secret file
+// cannot be read is left out, saying why. The other modules' containers are
+// resolved, their secrets hashed with the key given. A command's work on one
+// module never depends on another module's files.
 func TestDesiredEachSecretOfOneModule(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "pw.txt"), []byte("pw\n"), 0o600); err != nil {

@@ -17,9 +17,9 @@ import (
 // Version is the only document version this meshctl reads and writes.
 const Version = 1
 
-// DefaultPath returns the state directory used when none is configured:
-// /var/lib/meshctl for root, else $XDG_STATE_HOME/meshctl
-// (~/.local/state/meshctl when XDG_STATE_HOME is unset).
+// DefaultPath returns the state directory used when none is configured. That
+// is /var/lib/meshctl for root, else $XDG_STATE_HOME/meshctl. With
+// XDG_STATE_HOME unset, it is ~/.local/state/meshctl.
 func DefaultPath() string {
 	if os.Geteuid() == 0 {
 		return "/var/lib/meshctl"
@@ -37,37 +37,27 @@ func DefaultPath() string {
 // Dir is an opened, permission-checked state directory.
 type Dir struct {
 	path string
-	// readOnly is set by Peek: the directory is only read, never created
-	// or written, and takes no lock.
+	// readOnly is set by Peek. The directory is only read, never created or
+	// written, and takes no lock.
 	readOnly bool
-	// missing is set by Peek when the directory does not exist: it reads
+	// missing is set by Peek when the directory does not exist. It then reads
 	// as empty.
 	missing bool
-	// fsync makes a directory's entries durable (syncDir); tests record it.
+	// fsync makes a directory's entries durable (syncDir). Tests record it.
 	fsync func(dir string) error
 	// beforeRename, if set, runs in Write between the temp file's fsync and
-	// its rename: tests kill a writer there.
+	// its rename. Tests kill a writer there.
 	beforeRename func(tmp string)
 }
 
-// DirError reports a state directory meshctl refuses to use; it is bad
-// input (exit 2) and its message says how to fix it.
-type DirError struct {
-	Path   string
-	Reason string
-	Fix    string
+// dirError reports a state directory meshctl refuses to use. It is bad
+// input (exit 2), and fix says what to do.
+func dirError(path, reason, fix string) error {
+	return fault.New(fault.BadInput, "state dir %s %s; %s", path, reason, fix)
 }
 
-func (e *DirError) Error() string {
-	msg := fmt.Sprintf("state dir %s %s", e.Path, e.Reason)
-	if e.Fix != "" {
-		msg += "; " + e.Fix
-	}
-	return msg
-}
-
-// pathReason is why a path operation failed, with the path it names
-// (which may be a parent) kept: "mkdir /proc/x: no such file or directory".
+// pathReason is why a path operation failed. It keeps the path named, which
+// may be a parent, as in "mkdir /proc/x: no such file or directory".
 func pathReason(err error) string {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
@@ -76,42 +66,39 @@ func pathReason(err error) string {
 	return err.Error()
 }
 
-// Fault says a refused state directory is bad input.
-func (e *DirError) Fault() fault.Kind { return fault.BadInput }
-
-// Open checks the state directory at path, creating it (mode 0700, with any
-// missing parents) when it does not exist. It refuses a directory that is
-// group- or world-writable or owned by another user.
+// Open checks the state directory at path. It creates the directory when it
+// does not exist, mode 0700, with any missing parents. It refuses a directory
+// that is group- or world-writable or owned by another user.
 func Open(path string) (*Dir, error) {
 	return open(path, false, syncDir)
 }
 
-// Peek checks the state directory at path for reading only: it never
-// creates it, nor anything in it, and the Dir it returns takes no lock. A
-// missing directory reads as empty (see Exists). It is for the commands
-// that must change nothing: status and apply --dry-run.
+// Peek checks the state directory at path for reading only. It never creates
+// it, nor anything in it, and the Dir it returns takes no lock. A missing
+// directory reads as empty (see Exists). Peek serves the commands that must
+// change nothing, status and apply --dry-run.
 func Peek(path string) (*Dir, error) {
 	return open(path, true, syncDir)
 }
 
 func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 	if path == "" {
-		return nil, &DirError{Path: `""`, Reason: "is empty", Fix: "set --state-dir"}
+		return nil, dirError(`""`, "is empty", "set --state-dir")
 	}
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", path, err)
 	}
 	d := &Dir{path: abs, readOnly: readOnly, fsync: fsync}
-	// A symlink is refused, not followed: whoever can change it steers
+	// A symlink is refused, not followed. Whoever can change it steers
 	// meshctl to a directory of their choosing. meshctl resolves nothing
-	// behind the operator's back: the fix names the target.
+	// behind the operator's back, so the fix names the target.
 	if fi, err := os.Lstat(abs); err == nil && fi.Mode()&os.ModeSymlink != 0 {
 		fix := "pass the directory itself as --state-dir"
 		if target, err := filepath.EvalSymlinks(abs); err == nil {
 			fix = "pass the directory itself: --state-dir " + target
 		}
-		return nil, &DirError{Path: abs, Reason: "is a symlink; meshctl does not follow a symlinked state dir", Fix: fix}
+		return nil, dirError(abs, "is a symlink; meshctl does not follow a symlinked state dir", fix)
 	}
 	if _, err := os.Stat(abs); errors.Is(err, os.ErrNotExist) {
 		if readOnly {
@@ -119,19 +106,19 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 			return d, nil
 		}
 		if err := d.mkdirAll(abs); err != nil {
-			// Where the state lives is the caller's to say: a default
+			// Where the state lives is the caller's to say. So a default
 			// under a read-only or missing home is a usage error.
-			return nil, &DirError{Path: abs, Reason: "cannot be created (" + pathReason(err) + ")",
-				Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory you can create"}
+			return nil, dirError(abs, "cannot be created ("+pathReason(err)+")",
+				"pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory you can create")
 		}
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, &DirError{Path: abs, Reason: "cannot be used (" + pathReason(err) + ")",
-			Fix: "pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory"}
+		return nil, dirError(abs, "cannot be used ("+pathReason(err)+")",
+			"pass --state-dir DIR or set MESHCTL_STATE_DIR to a directory")
 	}
 	if !fi.IsDir() {
-		return nil, &DirError{Path: abs, Reason: "is not a directory", Fix: "point --state-dir at a directory"}
+		return nil, dirError(abs, "is not a directory", "point --state-dir at a directory")
 	}
 	if err := checkOwner(abs, fi); err != nil {
 		return nil, err
@@ -139,9 +126,9 @@ func open(path string, readOnly bool, fsync func(string) error) (*Dir, error) {
 	return d, nil
 }
 
-// mkdirAll creates dir and its missing parents, mode 0700, and fsyncs the
-// parent of each directory it creates, so that a crash cannot lose a
-// directory that files were then written into.
+// mkdirAll creates dir and its missing parents, mode 0700. It fsyncs the
+// parent of each directory it creates. So a crash cannot lose a directory
+// that files were then written into.
 func (d *Dir) mkdirAll(dir string) error {
 	var missing []string
 	for p := dir; ; p = filepath.Dir(p) {
@@ -161,7 +148,7 @@ func (d *Dir) mkdirAll(dir string) error {
 		if err := os.Mkdir(missing[i], 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return err
 		}
-		// Mkdir honours the umask; the contract says 0700 exactly.
+		// Mkdir honours the umask, but the contract says 0700 exactly.
 		if err := os.Chmod(missing[i], 0o700); err != nil {
 			return err
 		}
@@ -180,30 +167,30 @@ func (d *Dir) syncDir(dir string) error {
 	return d.fsync(dir)
 }
 
-// Exists reports whether the directory exists: false only for a Dir from
-// Peek whose directory is missing.
+// Exists reports whether the directory exists. It is false only for a Dir
+// from Peek whose directory is missing.
 func (d *Dir) Exists() bool { return !d.missing }
 
-// checkOwner checks the state directory itself: as trusted does each
-// directory and file in it, and more strictly, owned by the user meshctl
-// runs as (root's directory is no other user's to use).
+// checkOwner checks the state directory itself, as trusted checks each
+// directory and file in it. It is stricter, though. The directory must be
+// owned by the user meshctl runs as. Root's directory is no other user's to
+// use.
 func checkOwner(path string, fi os.FileInfo) error {
 	if fi.Mode().Perm()&0o022 != 0 {
-		return &DirError{Path: path, Reason: untrusted(fi), Fix: "chmod 700 it"}
+		return dirError(path, untrusted(fi), "chmod 700 it")
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
-		return &DirError{Path: path,
-			Reason: fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
-			Fix:    "chown it to the user that runs meshctl, or use another --state-dir"}
+		return dirError(path, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Geteuid()),
+			"chown it to the user that runs meshctl, or use another --state-dir")
 	}
 	return nil
 }
 
 // untrusted says why a directory or file of the state directory cannot be
-// trusted, "" if it can: as sshd checks ~/.ssh, it must be owned by the
-// user meshctl runs as or by root, and writable by no group and no other
-// user. Another user who can write ledger/ can make root's apply deploy
-// their image.
+// trusted, or "" if it can. As sshd checks ~/.ssh, it must be owned by the
+// user meshctl runs as or by root. It must be writable by no group and no
+// other user. Another user who can write ledger/ could make root's apply
+// deploy their image.
 func untrusted(fi os.FileInfo) string {
 	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
 		who := "group-writable"
@@ -218,8 +205,8 @@ func untrusted(fi os.FileInfo) string {
 	return ""
 }
 
-// trusted checks a directory or file inside the state directory (untrusted):
-// one that is not is bad input (exit 2), left as it is.
+// trusted checks a directory or file inside the state directory (untrusted).
+// One that is not trusted is bad input (exit 2), and is left as it is.
 func trusted(p string, fi os.FileInfo) error {
 	why := untrusted(fi)
 	switch perm := fi.Mode().Perm(); {
@@ -239,8 +226,8 @@ func trusted(p string, fi os.FileInfo) error {
 // Path returns the directory's absolute path.
 func (d *Dir) Path() string { return d.path }
 
-// join resolves a file name inside the directory. Names are fixed by meshctl
-// (never user input), but a name that escapes the directory is still refused.
+// join resolves a file name inside the directory. meshctl fixes the names,
+// never user input. Still, a name that escapes the directory is refused.
 func (d *Dir) join(name string) (string, error) {
 	clean := filepath.Clean(name)
 	if filepath.IsAbs(clean) || clean == "." || clean == ".." || len(clean) >= 3 && clean[:3] == "../" {
@@ -258,11 +245,11 @@ type idDoc struct {
 }
 
 // ID returns the state directory's identity, made once at random. meshctl
-// labels the containers it manages with it, so that two state directories
-// on one engine (a test run beside a host's own) never take each other's
-// containers for their own. It is made under the lock "id", like every other
-// write, so that the temp file of a writer killed mid-write is removed by
-// the next one.
+// labels the containers it manages with it. So two state directories on one
+// engine never take each other's containers for their own. An example is a
+// test run beside a host's own. The identity is made under the lock "id",
+// like every other write. So the next writer removes the temp file of one
+// killed mid-write.
 func (d *Dir) ID() (string, error) {
 	if id, ok, err := d.PeekID(); err != nil || ok {
 		return id, err
@@ -275,7 +262,8 @@ func (d *Dir) ID() (string, error) {
 		return "", err
 	}
 	defer l.Unlock()
-	// Re-check under the lock: another process may have made it meanwhile.
+	// Re-check under the lock, since another process may have made it
+	// meanwhile.
 	var doc idDoc
 	if ok, err := l.Read(idFile, &doc); err != nil || ok && doc.ID != "" {
 		return doc.ID, err
@@ -297,8 +285,8 @@ const (
 	idLockWait = 30 * time.Second
 )
 
-// PeekID returns the state directory's identity if it has one yet, without
-// making one (for a dry run, which must change nothing).
+// PeekID returns the state directory's identity if it has one yet. It never
+// makes one, for a dry run must change nothing.
 func (d *Dir) PeekID() (string, bool, error) {
 	var doc idDoc
 	ok, err := d.Read(idFile, &doc)

@@ -14,27 +14,27 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// Header is embedded first in every state document: it carries the
-// document's version, which Write sets and Read checks.
+// Header is embedded first in every state document. It carries the document's
+// version, which Write sets and Read checks.
 type Header struct {
 	Version int `json:"version"`
 }
 
 func (h *Header) header() *Header { return h }
 
-// Document is a state file's contents: a struct that embeds Header.
+// Document is a state file's contents, a struct that embeds Header.
 type Document interface{ header() *Header }
 
-// VersionOnly is a Document read for whether it may be replaced: Read
+// VersionOnly is a Document read to learn whether it may be replaced. Read
 // checks that the file parses as JSON and that this meshctl reads its
-// version, and decodes nothing else.
+// version. It decodes nothing else.
 type VersionOnly struct{ Header }
 
-// maxFileSize bounds what Read accepts; meshctl's own files stay far below.
+// maxFileSize bounds what Read accepts. meshctl's own files stay far below.
 const maxFileSize = 64 << 20
 
-// FileError reports a state file that cannot be used: unparsable, of a newer
-// version, or a symlink. It is bad input (exit 2); the file is left as it is.
+// FileError reports a state file that cannot be used (exit 2). It may be
+// unparsable, of a newer version, or a symlink. The file is left as it is.
 type FileError struct {
 	Path string
 	Err  error
@@ -49,11 +49,12 @@ func (e *FileError) Unwrap() error { return e.Err }
 // Fault says an unusable state file is bad input.
 func (e *FileError) Fault() fault.Kind { return fault.BadInput }
 
-// Read reads the file name into doc without a lock: a snapshot, which is
+// Read reads the file name into doc without a lock. That is a snapshot,
 // always whole because writers replace files by rename. A missing file leaves
-// doc as it is (its zero value) and reports false. A file that cannot be
-// read (a symlink, a directory or FIFO in its place, no permission, a
-// symlinked directory on its path) is a *FileError.
+// doc as it is, its zero value, and Read reports false. A file that cannot be
+// read is a *FileError. It may be a symlink, or a directory or FIFO in the
+// file's place. It may lack permission, or have a symlinked directory on its
+// path.
 func (d *Dir) Read(name string, doc Document) (bool, error) {
 	p, err := d.join(name)
 	if err != nil {
@@ -62,7 +63,7 @@ func (d *Dir) Read(name string, doc Document) (bool, error) {
 	if err := d.checkParents(p); err != nil {
 		return false, err
 	}
-	// O_NONBLOCK: a FIFO in a file's place must not block the open; it is
+	// O_NONBLOCK keeps a FIFO in a file's place from blocking the open. It is
 	// refused below, as not a regular file.
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
@@ -107,9 +108,9 @@ func unreadable(p string, err error) error {
 }
 
 // checkParents refuses a path inside the directory whose intermediate
-// directories (ledger/ …) are symlinks, not directories, or not trusted
-// (untrusted): O_NOFOLLOW guards only the last component. A missing one is
-// fine: the file is missing too.
+// directories (ledger/ …) are unfit. They may be symlinks, not directories,
+// or not trusted (untrusted). O_NOFOLLOW guards only the last component. A
+// missing directory is fine, since the file is missing too.
 func (d *Dir) checkParents(p string) error {
 	rel, err := filepath.Rel(d.path, filepath.Dir(p))
 	if err != nil || rel == "." {
@@ -136,8 +137,8 @@ func (d *Dir) checkParents(p string) error {
 	return nil
 }
 
-// decode checks the version, then decodes strictly: an unknown field is an
-// error, so a file written by a newer meshctl is never half-understood.
+// decode checks the version, then decodes strictly. An unknown field is an
+// error. So a file written by a newer meshctl is never half-understood.
 func decode(data []byte, doc Document) error {
 	var v struct {
 		Version *int `json:"version"`
@@ -168,15 +169,15 @@ func decode(data []byte, doc Document) error {
 	return nil
 }
 
-// Read reads the file name under the lock; see Dir.Read.
+// Read reads the file name under the lock, as Dir.Read does.
 func (l *Lock) Read(name string, doc Document) (bool, error) {
 	return l.dir.Read(name, doc)
 }
 
-// Write replaces the file name with doc atomically: a temp file beside it is
-// written and fsynced, renamed over it, and the directory is fsynced. It must
-// be called with the lock held; the caller's lock is what makes the
-// read-change-write of a file safe against other meshctl processes.
+// Write replaces the file name with doc atomically. It writes and fsyncs a
+// temp file beside it, renames that over it, and fsyncs the directory. Call
+// it with the lock held. The caller's lock makes the read-change-write of a
+// file safe against other meshctl processes.
 func (l *Lock) Write(name string, doc Document) error {
 	if l.f == nil {
 		return errors.New("state: write without the lock held")
@@ -229,7 +230,7 @@ func (l *Lock) Write(name string, doc Document) error {
 	return l.dir.syncDir(dir)
 }
 
-// Remove deletes the file name under the lock (a missing file is fine).
+// Remove deletes the file name under the lock. A missing file is fine.
 func (l *Lock) Remove(name string) error {
 	p, err := l.dir.join(name)
 	if err != nil {
@@ -241,9 +242,9 @@ func (l *Lock) Remove(name string) error {
 	return l.dir.syncDir(filepath.Dir(p))
 }
 
-// List returns the names of the regular files in the subdirectory sub of the
-// state directory whose names end in suffix, sorted. Temp and lock files are
-// skipped; a missing subdirectory is empty, a symlinked one refused.
+// List returns the names of the regular files in the subdirectory sub whose
+// names end in suffix, sorted. Temp and lock files are skipped. A missing
+// subdirectory is empty, and a symlinked one is refused.
 func (d *Dir) List(sub, suffix string) ([]string, error) {
 	p, err := d.join(sub)
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// Holder says who holds a lock: it is written into the lock file by the
-// process that takes the lock, so a waiter can name it.
+// Holder says who holds a lock. The process that takes the lock writes it
+// into the lock file, so a waiter can name it.
 type Holder struct {
 	PID     int       `json:"pid"`
 	Command string    `json:"command"`
@@ -59,24 +59,27 @@ type Lock struct {
 
 // LockOptions says how long to wait for a lock and how to describe it.
 type LockOptions struct {
-	// Timeout is how long to wait; 0 tries once.
+	// Timeout is how long to wait. Zero tries once.
 	Timeout time.Duration
-	// What names the lock in a busy error ("state lock"); default the file name.
+	// What names the lock in a busy error ("state lock"). It defaults to the
+	// file name.
 	What string
 	// Command describes the holder in the lock file, for the busy errors of
-	// others; default this process's command line (CommandLine(os.Args)).
+	// others. It defaults to this process's command line
+	// (CommandLine(os.Args)).
 	Command string
-	// Waiting, if set, is told once when the lock is busy and Lock waits
-	// for it (after a short grace, so that brief contention says nothing):
-	// a person at a terminal sees who they are waiting for.
+	// Waiting, if set, is told once when the lock is busy and Lock waits for
+	// it. It is told after a short grace, so brief contention says nothing. A
+	// person at a terminal then sees who they are waiting for.
 	Waiting func(what string, holder Holder)
 }
 
 // waitingGrace is how long a lock is waited for before Waiting is told.
 const waitingGrace = 250 * time.Millisecond
 
-// CommandLine describes a process by its arguments for a lock file: the
-// program's base name and its arguments, "meshctl apply -f mesh.yaml".
+// CommandLine describes a process by its arguments for a lock file. It gives
+// the program's base name and its arguments, as in "meshctl apply -f
+// mesh.yaml".
 func CommandLine(args []string) string {
 	if len(args) == 0 {
 		return ""
@@ -84,10 +87,10 @@ func CommandLine(args []string) string {
 	return strings.Join(append([]string{filepath.Base(args[0])}, args[1:]...), " ")
 }
 
-// Lock takes the exclusive lock name (a file "name.lock" in the directory),
-// waiting up to opts.Timeout. A lock not had in time is a *BusyError naming
-// its holder. Stale temp files of this lock's writers are removed once it is
-// held: every writer of those files holds this lock, so any left over are
+// Lock takes the exclusive lock name, a file "name.lock" in the directory. It
+// waits up to opts.Timeout. A lock not had in time is a *BusyError naming its
+// holder. Once the lock is held, Lock removes stale temp files of its
+// writers. Every writer of those files holds this lock. So any left over are
 // from a process that died mid-write.
 func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, error) {
 	if d.readOnly {
@@ -143,8 +146,8 @@ func (d *Dir) Lock(ctx context.Context, name string, opts LockOptions) (*Lock, e
 	return l, nil
 }
 
-// TryLock takes the lock name if it is free, and reports false (with a nil
-// error) if another process holds it.
+// TryLock takes the lock name if it is free. If another process holds it,
+// TryLock reports false with a nil error.
 func (d *Dir) TryLock(name string) (*Lock, bool, error) {
 	l, err := d.Lock(context.Background(), name, LockOptions{})
 	var busy *BusyError
@@ -193,7 +196,7 @@ func (d *Dir) Held(name string) (bool, error) {
 	return false, nil
 }
 
-// HolderOf reads who holds (or last held) the lock name.
+// HolderOf reads who holds, or last held, the lock name.
 func (d *Dir) HolderOf(name string) Holder {
 	p, err := d.join(name + ".lock")
 	if err != nil {
@@ -210,9 +213,9 @@ func (d *Dir) HolderOf(name string) Holder {
 	return readHolder(f)
 }
 
-// RemoveLockFile removes the lock file name, for locks named after
-// short-lived things (a window). Call it while holding the lock, just before
-// Unlock.
+// RemoveLockFile removes the lock file name. It serves locks named after
+// short-lived things, such as a window. Call it while holding the lock, just
+// before Unlock.
 func (l *Lock) RemoveLockFile() error {
 	p, err := l.dir.join(l.name + ".lock")
 	if err != nil {
@@ -224,7 +227,7 @@ func (l *Lock) RemoveLockFile() error {
 	return nil
 }
 
-// Unlock releases the lock. The lock file stays: removing it would let two
+// Unlock releases the lock. The lock file stays. Removing it would let two
 // processes lock two different files of the same name.
 func (l *Lock) Unlock() error {
 	if l == nil || l.f == nil {
@@ -236,9 +239,9 @@ func (l *Lock) Unlock() error {
 	return err
 }
 
-// What this process does with the state directory's locks: how many it
-// holds, and when it last took or released one (unix nanoseconds). A lock
-// is per process, and so is this.
+// What this process does with the state directory's locks. These count the
+// locks it holds, and when it last took or released one (unix nanoseconds). A
+// lock is per process, and so is this.
 var (
 	locksHeld    atomic.Int64
 	lastLockNano atomic.Int64
@@ -249,11 +252,11 @@ func noteLock(delta int64) {
 	lastLockNano.Store(time.Now().UnixNano())
 }
 
-// LockActivity reports how many state directory locks this process holds
-// and when it last took or released one (zero if never). A command that
-// was interrupted and then neither holds nor takes a lock is stuck, not
-// cleaning up: every change to the state directory is made under a lock,
-// and every change to the engine under a window's or an apply's claim.
+// LockActivity reports how many state directory locks this process holds. It
+// also reports when it last took or released one, zero if never. Every change
+// to the state directory is made under a lock. Every change to the engine is
+// made under a window's or an apply's claim. So an interrupted command that
+// neither holds nor takes a lock is stuck, not cleaning up.
 func LockActivity() (held int64, last time.Time) {
 	held = locksHeld.Load()
 	if n := lastLockNano.Load(); n != 0 {
@@ -295,7 +298,7 @@ func (d *Dir) openLockFile(name string) (*os.File, error) {
 func (l *Lock) writeHolder(cmd string) {
 	h := Holder{PID: os.Getpid(), Command: cmd, Since: time.Now().UTC().Truncate(time.Second)}
 	b, _ := json.Marshal(h)
-	// Best effort: the holder line only serves error messages.
+	// Best effort, since the holder line only serves error messages.
 	if err := l.f.Truncate(0); err == nil {
 		_, _ = l.f.WriteAt(append(b, '\n'), 0)
 	}

@@ -114,7 +114,7 @@ func TestPeekCreatesNothing(t *testing.T) {
 	if err := os.Chmod(p, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	var de *DirError
+	var de *fault.Error
 	if _, err := Peek(p); !errors.As(err, &de) {
 		t.Fatalf("Peek of a world-writable dir: err = %v", err)
 	}

@@ -18,10 +18,10 @@ type secretKeyDoc struct {
 }
 
 // SecretKey returns the host's key for hashing the contents of secret and
-// config files, made once at random (32 bytes, mode 0600) under the lock
-// "id". A recorded spec carries such a hash, on a container label that
-// anyone who can reach the engine reads: keyed, a short password cannot be
-// found by hashing guesses, as a plain sha256 of it could.
+// config files. It is made once at random, 32 bytes with mode 0600, under the
+// lock "id". A recorded spec carries such a hash, on a container label.
+// Anyone who can reach the engine reads that label. With a key, a short
+// password cannot be found by hashing guesses, as a plain sha256 of it could.
 func (d *Dir) SecretKey() ([]byte, error) {
 	if key, ok, err := d.PeekSecretKey(); err != nil || ok {
 		return key, err
@@ -34,7 +34,8 @@ func (d *Dir) SecretKey() ([]byte, error) {
 		return nil, err
 	}
 	defer l.Unlock()
-	// Re-check under the lock: another process may have made it meanwhile.
+	// Re-check under the lock, since another process may have made it
+	// meanwhile.
 	if key, ok, err := d.PeekSecretKey(); err != nil || ok {
 		return key, err
 	}
@@ -48,10 +49,10 @@ func (d *Dir) SecretKey() ([]byte, error) {
 	return key, nil
 }
 
-// PeekSecretKey returns the host's secret key if it has one yet, without
-// making one (for a dry run and status, which change nothing). A key file
-// that another user can read is refused: whoever holds the key can test
-// guesses against the hashes on the labels.
+// PeekSecretKey returns the host's secret key if it has one yet. It never
+// makes one, for a dry run and status change nothing. A key file that another
+// user can read is refused. Whoever holds the key can test guesses against
+// the hashes on the labels.
 func (d *Dir) PeekSecretKey() ([]byte, bool, error) {
 	var doc secretKeyDoc
 	ok, err := d.Read(secretKeyFile, &doc)

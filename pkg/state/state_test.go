@@ -52,9 +52,9 @@ func TestOpenRefusesWritableByOthers(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Open(p)
-		var de *DirError
+		var de *fault.Error
 		if !errors.As(err, &de) || de.Fault() != fault.BadInput || !strings.Contains(err.Error(), "chmod 700") {
-			t.Errorf("mode %o: err = %v, want a DirError saying chmod 700", mode, err)
+			t.Errorf("mode %o: err = %v, want a state dir error saying chmod 700", mode, err)
 		}
 	}
 }

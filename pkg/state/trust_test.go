@@ -11,12 +11,12 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// TestTrustBoundary (issue 18 item 5): every directory and file meshctl
-// reads or writes in the state directory must be owned by the user meshctl
-// runs as (or root) and writable by no group or other user, as sshd checks
-// ~/.ssh; else exit 2 naming it, and nothing is read from or written
-// through it. The top directory at 0711 is fine; a world-writable ledger/
-// under it is not.
+// TestTrustBoundary checks that every directory and file meshctl reads or
+// writes in the state directory is trusted. Each must be owned by the user
+// meshctl runs as, or root, and writable by no group or other user, as sshd
+// checks ~/.ssh. Otherwise meshctl exits 2 naming it, and reads nothing from
+// it or writes nothing through it. The top directory at 0711 is fine. A
+// world-writable ledger/ under it is not.
 func TestTrustBoundary(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to chown to nobody")
@@ -107,9 +107,9 @@ func TestTrustRootOwned(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesSymlink (issue 18 item 5): a --state-dir that is a symlink
-// is refused, exit 2, naming its target, by Open and Peek alike; nothing is
-// created through it.
+// TestOpenRefusesSymlink checks that a --state-dir that is a symlink is
+// refused, exit 2, naming its target. Open and Peek alike refuse it, and
+// nothing is created through it.
 func TestOpenRefusesSymlink(t *testing.T) {
 	base := t.TempDir()
 	target := filepath.Join(base, "real")
@@ -118,10 +118,10 @@ func TestOpenRefusesSymlink(t *testing.T) {
 	must(t, os.Symlink(target, link))
 	for name, open := range map[string]func(string) (*Dir, error){"Open": Open, "Peek": Peek} {
 		_, err := open(link)
-		var de *DirError
+		var de *fault.Error
 		if !errors.As(err, &de) || de.Fault() != fault.BadInput ||
 			!strings.Contains(err.Error(), "is a symlink") || !strings.Contains(err.Error(), "--state-dir "+target) {
-			t.Errorf("%s: err = %v, want a DirError naming the symlink and its target", name, err)
+			t.Errorf("%s: err = %v, want a state dir error naming the symlink and its target", name, err)
 		}
 	}
 	// A dangling one too: never created through.

@@ -2,8 +2,8 @@ package state
 
 import "time"
 
-// When formats t for a table or a message, in local time: the time of day
-// alone when t is today, else the date too, so that a window opened last
+// When formats t for a table or a message, in local time. It gives the time
+// of day alone when t is today, else the date too. So a window opened last
 // week does not read as opened this morning.
 func When(t time.Time) string {
 	return when(t, time.Now())
