@@ -9,14 +9,11 @@ import (
 	"testing"
 )
 
-// TestReadmeFirstRun runs the README's "A first run" block as one bash script,
-// from the checkout, on the test engine. The block's engine line is the part
-// it skips: the test engine stands in for it. Everything else runs as
-// written: the images, the build onto PATH, the mesh file, the apply, the
-// push, the garbage-collect window, status. Then it runs the crontab of the
-// "cron" section with cron's environment (env -i, PATH /usr/bin:/bin, the
-// crontab's variables), its /usr/local/bin/meshctl being the block's build.
-// A newcomer's first run must work as pasted.
+// TestReadmeFirstRun runs the README's first run as pasted. The block runs
+// as one bash script, from the checkout, on the test engine. Only its
+// engine line is skipped: the test engine stands in for it. Then the test
+// runs the crontab of the "cron" section as cron would. Its
+// /usr/local/bin/meshctl is the block's own build.
 func TestReadmeFirstRun(t *testing.T) {
 	host := testEngine(t)
 	if _, err := exec.LookPath("docker"); err != nil {
@@ -66,7 +63,7 @@ func TestReadmeFirstRun(t *testing.T) {
 }
 
 // firstRunScript returns the README's first-run block as a script. It drops
-// the lines that start an engine, whose comment begins "the engine", and
+// each line that starts an engine: its comment begins "the engine". It
 // waits for the registry before the push.
 func firstRunScript(t *testing.T, block string) string {
 	t.Helper()
@@ -93,9 +90,9 @@ func firstRunScript(t *testing.T, block string) string {
 	return strings.Join(lines, "\n")
 }
 
-// goEnv returns the Go settings of this test's environment. The build of
-// the first run needs them: its HOME and XDG dirs are the test's own, which
-// would leave it a cold build cache.
+// goEnv returns the Go settings of this test's environment. The first run's
+// build needs them. Its HOME and XDG dirs are the test's own, with no build
+// cache.
 func goEnv(t *testing.T) []string {
 	t.Helper()
 	names := []string{"GOCACHE", "GOMODCACHE", "GOPATH", "GOFLAGS", "GOPROXY", "GOSUMDB", "GOTOOLCHAIN", "GONOSUMDB", "GOPRIVATE"}
@@ -114,8 +111,9 @@ func goEnv(t *testing.T) []string {
 	return env
 }
 
-// runCron runs the README's crontab as cron runs it: its variable lines,
-// then its job line, under env -i. The job's /usr/local/bin/meshctl is bin.
+// runCron runs the README's crontab as cron runs it, under env -i. The
+// crontab's variables come first, then its job. The job's
+// /usr/local/bin/meshctl is bin.
 func runCron(t *testing.T, cron, bin, state, host, dir string) {
 	t.Helper()
 	env := []string{"PATH=/usr/bin:/bin", "SHELL=/bin/sh", "HOME=" + filepath.Join(dir, "home"), "LOGNAME=root"}

@@ -10,10 +10,10 @@ import (
 )
 
 // TestDocExamples decodes every complete mesh file the project shows a
-// reader: each ```yaml or ```json block of README.md and docs/*.md that
-// starts with "modules:" (or {"modules"), after comment lines, each
-// here-document of a shell block that does (the README's first run writes
-// its mesh.yaml so), and examples/*/*.yaml. A field
+// reader. It takes each ```yaml or ```json block of README.md and
+// docs/*.md that starts with "modules:" (or {"modules"), after comment
+// lines. It takes each <<'EOF' here-document that does: the README's first
+// run writes its mesh.yaml so. And it loads examples/*/*.yaml. A field
 // renamed or a default tightened breaks the example here, not for the
 // reader.
 func TestDocExamples(t *testing.T) {
