@@ -46,7 +46,8 @@
  *
  * Variants, for scripts/model (each must make a property fail):
  *   BROKEN_CLOCK_IDS        ids from the clock alone: last+1 when the clock
- *                           is not past last (the code before issue 19):
+ *                           is not past last (the code before ids were safe
+ *                           across a restore):
  *                           after a restore, a lost id is issued again
  *   BROKEN_NO_BUMP          the restore does not bump the revision: the same
  *   BROKEN_NO_COMPACT_CHECK a commit does not read at its read revision:
@@ -62,7 +63,7 @@
  *   BROKEN_NO_HEAD_COMPARE  a record does not compare the head: a late
  *                           record of an older build moves it back
  *   BROKEN_IMPORT_NO_MARKER (with IMPORT) the import writes no marker (the
- *                           code before issue 19): ids are issued while it
+ *                           code before that fix): ids are issued while it
  *                           is half written
  */
 

@@ -104,7 +104,7 @@
  * claim (claims.Deferring) before it drops its hold.
  *   BROKEN_CLOSE_NO_DEFERRING  the close does not look for a claim that
  *                       defers a change to what it holds (the code before
- *                       5407744, issue 17 item 4): the change is lost
+ *                       5407744): the change is lost
  * The code before the fixes of the bugs this configuration found (README.md,
  * "Bugs the recreate configuration found"):
  *   BROKEN_HEAL_TRUSTS_LISTING  HealDead starts the old C of a dead claim

@@ -10,16 +10,17 @@ import (
 )
 
 // TestDocExamples decodes every complete mesh file the project shows a
-// reader: each ```yaml or ```json block of README.md and docs/*.md that
-// starts with "modules:" (or {"modules"), after comment lines, and
-// examples/*/*.yaml. A field
+// reader. It takes each ```yaml or ```json block of README.md and
+// docs/*.md that starts with "modules:" (or {"modules"), after comment
+// lines. It takes each <<'EOF' here-document that does: the README's first
+// run writes its mesh.yaml so. And it loads examples/*/*.yaml. A field
 // renamed or a default tightened breaks the example here, not for the
 // reader.
 func TestDocExamples(t *testing.T) {
 	repo := filepath.Join("..", "..")
 	docs, _ := filepath.Glob(filepath.Join(repo, "docs", "*.md"))
 	docs = append(docs, filepath.Join(repo, "README.md"))
-	block := regexp.MustCompile("(?ms)^```(yaml|json)\\n(.*?)^```")
+	block := regexp.MustCompile("(?ms)^```(yaml|json)\\n(.*?)^```|<<'EOF'\\n(.*?)^EOF$")
 	perFile := map[string]int{}
 	for _, path := range docs {
 		b, err := os.ReadFile(path)
@@ -27,7 +28,11 @@ func TestDocExamples(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, m := range block.FindAllSubmatchIndex(b, -1) {
-			body := string(b[m[4]:m[5]])
+			from, to := m[4], m[5]
+			if from < 0 {
+				from, to = m[6], m[7] // a here-document
+			}
+			body := string(b[from:to])
 			// Leading comment lines ("# mesh.yaml") name the file.
 			start := body
 			for strings.HasPrefix(start, "#") {
@@ -36,7 +41,7 @@ func TestDocExamples(t *testing.T) {
 			if !strings.HasPrefix(start, "modules:") && !strings.HasPrefix(start, `{"modules"`) {
 				continue
 			}
-			line := 1 + strings.Count(string(b[:m[4]]), "\n")
+			line := 1 + strings.Count(string(b[:from]), "\n")
 			name := fmt.Sprintf("%s:%d", filepath.Base(path), line)
 			perFile[filepath.Base(path)]++
 			if _, err := Decode(name, []byte(body)); err != nil {
