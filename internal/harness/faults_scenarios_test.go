@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"os"
@@ -207,7 +207,7 @@ func actClosedStdout(r *fltRun) {
 // runClosedOutput runs meshctl with stdout and stderr pipes whose readers
 // are gone, and returns its exit status (-1 if a signal ended it).
 func (r *fltRun) runClosedOutput(args ...string) int {
-	cmd := r.m.command(args...)
+	cmd := r.m.Command(args...)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		r.t.Fatal(err)

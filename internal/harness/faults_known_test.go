@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // fltKnown is a finding of the harness: a scenario and a fault (or a
@@ -89,7 +90,7 @@ func testFixedFindings(t *testing.T, rig *faultRig) {
 
 // testKnownFindings replays knownFindings.
 func testKnownFindings(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	rig := newFaultRig(t, host)
 	defer rig.report()
 	for _, k := range knownFindings {
@@ -211,10 +212,10 @@ func actForeignHeld(r *fltRun) {
 	name := r.module + ".svc"
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	_ = r.g.m.eng.Remove(ctx, name)
-	id, err := r.g.m.eng.Create(ctx, name, engine.Spec{Image: "meshtest/busybox:1", Cmd: []string{"sleep", "300"}, NetworkMode: "none"})
+	_ = r.g.m.Eng.Remove(ctx, name)
+	id, err := r.g.m.Eng.Create(ctx, name, engine.Spec{Image: "meshtest/busybox:1", Cmd: []string{"sleep", "300"}, NetworkMode: "none"})
 	if err == nil {
-		err = r.g.m.eng.Start(ctx, id)
+		err = r.g.m.Eng.Start(ctx, id)
 	}
 	if err != nil {
 		r.t.Fatal(err)
@@ -222,7 +223,7 @@ func actForeignHeld(r *fltRun) {
 	r.windows = append(r.windows, fltWindow{step: "gc"})
 	res := r.run(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 	r.t.Logf("window run with a foreign %s: %s\n%s", name, res.describe(), res.stderr)
-	_ = r.g.m.eng.Remove(ctx, name)
+	_ = r.g.m.Eng.Remove(ctx, name)
 }
 
 // actEnvFileVanishes runs a window on the module while the env-file of
@@ -282,7 +283,7 @@ func actSighupWindow(r *fltRun) {
 func (r *fltRun) checkServiceRuns(when string) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	x, err := r.g.m.eng.Inspect(ctx, r.module+".svc")
+	x, err := r.g.m.Eng.Inspect(ctx, r.module+".svc")
 	if err != nil {
 		r.t.Errorf("%s: %v", when, err)
 		return
@@ -385,7 +386,7 @@ func actDeferredLost(r *fltRun) {
 	r.want = "2"
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	x, err := r.g.m.eng.Inspect(ctx, r.module+".svc")
+	x, err := r.g.m.Eng.Inspect(ctx, r.module+".svc")
 	if err != nil || x.Labels["flt.version"] != "2" {
 		r.t.Errorf("after the window and the apply that deferred a change to it, %s is version %q (%v), want 2", r.module+".svc", x.Labels["flt.version"], err)
 	}
