@@ -17,7 +17,7 @@ import (
 	"github.com/meshctl/meshctl/internal/meshrun"
 )
 
-// TestFaults is issue 17's harness: it drives apply, window run (run: and
+// TestFaults is the fault harness: it drives apply, window run (run: and
 // exec: steps), a close with a deferred change, stale release and status
 // through a fault-injecting proxy in front of the test engine, sends
 // signals at random instants, and after every run checks from the

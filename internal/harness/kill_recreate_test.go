@@ -33,7 +33,7 @@ const killRecreateMesh = `modules:
         labels: {ver: VERSION}
 `
 
-// killStartFirstMesh is the same service replaced start-first (issue 21):
+// killStartFirstMesh is the same service replaced start-first:
 // on a module network, its old container retired after a drain of 200ms.
 const killStartFirstMesh = `modules:
   MODULE:

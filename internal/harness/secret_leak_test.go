@@ -79,14 +79,14 @@ const canaryPullMesh = `modules:
         network: none
 `
 
-// TestCanary (issue 18, "Also"): secrets placed in a container's env and
+// TestCanary: secrets placed in a container's env and
 // env-file, a run: step's env, meshctl's own environment and the ledger
 // password appear in no output of any command — success and failure, text
 // and -o json, --dry-run, -v, status and status --check, window run, logs
 // and list, the build commands — nor in the metrics file (--metrics-file)
 // any of them wrote, and in no file of the state directory,
 // except applied.json (the desired state, which has env: as written), which
-// stays 0600 in a 0700 directory. The content of a secrets: file (issue 20)
+// stays 0600 in a 0700 directory. The content of a secrets: file
 // is in no file at all, applied.json included, nor on the container's
 // labels.
 func TestCanary(t *testing.T) {
@@ -252,7 +252,7 @@ func markCanaries(out string) string {
 	return b.String()
 }
 
-// TestCanaryBadInput (issue 18 item 1, the canary check on the paths of
+// TestCanaryBadInput (the canary check on the paths of
 // bad input): a secret in a mesh file or env-file that the decoder or the
 // engine refuses — a key set twice in env's list form, a list item
 // without "=", a string where env's map belongs, a control character in a
@@ -322,7 +322,7 @@ func TestCanaryBadInput(t *testing.T) {
 	}
 }
 
-// TestCanaryEtcdLedger (issue 18, "Also": the ledger password): with an
+// TestCanaryEtcdLedger (the ledger password): with an
 // etcd ledger, MESHCTL_LEDGER_PASSWORD is in no output of the build
 // commands (text, -o json, -v, success or failure) nor in the metrics file
 // they write, whether the cluster answers (the test cluster, authentication

@@ -22,7 +22,7 @@ import (
 )
 
 // signalGrace is how soon after SIGTERM or SIGINT a command must have
-// exited (issue 18 item 4), wherever it was.
+// exited, wherever it was.
 const signalGrace = 2 * time.Second
 
 // signalMesh is a module whose step holds nothing: its window's close has
@@ -40,7 +40,7 @@ const signalMesh = `modules:
         exec: [/bin/sleep, "60"]
 `
 
-// TestSignalEndsCommand (issue 18 item 4): SIGTERM and SIGINT end a command
+// TestSignalEndsCommand: SIGTERM and SIGINT end a command
 // within two seconds wherever it is — reading its mesh file from a stdin
 // that never ends, decoding a large one, waiting for a lock, waiting on an
 // engine call that never answers, running a step — with exit 130, and

@@ -253,7 +253,7 @@ func killImport(t *testing.T, cfg EtcdConfig, path string) bool {
 	return len(got.Kvs) == 1
 }
 
-// TestEtcdImportKilledResumes is issue 19's item 2 as it was found: an
+// TestEtcdImportKilledResumes is a killed import, as it was found: an
 // import SIGKILLed while it writes. The ledger then issues no id and
 // answers nothing (exit 1, "being imported"), another import is refused
 // (exit 2), and the same import run again finishes it, whole.

@@ -479,7 +479,7 @@ func TestEtcdHostileHistory(t *testing.T) {
 	stopMember = ownMember(t, filepath.Join(dir, "data"), client, peer)
 	run(phase, 1)
 	// Host 0, two minutes ahead, stops: the last id is ahead of every other
-	// host's clock, as in issue 19's incident.
+	// host's clock, as after a restore under skewed clocks.
 	kill(builders[0])
 	snap := saveSnapshot(t, cfg.Endpoints[0], dir)
 	out, err := exec.Command(filepath.Join(os.Getenv("MESHCTL_TEST_ETCD_DIR"), "bin", "etcdutl"), "snapshot", "status", snap, "-w", "json").Output()

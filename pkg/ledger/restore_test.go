@@ -125,7 +125,7 @@ func hostClock(skew time.Duration) func() time.Time {
 	}
 }
 
-// TestEtcdIdsAfterRestoreSkewedClocks replays issue 19's incident: host A's
+// TestEtcdIdsAfterRestoreSkewedClocks replays a restore under skewed clocks: host A's
 // clock runs two minutes ahead, so the ledger's last id is ahead of host
 // B's clock; a snapshot is taken; B requests web and a builder keeps its
 // id; the cluster is restored from the snapshot as CONTRACT §7 says (with

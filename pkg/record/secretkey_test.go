@@ -13,8 +13,8 @@ import (
 
 // TestDesiredEachSecretOfOneModule: a module whose secret file cannot be
 // read is left out, saying why; the other modules' containers are
-// resolved, their secrets hashed with the key given (issue 20: a
-// command's work on one module never depends on another module's files).
+// resolved, their secrets hashed with the key given (a command's work on
+// one module never depends on another module's files).
 func TestDesiredEachSecretOfOneModule(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "pw.txt"), []byte("pw\n"), 0o600); err != nil {

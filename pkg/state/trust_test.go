@@ -11,7 +11,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// TestTrustBoundary (issue 18 item 5): every directory and file meshctl
+// TestTrustBoundary: every directory and file meshctl
 // reads or writes in the state directory must be owned by the user meshctl
 // runs as (or root) and writable by no group or other user, as sshd checks
 // ~/.ssh; else exit 2 naming it, and nothing is read from or written
@@ -107,7 +107,7 @@ func TestTrustRootOwned(t *testing.T) {
 	}
 }
 
-// TestOpenRefusesSymlink (issue 18 item 5): a --state-dir that is a symlink
+// TestOpenRefusesSymlink: a --state-dir that is a symlink
 // is refused, exit 2, naming its target, by Open and Peek alike; nothing is
 // created through it.
 func TestOpenRefusesSymlink(t *testing.T) {
