@@ -1,21 +1,17 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/cli"
 	"github.com/meshctl/meshctl/pkg/convert"
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -102,7 +98,7 @@ var (
 func condition(cond string) (bool, error) {
 	switch cond {
 	case "engine":
-		engineOnce.Do(func() { engineErr = pingTestEngine() })
+		engineOnce.Do(func() { engineErr = meshrun.PingTestEngine() })
 		if engineErr != nil && os.Getenv("CI") == "true" {
 			return false, fmt.Errorf("CI=true and the test engine does not answer: %v", engineErr)
 		}
@@ -111,84 +107,4 @@ func condition(cond string) (bool, error) {
 		return os.Geteuid() == 0, nil
 	}
 	return false, fmt.Errorf("unknown condition %q", cond)
-}
-
-func pingTestEngine() error {
-	host := os.Getenv("MESHCTL_TEST_DOCKER_HOST")
-	if host == "" {
-		return errors.New("MESHCTL_TEST_DOCKER_HOST is not set (scripts/engine.sh start)")
-	}
-	c, err := engine.New(host)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := c.Ping(ctx); err != nil {
-		return err
-	}
-	return probeAddressPool(ctx, c)
-}
-
-// probeAddressPool creates a network on the test engine, as meshctl creates
-// its module networks (no addresses asked for: the engine's pool gives
-// them), and fails unless its subnet is outside the private ranges: no test
-// network may take a private-range address (scripts/engine.sh gives the
-// engine the pool 198.18.0.0/15). Run once, before the first script on the
-// engine, so that no script runs on an engine whose pool is private.
-func probeAddressPool(ctx context.Context, c engine.Client) error {
-	name := fmt.Sprintf("meshctl-pool-probe-%d", os.Getpid())
-	if _, err := c.CreateNetwork(ctx, name, engine.NetworkSpec{Labels: map[string]string{"io.meshctl.test": "pool-probe"}}); err != nil {
-		return fmt.Errorf("create a probe network on the test engine: %w", err)
-	}
-	defer func() { _ = c.RemoveNetwork(context.Background(), name) }()
-	n, err := c.InspectNetwork(ctx, name)
-	if err != nil {
-		return err
-	}
-	return publicSubnets(n)
-}
-
-// publicSubnets fails, naming the network, unless it has subnets and none
-// is in a private range (10/8, 172.16/12, 192.168/16, fc00::/7).
-func publicSubnets(n engine.Network) error {
-	if len(n.Subnets) == 0 {
-		return fmt.Errorf("network %s has no subnet listed", n.Name)
-	}
-	for _, s := range n.Subnets {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return fmt.Errorf("network %s: subnet %q: %w", n.Name, s, err)
-		}
-		if p.Addr().IsPrivate() {
-			return fmt.Errorf("network %s took the private range %s: no test network may; "+
-				"start the test engine with scripts/engine.sh (--default-address-pool base=198.18.0.0/15,size=24)", n.Name, s)
-		}
-	}
-	return nil
-}
-
-// TestPublicSubnets: the scripts' check that a test network took no
-// private-range address (the [engine] condition's probe, ctr network,
-// ctr netcreate).
-func TestPublicSubnets(t *testing.T) {
-	for _, tt := range []struct {
-		subnets []string
-		ok      bool
-	}{
-		{[]string{"198.18.3.0/24"}, true},
-		{[]string{"198.19.255.0/24", "2001:db8::/64"}, true},
-		{[]string{"172.17.0.0/16"}, false},
-		{[]string{"198.18.3.0/24", "10.1.0.0/24"}, false},
-		{[]string{"192.168.5.0/24"}, false},
-		{[]string{"fd00:1::/64"}, false},
-		{nil, false},
-		{[]string{"nonsense"}, false},
-	} {
-		err := publicSubnets(engine.Network{Name: "n", Subnets: tt.subnets})
-		if (err == nil) != tt.ok {
-			t.Errorf("publicSubnets(%v) = %v, want ok %v", tt.subnets, err, tt.ok)
-		}
-	}
 }

@@ -48,7 +48,8 @@ func TestRepoScripts(t *testing.T) {
 
 // TestEngineHomePerCheckout: two checkouts get two engine homes by default, so
 // scripts/engine.sh stop in one never ends the engine of a run in the other
-// (issue 22 item 7); the home is short enough for containerd's socket path.
+// (two checkouts' test runs side by side); the home is short enough for
+// containerd's socket path.
 func TestEngineHomePerCheckout(t *testing.T) {
 	lib, err := os.ReadFile(filepath.Join("..", "..", "scripts", "lib.sh"))
 	if err != nil {
@@ -131,7 +132,7 @@ func withoutEnv(env []string, names ...string) []string {
 
 // TestReadmeBuildIsClean: the README builds with `go build -o bin/ ./cmd/...`;
 // git must ignore what that writes, or every later build of the checkout
-// reads "+dirty" in `meshctl version` (issue 22 item 6).
+// reads "+dirty" in `meshctl version`.
 func TestReadmeBuildIsClean(t *testing.T) {
 	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	if err != nil {

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -246,7 +247,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		n, err := c.InspectNetwork(ctx, rest[0])
 		check(err)
 		if err == nil {
-			ts.Check(publicSubnets(n))
+			ts.Check(meshrun.PublicSubnets(n))
 			fmt.Fprintf(ts.Stdout(), "network=%s subnet=%s internal=%v managed=%v module=%s containers=%s\n", n.Name,
 				strings.Join(n.Subnets, ","), n.Internal, n.Labels["io.meshctl.managed"] != "", n.Labels["io.meshctl.module"],
 				strings.Join(n.Containers, ","))
@@ -261,7 +262,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		check(err)
 		name := rest[0]
 		if n, err := c.InspectNetwork(ctx, name); err == nil {
-			ts.Check(publicSubnets(n))
+			ts.Check(meshrun.PublicSubnets(n))
 		}
 		ts.Defer(func() {
 			if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
@@ -781,30 +782,11 @@ func cmdCtrLogs(ts *testscript.TestScript, neg bool, args []string) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	var out lockedBuilder
+	var out meshrun.Output
 	if err := c.Logs(ctx, args[0], &out); err != nil && ctx.Err() == nil {
 		ts.Fatalf("ctrlogs %s: %v", args[0], err)
 	}
 	fmt.Fprint(ts.Stdout(), out.String())
-}
-
-// lockedBuilder is a strings.Builder that Logs may still write to while it
-// is read: a request cut short by its context can race its last write.
-type lockedBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuilder) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuilder) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // cmdOldCtr creates and starts the container MODULE.CONTAINER as an older

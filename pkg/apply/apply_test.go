@@ -391,7 +391,7 @@ func TestPullAlwaysRecreatesOnNewerImage(t *testing.T) {
 		t.Fatalf("moved tag: %+v", c)
 	}
 	// The record says which image the pull gave: a window's close carries
-	// out a newer pull an apply deferred (issue 17 item 9).
+	// out a newer pull an apply deferred.
 	if a, _, err := record.LoadApplied(d); err != nil || a.Images["m.a"].PulledID != "id:newer" {
 		t.Fatalf("applied.json images %+v, %v; want m.a pulled as id:newer", a.Images, err)
 	}

@@ -180,8 +180,7 @@ func diedInGate(t *testing.T, d *state.Dir, f *enginetest.Fake) string {
 // unverified container an apply killed in its health gate left (its claim
 // dead, the old one aside). An apply mid-window leaves m.c alone, and keeps
 // the dead claim: once the window is gone (dead, its hold stale), the next
-// apply puts the old one back. Dropping the claim lost the last good container for good (issue 17
-// item 3).
+// apply puts the old one back. Dropping the claim lost the last good container for good.
 func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	d := stateDir(t)
 	f := enginetest.NewFake("old:1", "new:1")

@@ -135,7 +135,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			// The engine counts restarting as running; a crash loop is not
-			// converged (issue 17 item 6).
+			// converged.
 			name:     "restarting is recreated",
 			desired:  map[string]*mesh.Container{"a": web()},
 			observed: []engine.Container{func() engine.Container { c := running(t, "a", web()); c.State = "restarting"; return c }()},

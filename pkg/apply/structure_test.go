@@ -12,7 +12,7 @@ import (
 )
 
 // TestOnlyCliImportsApply: apply is the command's entry point, not a
-// library for the other domains (issue 16): window, status and lifecycle
+// library for the other domains: window, status and lifecycle
 // import applied, lifecycle, holds and claims, and only cli (and the
 // commands) import apply. Test files may.
 func TestOnlyCliImportsApply(t *testing.T) {
@@ -49,7 +49,7 @@ func TestOnlyCliImportsApply(t *testing.T) {
 }
 
 // TestDomainFunctionsReadable holds apply, window, lifecycle, status and
-// applied to what issue 16 made of them: no function over 80 lines (apply
+// applied to readable functions: no function over 80 lines (apply
 // under its lock reads as its phases, each a named step), no goroutine
 // body over 20 (a goroutine calls a named function).
 func TestDomainFunctionsReadable(t *testing.T) {

@@ -21,7 +21,7 @@ func lockState(t *testing.T, d *state.Dir) *state.Lock {
 // TestClaimLifecycle: a claim is live while its lock is held, covers its
 // containers only, and reads dead (not live) once its holder lets go
 // without recording anything, as a killed apply does. A later claim keeps
-// the dead one's record: only a heal drops it (issue 17 item 3).
+// the dead one's record: only a heal drops it.
 func TestClaimLifecycle(t *testing.T) {
 	d, err := state.Open(t.TempDir())
 	if err != nil {

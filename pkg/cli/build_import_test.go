@@ -9,7 +9,7 @@ import (
 	"testing"
 )
 
-// TestImportReadsBounded (issue 18 item 4, every read bounded): build
+// TestImportReadsBounded (every read bounded): build
 // import reads a regular file or a pipe, never a device or a directory
 // (/dev/zero would be read until memory runs out), and refuses an input
 // larger than its bound; both are bad input (exit 2).

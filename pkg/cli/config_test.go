@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestReadConfigFileBounded (issue 18 item 4, every read bounded): the
+// TestReadConfigFileBounded (every read bounded): the
 // config file is read only when it is a regular file of at most 64 KiB; a
 // FIFO no one writes, /dev/zero and a directory are refused without being
 // read (the first would block in open(2), the second be read until memory

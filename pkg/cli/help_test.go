@@ -224,7 +224,7 @@ func walk(c *cobra.Command, fn func(*cobra.Command)) {
 
 // TestHelpTopicsListed: meshctl's help lists its topics in the form that
 // reads them, "meshctl help TOPIC", with a gap before the description
-// (issue 22 item 5: "meshctl exit-codes The exit status…").
+// (not "meshctl exit-codes The exit status…").
 func TestHelpTopicsListed(t *testing.T) {
 	var out strings.Builder
 	root := Command(&out)

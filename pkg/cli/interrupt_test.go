@@ -78,7 +78,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// TestWatchInterrupt (issue 18 item 4): a command stuck after a signal,
+// TestWatchInterrupt: a command stuck after a signal,
 // holding no lock, is ended with exit 130 within two seconds, its JSON
 // document printed once; one that holds a lock (a window's close) is left
 // to finish.

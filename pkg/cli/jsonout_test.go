@@ -51,8 +51,8 @@ func TestConvertJSONKeepsTheEntrypoint(t *testing.T) {
 
 // TestJSONErrorComesFirst: a failed command's document starts with its
 // error, also where the partial result has an error member of its own (a
-// window's history entry), whose other members keep their order (issue 22
-// item 5: window run -o json put closed_at first).
+// window's history entry), whose other members keep their order (window
+// run -o json once put closed_at first).
 func TestJSONErrorComesFirst(t *testing.T) {
 	entry := []byte(`{"id": "w-1", "module": "m", "closed_at": "2026-12-01T00:00:00Z", "result": "failed", "error": "step exited 1"}`)
 	out := jsonDocument(entry, errors.New("window w-1 failed"), 1)

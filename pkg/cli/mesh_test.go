@@ -19,7 +19,7 @@ import (
 // leaves the mesh at once; one whose close kept its hold (fail closed: a
 // container it could not bring back) stays on the mesh, to lapse and show
 // as lapsed, for the mesh view is never more optimistic than the host's own
-// holds (issue 19 item 3). No engine: the hold is written as such a close
+// holds. No engine: the hold is written as such a close
 // leaves it.
 func TestWindowPublicationFollowsTheHold(t *testing.T) {
 	eps := etcdtest.Endpoints(t)

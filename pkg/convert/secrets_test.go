@@ -13,7 +13,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// TestConvertSecretsConfigsAndFields (issue 20 item 4): file secrets and
+// TestConvertSecretsConfigsAndFields: file secrets and
 // configs become secrets: and configs: (the file relative to the output,
 // Compose's targets kept), uid/gid/mode are said to be ignored, the
 // runtime fields are carried, container_name becomes a note naming the

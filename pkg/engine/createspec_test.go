@@ -15,7 +15,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
-// TestCreateRuntimeFields: the runtime fields of issue 20 reach the
+// TestCreateRuntimeFields: the runtime fields of a container reach the
 // engine's create, as its inspect shows them. The container is created,
 // not started: privileged needs capabilities a test sandbox may lack.
 func TestCreateRuntimeFields(t *testing.T) {

@@ -12,8 +12,8 @@ import (
 
 // TestEngineWordsHideTheEnvironment: what the engine says of a container
 // that meshctl prints or keeps (a refused start, the log tail, the probe's
-// output) never quotes a value of its environment (issue 18 item 1: runc's
-// refusal of a NUL echoed PW=S3CRET… into every report).
+// output) never quotes a value of its environment (runc's refusal of a
+// NUL once echoed PW=S3CRET… into every report).
 func TestEngineWordsHideTheEnvironment(t *testing.T) {
 	c := enginetest.Client(t)
 	enginetest.RequireImage(t, c, enginetest.Image)

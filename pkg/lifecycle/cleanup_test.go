@@ -9,7 +9,7 @@ import (
 // TestCleanupEndsAfterASignal: a cleanup context outlives its parent's
 // cancellation (a signal), but not for its whole bound: it ends once
 // SignalGrace has passed, so an engine call that hangs in a cleanup does
-// not keep a signalled command alive for minutes (issue 17, seed 1710). A
+// not keep a signalled command alive for minutes. A
 // cleanup made inside it, once it has ended, still has its own time, and
 // ends too.
 func TestCleanupEndsAfterASignal(t *testing.T) {

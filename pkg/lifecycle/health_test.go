@@ -128,8 +128,8 @@ func TestHealthBudget(t *testing.T) {
 
 // TestRestartedReasonNeverSaysTheResetCode: a crash-looping container seen
 // running again has the exit code the engine reset to 0 on restart; the
-// reason must not report that 0 as how it failed (issue 17 item 9: a process
-// that exits 3 read "restarting: exited 0").
+// reason must not report that 0 as how it failed (a process that exits 3
+// once read "restarting: exited 0").
 func TestRestartedReasonNeverSaysTheResetCode(t *testing.T) {
 	for _, tt := range []struct {
 		c    engine.Container
@@ -147,7 +147,7 @@ func TestRestartedReasonNeverSaysTheResetCode(t *testing.T) {
 // TestRecreateOutageIsStopAndStart: a stop-first recreate makes the new
 // container, under its temporary name, before the old one stops, and
 // starts it with the very next engine request after the old one's stop:
-// the service is down for the stop and the start, nothing else (issue 21).
+// the service is down for the stop and the start, nothing else.
 func TestRecreateOutageIsStopAndStart(t *testing.T) {
 	ctx := context.Background()
 	f := enginetest.NewFake("old:1", "new:1")

@@ -28,7 +28,7 @@ func (r refusingRemove) Remove(ctx context.Context, id string) error {
 // TestPutBackNeverStartsTheOldBesideTheNew: when the failed new container
 // cannot be removed, it still holds the name, and the old one must stay
 // aside and stopped: starting it (under its aside name) would run two
-// copies of the service on one volume (issue 17 item 1).
+// copies of the service on one volume.
 func TestPutBackNeverStartsTheOldBesideTheNew(t *testing.T) {
 	ctx := context.Background()
 	f := enginetest.NewFake("old:1", "new:1")

@@ -151,8 +151,8 @@ func runs(observed []engine.Container, name string) bool {
 // name or under its temporary name m.c.meshctl-new (the recreate starts it
 // before the renames). The release of its stale hold removes the new one
 // before the held one starts, and puts the held one back under its name,
-// running with its policy (issue 17 item 2; the CI's fault run saw the held
-// one started beside a running m.c.meshctl-new).
+// running with its policy (the CI's fault run once saw the held one started
+// beside a running m.c.meshctl-new).
 func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -220,8 +220,8 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 // reads running, with the restart policy "no" the window set. The release
 // stops it first (which waits for the stop in flight), then starts it: a
 // plain start of a running container would be a no-op, and the stop in
-// flight would then leave it stopped for good (issue 17: the release
-// without its settle stop was a mutation that survived the suite).
+// flight would then leave it stopped for good (a release without its
+// settle stop once passed the whole suite).
 func TestReleaseFinishesADeadWindowsStop(t *testing.T) {
 	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	ctx := context.Background()

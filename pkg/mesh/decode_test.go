@@ -968,7 +968,7 @@ modules:
 }
 
 // TestDecodeReportsTyposWithTheRest: a field typo does not hide the file's
-// other mistakes until the next pass (issue 22 item 4): a bad module name, a
+// other mistakes until the next pass: a bad module name, a
 // restart value and an unknown depends-on come in the same error, in line
 // order.
 func TestDecodeReportsTyposWithTheRest(t *testing.T) {

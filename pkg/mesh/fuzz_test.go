@@ -72,7 +72,7 @@ modules:
 		f.Add(a.file(4 << 10))
 	}
 	// Two of 256 KiB, large enough for checkDecodeTime to see work that
-	// grows faster than the file: the issue's label keys (yaml.v3's own
+	// grows faster than the file: the reported file's label keys (yaml.v3's own
 	// duplicate-key check spent over a second on them), and aliases of a
 	// map (decoded again at each alias: 400ms before MaxRepeated).
 	f.Add(adversarials()[0].file(256 << 10))
@@ -137,7 +137,7 @@ modules:
 
 // checkDecodeTime fails a decode of size bytes that took more than
 // 500ms a megabyte of CPU time, and more than 200ms: decoding must stay
-// linear in the file (issue 18: yaml.v3's duplicate-key check took 55s for
+// linear in the file (yaml.v3's duplicate-key check once took 55s for
 // 2 MB). CPU time, not the clock's: a busy machine does not make it grow.
 // The bound is generous: a mesh file decodes at 2 to 10 MB a second.
 func checkDecodeTime(t *testing.T, cpu time.Duration, size int) {

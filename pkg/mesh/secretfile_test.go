@@ -12,7 +12,7 @@ import (
 )
 
 // runtimeRefusals are the decode and validation errors of secrets, configs
-// and the runtime fields (issue 20), each with the line it must blame.
+// and the runtime fields, each with the line it must blame.
 func runtimeRefusals() []refusal {
 	f := func(name, body, field, msg string) refusal {
 		return refusal{name: name, src: base + body, field: fieldsBase + field, msg: msg}
@@ -136,8 +136,8 @@ func TestDiffNamesRuntimeFields(t *testing.T) {
 	}
 }
 
-// TestSpecV3WithoutRuntimeFields is the upgrade rule for the fields of
-// issue 20: a container that sets none of them encodes exactly as before
+// TestSpecV3WithoutRuntimeFields is the upgrade rule for secrets, configs
+// and the runtime fields: a container that sets none of them encodes exactly as before
 // they existed, so a host applied before is not recreated.
 func TestSpecV3WithoutRuntimeFields(t *testing.T) {
 	c := Container{Image: "meshtest/busybox:1", Command: []string{"sleep", "600"}}

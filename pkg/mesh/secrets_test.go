@@ -9,8 +9,7 @@ import (
 const canary = "S3CRET-CANARY"
 
 // TestDecodeErrorsNeverQuoteEnvValues: every way env can be wrong is
-// refused with the key, the line and the field, never the value (issue
-// 18): a value with a NUL would otherwise reach the engine, whose error
+// refused with the key, the line and the field, never the value: a value with a NUL would otherwise reach the engine, whose error
 // quotes "PW=…" into reports, state files and cron mail.
 func TestDecodeErrorsNeverQuoteEnvValues(t *testing.T) {
 	for _, tt := range []struct{ name, env, want string }{

@@ -165,7 +165,7 @@ func readNanos(t *testing.T, path string) time.Time {
 // and an unverified new one under the name. The window's open puts the old
 // one back before it holds anything, so it holds (and brings back) the
 // last good container; the dead claim's part on a container the window
-// does not hold stays for the next apply (issue 17 item 3).
+// does not hold stays for the next apply.
 func TestOpenHealsADeadClaim(t *testing.T) {
 	dir := t.TempDir()
 	d, err := state.Open(filepath.Join(dir, "state"))

@@ -44,7 +44,7 @@ func recordPulled(t *testing.T, d *state.Dir, id string) {
 // TestCloseCarriesOutANewerPull: an apply mid-window pulled img:1, a
 // pull: always image, and its tag now names another image: it deferred an
 // "image (newer pull)" recreate of the held pa.web. The close carries it
-// out: pa.web runs the newer image (issue 17 item 9). The close's diff
+// out: pa.web runs the newer image. The close's diff once
 // ignored image ids, and started the same container again.
 func TestCloseCarriesOutANewerPull(t *testing.T) {
 	d := openTemp(t)

@@ -16,7 +16,7 @@ import (
 // close starts the same container again, bounded (lifecycle.SignalGrace),
 // and leaves the change, with its health gate of up to minutes, to the next
 // apply: a signalled command ends within seconds of cleaning up what it can
-// (issue 17, seed 1710's class).
+// (the fault harness's engine call that hangs during a signal).
 func TestSignalledCloseLeavesADeferredChange(t *testing.T) {
 	d := openTemp(t)
 	eng := enginetest.NewFake(enginetest.Image)

@@ -55,7 +55,7 @@ func stepRunFixture(t *testing.T) (*state.Dir, *enginetest.Fake, *mesh.File) {
 	return d, eng, f
 }
 
-// TestWindowCronBackgroundChild (issue 8 item 5): a window under -q (the
+// TestWindowCronBackgroundChild: a window under -q (the
 // step's output kept in a Tail, not a file) whose step exits leaving a child
 // that holds its output closes when the step exits, not at its timeout.
 func TestWindowCronBackgroundChild(t *testing.T) {
@@ -85,7 +85,7 @@ func TestWindowCronBackgroundChild(t *testing.T) {
 	}
 }
 
-// TestWindowStepCheckedBeforeOpen (issue 8 item 11): a step that cannot run
+// TestWindowStepCheckedBeforeOpen: a step that cannot run
 // is refused before anything is stopped; a run: image that is missing but
 // pullable is pulled before anything is stopped.
 func TestWindowStepCheckedBeforeOpen(t *testing.T) {

@@ -174,7 +174,7 @@ func (b *lockedBuffer) String() string {
 	return b.b.String()
 }
 
-// TestContainerStepOfMinutes (issue 8 item 1): a run: step of 20 minutes,
+// TestContainerStepOfMinutes: a run: step of 20 minutes,
 // in fake time. Its logs flow for its whole life, not for the first five
 // minutes; it is killed at its timeout however late that comes; its
 // container is removed in the end; and a kill that failed says so.
@@ -263,7 +263,7 @@ func TestContainerStepOfMinutes(t *testing.T) {
 	})
 }
 
-// TestPrepareStep (issue 8 item 11): a step that cannot run is refused
+// TestPrepareStep: a step that cannot run is refused
 // before anything is stopped: an exec: program that is missing or not
 // executable is a usage error (exit 2), a run: image that is neither in the
 // engine nor pullable a plain error (exit 1); a missing image is pulled.
@@ -304,7 +304,7 @@ func TestPrepareStep(t *testing.T) {
 	}
 }
 
-// TestExecStepBackgroundChild (issue 8 item 5): a step that exits leaving a
+// TestExecStepBackgroundChild: a step that exits leaving a
 // child that holds its output (a daemon it started) ends when it exits, not
 // at its timeout, even when the output goes to a buffer (-q) rather than a
 // file; a child that left the step's process group (setsid) is not waited
@@ -363,7 +363,7 @@ func (b *brokenPipe) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// TestStepOutputClosed (issue 8 item 12): the step's output destination
+// TestStepOutputClosed: the step's output destination
 // fails (stderr piped to a reader that died): the step still runs to its
 // end and succeeds, with all its output drained, and nothing more is
 // written to the broken destination.

@@ -23,7 +23,7 @@ func outputWindow(argv []string, timeout time.Duration, out *bytes.Buffer) *wind
 	return w
 }
 
-// TestExecStepEnv (issue 18 item 2): an exec: step gets the documented
+// TestExecStepEnv: an exec: step gets the documented
 // minimal environment, never meshctl's own: not the ledger password, not
 // DOCKER_HOST, not meshctl's PATH.
 func TestExecStepEnv(t *testing.T) {
@@ -58,7 +58,7 @@ func TestExecStepEnv(t *testing.T) {
 	}
 }
 
-// TestExecStepArgv (issue 18 item 3): exec: is argv, exec'd as it is: echo
+// TestExecStepArgv: exec: is argv, exec'd as it is: echo
 // is the program found on the step's PATH (not a shell's builtin, which
 // would read the backslashes), its argument printed literally; the step's
 // parent is the window itself.

@@ -3,7 +3,7 @@
 # "10 40 200 1000"), each figure against its peers in the same run:
 #   - `docker ps -a` on the same engine (target: at most 1.0x);
 #   - the raw API floor: one curl process making a ping and one filtered list over the socket,
-#     the two requests a no-op apply makes (target: at most 1.3x, issue 21);
+#     the two requests a no-op apply makes (target: at most 1.3x);
 #   - the engine requests the apply made (target: 2 at every N);
 #   - at the largest N, the apply's peak RSS (target: at most 40 MiB).
 #

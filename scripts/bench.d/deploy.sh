@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# deploy.sh: what a deploy costs beyond the engine's own work (issue 21), each figure against its
+# deploy.sh: what a deploy costs beyond the engine's own work, each figure against its
 # peer in the same run:
 #   - the stop-first gap: a client asks the service on 127.0.0.1 every 50 ms through a
 #     `meshctl apply` that recreates it (defaults); the longest time without an answer, against the
@@ -14,7 +14,7 @@
 #   - Docker Compose v5 (scripts/peers.sh; else a `docker-compose` on PATH): `up -d --wait`
 #     recreating the same 40, against meshctl's defaults less one settle period (target: at most
 #     1.1x), and its `up -d` of the by-name service below, its failed requests and longest gap;
-#   - start-first (issue 21): a client container calling the service by name every 50 ms on its
+#   - start-first: a client container calling the service by name every 50 ms on its
 #     module network through a start-first deploy (goal: no failed request) and through a
 #     stop-first one, the failed requests and the longest gap of each.
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# window.sh: what a maintenance window costs beyond the engine's own work (issue 4 item 7).
+# window.sh: what a maintenance window costs beyond the engine's own work.
 # It times `meshctl window run` of a step that does nothing (exec: [/bin/true]) holding one
 # running container, against `docker stop` + `docker start` of that same container: the stop and
 # start the window must do anyway, with --settle 0s (the health gate's wait is the operator's

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -60,7 +61,7 @@ type stressBuild struct {
 // successful request. A short run in the suite; MESHCTL_STRESS=1 makes it
 // ten times longer (give go test -timeout 30m).
 func TestMixedStress(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	rounds := 3
 	if os.Getenv("MESHCTL_STRESS") == "1" {
 		rounds = 30
@@ -68,14 +69,14 @@ func TestMixedStress(t *testing.T) {
 	m := newMeshctl(t, host)
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	modA, modB := "sa"+suffix, "sb"+suffix
-	m.cleanupModule(modA)
-	m.cleanupModule(modB)
-	file := filepath.Join(m.dir, "mesh.yaml")
+	m.CleanupModule(modA)
+	m.CleanupModule(modB)
+	file := filepath.Join(m.Dir, "mesh.yaml")
 	mesh := strings.NewReplacer("MODA", modA, "MODB", modB).Replace(stressMesh)
 	if err := os.WriteFile(file, []byte(mesh), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := m.run("apply", "-f", file); err != nil {
+	if out, err := m.Run("apply", "-f", file); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
 
@@ -97,7 +98,7 @@ func TestMixedStress(t *testing.T) {
 	}
 	// run runs one meshctl command; ok lists the exit statuses it may have.
 	run := func(ok []int, args ...string) (string, bool) {
-		stdout, stderr, err := m.run2(args...)
+		stdout, stderr, err := m.Run2(args...)
 		code := 0
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
@@ -184,7 +185,7 @@ func TestMixedStress(t *testing.T) {
 	monitor.Add(1)
 	go func() {
 		defer monitor.Done()
-		d, err := state.Open(m.state)
+		d, err := state.Open(m.State)
 		if err != nil {
 			fail("state dir: %v", err)
 			return
@@ -196,7 +197,7 @@ func TestMixedStress(t *testing.T) {
 			default:
 			}
 			before, histBefore, err1 := holds.Read(d.Read)
-			list, err2 := m.eng.List(t.Context(), map[string]string{lifecycle.LabelRole: lifecycle.RoleService})
+			list, err2 := m.Eng.List(t.Context(), map[string]string{lifecycle.LabelRole: lifecycle.RoleService})
 			after, histAfter, err3 := holds.Read(d.Read)
 			if err := errors.Join(err1, err2, err3); err != nil {
 				fail("sample: %v", err)
@@ -239,11 +240,11 @@ func TestMixedStress(t *testing.T) {
 	t.Logf("commands that ran: %v; builds recorded: %d", counts, len(builds))
 
 	// Every state file parses, as the reader of each kind reads it.
-	d, err := state.Open(m.state)
+	d, err := state.Open(m.State)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = filepath.WalkDir(m.state, func(p string, e os.DirEntry, err error) error {
+	err = filepath.WalkDir(m.State, func(p string, e os.DirEntry, err error) error {
 		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".json") {
 			return err
 		}
@@ -325,7 +326,7 @@ func TestMixedStress(t *testing.T) {
 				newest = bd
 			}
 		}
-		out, stderr, err := m.run2("build", "current", mod, "-o", "json")
+		out, stderr, err := m.Run2("build", "current", mod, "-o", "json")
 		if newest == nil {
 			if err == nil {
 				t.Errorf("%s has no successful build, build current says %s", mod, out)

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
@@ -32,7 +33,7 @@ const killRecreateMesh = `modules:
         labels: {ver: VERSION}
 `
 
-// killStartFirstMesh is the same service replaced start-first (issue 21):
+// killStartFirstMesh is the same service replaced start-first:
 // on a module network, its old container retired after a drain of 200ms.
 const killStartFirstMesh = `modules:
   MODULE:
@@ -61,7 +62,7 @@ const killStartFirstMesh = `modules:
 // old one still has the name (Executor.Recreate's first instant). Eight
 // kills; MESHCTL_STRESS=1 makes it 100 (or MESHCTL_STRESS_KILLS=N).
 func TestKillRecreateHealsInOneApply(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	t.Run("stop-first", func(t *testing.T) { killRecreate(t, host, killRecreateMesh, 8) })
 	// Start-first: the new one under its temporary name runs beside the
 	// old one; a kill after its gate leaves the old one retiring, and the
@@ -76,17 +77,17 @@ func killRecreate(t *testing.T, host, meshText string, kills int) {
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kre%08x", rand.Uint32())
 	name := module + ".svc"
-	m.cleanupModule(module)
+	m.CleanupModule(module)
 	files := map[string]string{}
 	for _, v := range []string{"a", "b"} {
-		files[v] = filepath.Join(m.dir, "mesh-"+v+".yaml")
+		files[v] = filepath.Join(m.Dir, "mesh-"+v+".yaml")
 		text := strings.NewReplacer("MODULE", module, "VERSION", v).Replace(meshText)
 		if err := os.WriteFile(files[v], []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	apply := func(v string) []string { return []string{"apply", "-f", files[v], "--settle", "1s"} }
-	if out, err := m.run(apply("a")...); err != nil {
+	if out, err := m.Run(apply("a")...); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
 
@@ -97,7 +98,7 @@ func killRecreate(t *testing.T, host, meshText string, kills int) {
 	for range 2 {
 		version = map[string]string{"a": "b", "b": "a"}[version]
 		begin := time.Now()
-		if out, err := m.run(apply(version)...); err != nil {
+		if out, err := m.Run(apply(version)...); err != nil {
 			t.Fatalf("calibration apply: %v\n%s", err, out)
 		}
 		life = max(life, time.Since(begin))
@@ -130,7 +131,7 @@ func killRecreate(t *testing.T, host, meshText string, kills int) {
 		if wasKilled {
 			killed++
 		}
-		out, errOut, err := m.run2(apply(version)...)
+		out, errOut, err := m.Run2(apply(version)...)
 		if err != nil {
 			t.Fatalf("kill %d (at %s): the next apply failed: %v\n%s%s", killed, at, err, out, errOut)
 		}
@@ -152,9 +153,9 @@ func killRecreate(t *testing.T, host, meshText string, kills int) {
 // killApply starts args (an apply) and SIGKILLs it after delay; it returns
 // whether the kill is what ended it.
 func (m *meshctl) killApply(args []string, delay time.Duration) bool {
-	cmd := m.command(args...)
+	cmd := m.Command(args...)
 	if err := cmd.Start(); err != nil {
-		m.t.Fatal(err)
+		m.T.Fatal(err)
 	}
 	time.Sleep(delay)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
@@ -168,20 +169,20 @@ func (m *meshctl) killApply(args []string, delay time.Duration) bool {
 // whether the kill is what ended the apply.
 func (m *meshctl) killApplyAtNew(name string, args []string) (string, bool) {
 	before := m.inspect(name)
-	cmd := m.command(args...)
+	cmd := m.Command(args...)
 	if err := cmd.Start(); err != nil {
-		m.t.Fatal(err)
+		m.T.Fatal(err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := m.eng.Inspect(ctx, name+".meshctl-new")
+		_, err := m.Eng.Inspect(ctx, name+".meshctl-new")
 		cancel()
 		if err == nil {
 			break
 		}
 		if !engine.IsNotFound(err) {
-			m.t.Fatalf("inspect %s.meshctl-new: %v", name, err)
+			m.T.Fatalf("inspect %s.meshctl-new: %v", name, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -189,8 +190,8 @@ func (m *meshctl) killApplyAtNew(name string, args []string) (string, bool) {
 	wasKilled := m.killedBy(cmd.Wait())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, newErr := m.eng.Inspect(ctx, name+".meshctl-new")
-	now, err := m.eng.Inspect(ctx, name)
+	_, newErr := m.Eng.Inspect(ctx, name+".meshctl-new")
+	now, err := m.Eng.Inspect(ctx, name)
 	if wasKilled && newErr == nil && err == nil && now.ID == before.ID {
 		return "new", true
 	}
@@ -206,16 +207,16 @@ func (m *meshctl) killedBy(err error) bool {
 		}
 	}
 	if err != nil {
-		m.t.Fatalf("apply: %v", err)
+		m.T.Fatalf("apply: %v", err)
 	}
 	return false
 }
 
 // checkReplaced fails the test unless replaced.
 func (m *meshctl) checkReplaced(module, name, version string) {
-	m.t.Helper()
+	m.T.Helper()
 	if !m.replaced(module, name, version) {
-		m.t.FailNow()
+		m.T.FailNow()
 	}
 }
 
@@ -223,24 +224,24 @@ func (m *meshctl) checkReplaced(module, name, version string) {
 // container is name, running with restart policy always and label ver =
 // version.
 func (m *meshctl) replaced(module, name, version string) bool {
-	m.t.Helper()
+	m.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	list, err := m.eng.List(ctx, map[string]string{"io.meshctl.module": module})
+	list, err := m.Eng.List(ctx, map[string]string{"io.meshctl.module": module})
 	if err != nil {
-		m.t.Fatalf("list %s: %v", module, err)
+		m.T.Fatalf("list %s: %v", module, err)
 	}
 	if len(list) != 1 || list[0].Name != name {
 		var names []string
 		for _, c := range list {
 			names = append(names, c.Name+" ("+c.State+")")
 		}
-		m.t.Errorf("module %s has %s, want %s alone", module, strings.Join(names, ", "), name)
+		m.T.Errorf("module %s has %s, want %s alone", module, strings.Join(names, ", "), name)
 		return false
 	}
 	x := m.inspect(name)
 	if x.State != "running" || x.RestartPolicy != "always" || x.Labels["ver"] != version {
-		m.t.Errorf("%s is %s, restart %q, ver %q; want running, always, %s", name, x.State, x.RestartPolicy, x.Labels["ver"], version)
+		m.T.Errorf("%s is %s, restart %q, ver %q; want running, always, %s", name, x.State, x.RestartPolicy, x.Labels["ver"], version)
 		return false
 	}
 	return true

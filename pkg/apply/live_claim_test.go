@@ -17,8 +17,8 @@ import (
 // would change m.c waits for that claim, and changes nothing while it
 // lives: here it gives up once its lock timeout has passed (a *BusyError
 // naming the claim), the engine as it was. An apply that planned past the
-// claim would replace m.c under the other's feet (issue 17: a mutation
-// that survived the suite).
+// claim would replace m.c under the other's feet (such an apply once
+// passed the whole suite).
 func TestApplyWaitsForALiveClaim(t *testing.T) {
 	d := stateDir(t)
 	f := enginetest.NewFake("old:1", "new:1")

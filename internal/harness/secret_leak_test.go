@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/internal/meshrun"
 )
 
 // The canaries: secret values, one per way a secret reaches meshctl, so
@@ -78,27 +79,27 @@ const canaryPullMesh = `modules:
         network: none
 `
 
-// TestCanary (issue 18, "Also"): secrets placed in a container's env and
+// TestCanary: secrets placed in a container's env and
 // env-file, a run: step's env, meshctl's own environment and the ledger
 // password appear in no output of any command — success and failure, text
 // and -o json, --dry-run, -v, status and status --check, window run, logs
 // and list, the build commands — nor in the metrics file (--metrics-file)
 // any of them wrote, and in no file of the state directory,
 // except applied.json (the desired state, which has env: as written), which
-// stays 0600 in a 0700 directory. The content of a secrets: file (issue 20)
+// stays 0600 in a 0700 directory. The content of a secrets: file
 // is in no file at all, applied.json included, nor on the container's
 // labels.
 func TestCanary(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	m := newMeshctl(t, host)
-	metricsFile := filepath.Join(m.dir, "meshctl.prom")
-	m.env = append(m.env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
+	metricsFile := filepath.Join(m.Dir, "meshctl.prom")
+	m.Env = append(m.Env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
 		"CI_JOB_TOKEN="+canaryProcess, "MESHCTL_METRICS_FILE="+metricsFile)
 	module := fmt.Sprintf("cny%08x", rand.Uint32())
-	m.cleanupModule(module)
+	m.CleanupModule(module)
 	write := func(name, text string) {
 		t.Helper()
-		if err := os.WriteFile(filepath.Join(m.dir, name), []byte(strings.ReplaceAll(text, "MODULE", module)), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(m.Dir, name), []byte(strings.ReplaceAll(text, "MODULE", module)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +112,7 @@ func TestCanary(t *testing.T) {
 	var outputs []string
 	run := func(wantFail bool, args ...string) string {
 		t.Helper()
-		stdout, stderr, err := m.run2(args...)
+		stdout, stderr, err := m.Run2(args...)
 		if (err != nil) != wantFail {
 			t.Fatalf("meshctl %s: %v (want failure: %v)\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, wantFail, stdout, stderr)
 		}
@@ -190,7 +191,7 @@ func TestCanary(t *testing.T) {
 	if !strings.Contains(outputs[len(outputs)-1], "meshctl_apply_last_success 1") {
 		t.Errorf("the last apply wrote no metrics file %s: the check searched nothing there", metricsFile)
 	}
-	checkStateDir(t, m.state, 5)
+	checkStateDir(t, m.State, 5)
 }
 
 // checkStateDir searches every file of the state directory for the
@@ -251,7 +252,7 @@ func markCanaries(out string) string {
 	return b.String()
 }
 
-// TestCanaryBadInput (issue 18 item 1, the canary check on the paths of
+// TestCanaryBadInput (the canary check on the paths of
 // bad input): a secret in a mesh file or env-file that the decoder or the
 // engine refuses — a key set twice in env's list form, a list item
 // without "=", a string where env's map belongs, a control character in a
@@ -259,7 +260,7 @@ func markCanaries(out string) string {
 // JSON errors of apply, apply --dry-run and window run, in no metrics
 // file they wrote, and in no state file (last-apply.json keeps the error).
 func TestCanaryBadInput(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	tests := []struct {
 		name    string
 		env     string // the container's env:, as YAML
@@ -276,10 +277,10 @@ func TestCanaryBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := newMeshctl(t, host)
-			metricsFile := filepath.Join(m.dir, "meshctl.prom")
-			m.env = append(m.env, "MESHCTL_METRICS_FILE="+metricsFile)
+			metricsFile := filepath.Join(m.Dir, "meshctl.prom")
+			m.Env = append(m.Env, "MESHCTL_METRICS_FILE="+metricsFile)
 			module := fmt.Sprintf("cnb%08x", rand.Uint32())
-			m.cleanupModule(module)
+			m.CleanupModule(module)
 			mesh := fmt.Sprintf(`modules:
   %s:
     containers:
@@ -293,10 +294,10 @@ func TestCanaryBadInput(t *testing.T) {
       nap:
         exec: [/bin/true]
 `, module, tt.env)
-			if err := os.WriteFile(filepath.Join(m.dir, "bad.yaml"), []byte(mesh), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(m.Dir, "bad.yaml"), []byte(mesh), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(m.dir, "secret.env"), []byte(tt.envFile), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(m.Dir, "secret.env"), []byte(tt.envFile), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			for _, args := range [][]string{
@@ -306,7 +307,7 @@ func TestCanaryBadInput(t *testing.T) {
 				{"window", "run", module, "nap", "-f", "bad.yaml"},
 				{"status", "--check"},
 			} {
-				stdout, stderr, _ := m.run2(args...)
+				stdout, stderr, _ := m.Run2(args...)
 				if out := stdout + stderr; strings.Contains(out, canaryMark) {
 					t.Errorf("meshctl %s printed a secret:\n%s", strings.Join(args, " "), markCanaries(out))
 				}
@@ -314,14 +315,14 @@ func TestCanaryBadInput(t *testing.T) {
 					t.Errorf("meshctl %s wrote a secret to the metrics file:\n%s", strings.Join(args, " "), markCanaries(string(prom)))
 				}
 			}
-			if _, err := os.Stat(m.state); err == nil {
-				checkStateDir(t, m.state, 5)
+			if _, err := os.Stat(m.State); err == nil {
+				checkStateDir(t, m.State, 5)
 			}
 		})
 	}
 }
 
-// TestCanaryEtcdLedger (issue 18, "Also": the ledger password): with an
+// TestCanaryEtcdLedger (the ledger password): with an
 // etcd ledger, MESHCTL_LEDGER_PASSWORD is in no output of the build
 // commands (text, -o json, -v, success or failure) nor in the metrics file
 // they write, whether the cluster answers (the test cluster, authentication
@@ -330,8 +331,8 @@ func TestCanaryBadInput(t *testing.T) {
 func TestCanaryEtcdLedger(t *testing.T) {
 	eps := etcdtest.Endpoints(t)
 	m := newMeshctl(t, "unix://"+filepath.Join(t.TempDir(), "no-engine.sock"))
-	metricsFile := filepath.Join(m.dir, "meshctl.prom")
-	m.env = append(m.env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
+	metricsFile := filepath.Join(m.Dir, "meshctl.prom")
+	m.Env = append(m.Env, "MESHCTL_LEDGER_USER=canary", "MESHCTL_LEDGER_PASSWORD="+canaryLedgerPass,
 		"MESHCTL_METRICS_FILE="+metricsFile)
 	for _, ledger := range []struct{ name, url, want string }{
 		{"the test cluster", "etcd://" + eps + etcdtest.Prefix(t.Name()), ""},
@@ -345,7 +346,7 @@ func TestCanaryEtcdLedger(t *testing.T) {
 			{"build", "list"},
 		} {
 			args = append([]string{"--ledger", ledger.url, "--lock-timeout", "5s"}, args...)
-			stdout, stderr, err := m.run2(args...)
+			stdout, stderr, err := m.Run2(args...)
 			out := stdout + stderr
 			if ledger.want != "" && (err == nil || !strings.Contains(out, ledger.want)) {
 				t.Errorf("%s: meshctl %s: %v, want a failure saying %q:\n%s", ledger.name, strings.Join(args, " "), err, ledger.want, out)
@@ -358,7 +359,7 @@ func TestCanaryEtcdLedger(t *testing.T) {
 			}
 		}
 	}
-	if _, err := os.Stat(m.state); err == nil {
-		checkStateDir(t, m.state, 0)
+	if _, err := os.Stat(m.State); err == nil {
+		checkStateDir(t, m.State, 0)
 	}
 }

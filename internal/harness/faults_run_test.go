@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
@@ -190,14 +191,14 @@ func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64, calibrate b
 func (r *fltRun) removeModule(module string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	list, err := r.g.m.eng.List(ctx, map[string]string{"io.meshctl.module": module})
+	list, err := r.g.m.Eng.List(ctx, map[string]string{"io.meshctl.module": module})
 	if err != nil {
 		r.t.Logf("remove %s: %v", module, err)
 	}
 	for _, x := range list {
-		_ = r.g.m.eng.Remove(ctx, x.ID)
+		_ = r.g.m.Eng.Remove(ctx, x.ID)
 	}
-	_ = r.g.m.eng.Remove(ctx, module+".svc")
+	_ = r.g.m.Eng.Remove(ctx, module+".svc")
 }
 
 // schedule draws this iteration's faults (up to faults of them): none
@@ -334,7 +335,7 @@ type fltProc struct {
 	r        *fltRun
 	args     []string
 	cmd      *exec.Cmd
-	out, err lockedBuilder
+	out, err meshrun.Output
 	begin    time.Time
 	done     chan struct{}
 	waitErr  error
@@ -347,7 +348,7 @@ func (r *fltRun) start(via bool, args ...string) *fltProc {
 	if via {
 		args = append([]string{"--docker-host", r.g.proxy.Host()}, args...)
 	}
-	p := &fltProc{r: r, args: args, cmd: r.m.command(args...), done: make(chan struct{})}
+	p := &fltProc{r: r, args: args, cmd: r.m.Command(args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
 	p.begin = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -470,7 +471,7 @@ func (r *fltRun) waitStepGone() {
 	begin := time.Now()
 	deadline := begin.Add(time.Minute)
 	for time.Now().Before(deadline) {
-		list, err := r.g.m.eng.List(r.t.Context(), map[string]string{"io.meshctl.module": r.module, "io.meshctl.role": "step"})
+		list, err := r.g.m.Eng.List(r.t.Context(), map[string]string{"io.meshctl.module": r.module, "io.meshctl.role": "step"})
 		if err != nil {
 			r.t.Fatal(err)
 		}

@@ -31,7 +31,7 @@ modules:
 // applied state, before it took the state lock to drop the hold). The
 // close's re-check under the lock sees it and carries it out before the
 // hold goes: rc.web runs the newer spec. Without the re-check the change
-// is lost with the hold (issue 17: a mutation that survived the suite).
+// is lost with the hold (a close without it once passed the whole suite).
 func TestCloseRechecksUnderTheLock(t *testing.T) {
 	d := openTemp(t)
 	eng := enginetest.NewFake(enginetest.Image)
@@ -72,8 +72,7 @@ modules:
 
 // TestCloseBringsBackInDependsOnOrder: a window holds dep.app, which
 // depends on dep.db, and names app first. The close starts db before app
-// (issue 17: a close ignoring depends-on order was a mutation that
-// survived the suite).
+// (a close ignoring depends-on order once passed the whole suite).
 func TestCloseBringsBackInDependsOnOrder(t *testing.T) {
 	d := openTemp(t)
 	eng := enginetest.NewFake(enginetest.Image)

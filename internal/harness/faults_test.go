@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"fmt"
@@ -14,9 +14,10 @@ import (
 
 	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/internal/meshrun"
 )
 
-// TestFaults is issue 17's harness: it drives apply, window run (run: and
+// TestFaults is the fault harness: it drives apply, window run (run: and
 // exec: steps), a close with a deferred change, stale release and status
 // through a fault-injecting proxy in front of the test engine, sends
 // signals at random instants, and after every run checks from the
@@ -41,7 +42,7 @@ func TestFaults(t *testing.T) {
 		testKnownFindings(t)
 		return
 	}
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	seed, iterations := faultsConfig(t)
 	scenarios := selectScenarios(t)
 	rig := newFaultRig(t, host)

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/faultproxy"
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // fltKnown is a finding of the harness: a scenario and a fault (or a
 // signal, or an environment fault) that breaks a property today. Each
-// fails until its issue item is fixed; then it is a regression test.
+// fails until its bug is fixed; then it is a regression test.
 type fltKnown struct {
-	item string // issue 17's item
 	what string
 	seed uint64
 	sc   fltScenario
@@ -34,54 +34,54 @@ var knownFindings = []fltKnown{}
 // replayed by every run of TestFaults (the short run included). Each failed
 // while its bug lived.
 var fixedFindings = []fltKnown{
-	{item: "17.1", seed: 1701, what: "a close's deferred recreate whose remove of the old container fails: new and .meshctl-old both run",
+	{seed: 1701, what: "a close's deferred recreate whose remove of the old container fails: new and .meshctl-old both run",
 		sc: fltScenario{name: "window-deferred", setup: v1, act: actDeferred},
 		// The window's first remove is its step container's; the second,
 		// the old container's once the new one passed its health gate.
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 2, Class: faultproxy.Fail}},
-	{item: "17.1", seed: 1702, what: "an apply's put-back whose remove of the new, unhealthy container fails: the old one runs aside beside it",
+	{seed: 1702, what: "an apply's put-back whose remove of the new, unhealthy container fails: the old one runs aside beside it",
 		sc:   fltScenario{name: "apply-putback", setup: v1, act: actPutBack},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Fail}},
-	{item: "new-lost", seed: 25099, what: "a rename aside whose answer is lost (the engine did it): the put-back started the old one under the aside name, and the next apply created the service beside it",
+	{seed: 25099, what: "a rename aside whose answer is lost (the engine did it): the put-back started the old one under the aside name, and the next apply created the service beside it",
 		sc:   fltScenario{name: "apply-recreate", setup: v1, act: actRecreate},
 		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/rename", Nth: 1, Class: faultproxy.Drop}},
-	{item: "17.2", seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
+	{seed: 1703, what: "a window SIGKILLed in its close's health gate of a deferred, unhealthy version: the next apply keeps the unverified one",
 		sc: fltScenario{name: "window-deferred-kill", setup: v1, act: actDeferredKilledInGate}},
-	{item: "17.2", seed: 1713, what: "a window SIGKILLed in its close's deferred recreate once the new container ran under its temporary name, before the renames: the stale release started the held one beside it (CI, seed 1 of the short run)",
+	{seed: 1713, what: "a window SIGKILLed in its close's deferred recreate once the new container ran under its temporary name, before the renames: the stale release started the held one beside it (CI, seed 1 of the short run)",
 		sc:   fltScenario{name: "window-deferred-unrenamed", setup: v1, act: actDeferredKilledUnrenamed},
 		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/rename", Nth: 1, Class: faultproxy.Delay, Delay: 3 * time.Second}},
-	{item: "17.3", seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
+	{seed: 1704, what: "an apply killed in a health gate leaves a dead claim; a window holds the unverified container; a mid-window apply drops the claim: the old one is never put back",
 		sc: fltScenario{name: "dead-claim-held", setup: v1, act: actDeadClaimHeld}},
-	{item: "17.4", seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
+	{seed: 1712, what: "a window closes while the apply that deferred a change to its held container waits for another container's health gate: the change is lost",
 		sc: fltScenario{name: "deferred-lost", setup: sideV1, act: actDeferredLost}},
-	{item: "17.5", seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
+	{seed: 1705, what: "a window SIGTERMed while its open waits out a graceful stop: the service stays exited",
 		sc: fltScenario{name: "signal-window-stop", setup: slowV1, act: actSignalInStop(syscall.SIGTERM, true)}},
-	{item: "17.5", seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
+	{seed: 1706, what: "an apply SIGINTed during the old container's graceful stop: no container of the service runs",
 		sc: fltScenario{name: "signal-apply-stop", setup: slowV1, act: actSignalInStop(syscall.SIGINT, false)}},
-	{item: "17.6", seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
+	{seed: 1711, what: "an apply killed in a create's health gate of a crash-looping container: later applies call it unchanged",
 		sc: fltScenario{name: "crashloop-killed-create", setup: noSetup, act: actCrashLoopKilled}},
-	{item: "new-hang", seed: 1710, what: "an engine call that hangs in a stale release: the apply outlasted its SIGTERM by a minute",
+	{seed: 1710, what: "an engine call that hangs in a stale release: the apply outlasted its SIGTERM by a minute",
 		sc:   fltScenario{name: "stale-release-hang", setup: v1, act: actStaleRelease},
 		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/update", Nth: 1, Class: faultproxy.Hang}},
-	{item: "new-hang", seed: 4039, what: "the close's start of the held container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
+	{seed: 4039, what: "the close's start of the held container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
 		sc:   fltScenario{name: "window-exec", setup: v1, act: actWindow("gcx")},
 		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/start", Nth: 1, Class: faultproxy.Hang}},
-	{item: "new-hang", seed: 4003, what: "the removal of the exited step container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
+	{seed: 4003, what: "the removal of the exited step container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
 		sc:   fltScenario{name: "window-run", setup: v1, act: actWindow("gc")},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Hang}},
-	{item: "17.7", seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
+	{seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
-	{item: "17.8", seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
+	{seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
 		sc: fltScenario{name: "envfile-vanishes", setup: v1, act: actEnvFileVanishes}},
-	{item: "17.9", seed: 1709, what: "SIGHUP (an SSH disconnect) kills a window without closing it",
+	{seed: 1709, what: "SIGHUP (an SSH disconnect) kills a window without closing it",
 		sc: fltScenario{name: "sighup-window", setup: slowV1, act: actSighupWindow}},
 }
 
 // testFixedFindings replays fixedFindings; each must hold.
 func testFixedFindings(t *testing.T, rig *faultRig) {
 	for _, k := range fixedFindings {
-		t.Run("fixed-"+k.item+"-"+k.sc.name, func(t *testing.T) {
-			t.Logf("issue %s, seed %d, fixed: %s", k.item, k.seed, k.what)
+		t.Run("fixed-"+k.sc.name, func(t *testing.T) {
+			t.Logf("seed %d, fixed: %s", k.seed, k.what)
 			rig.replay(t, k)
 		})
 	}
@@ -89,12 +89,12 @@ func testFixedFindings(t *testing.T, rig *faultRig) {
 
 // testKnownFindings replays knownFindings.
 func testKnownFindings(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	rig := newFaultRig(t, host)
 	defer rig.report()
 	for _, k := range knownFindings {
-		t.Run(k.item+"-"+k.sc.name, func(t *testing.T) {
-			t.Logf("issue %s, seed %d: %s", k.item, k.seed, k.what)
+		t.Run(k.sc.name, func(t *testing.T) {
+			t.Logf("seed %d: %s", k.seed, k.what)
 			rig.replay(t, k)
 		})
 	}
@@ -211,10 +211,10 @@ func actForeignHeld(r *fltRun) {
 	name := r.module + ".svc"
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	_ = r.g.m.eng.Remove(ctx, name)
-	id, err := r.g.m.eng.Create(ctx, name, engine.Spec{Image: "meshtest/busybox:1", Cmd: []string{"sleep", "300"}, NetworkMode: "none"})
+	_ = r.g.m.Eng.Remove(ctx, name)
+	id, err := r.g.m.Eng.Create(ctx, name, engine.Spec{Image: "meshtest/busybox:1", Cmd: []string{"sleep", "300"}, NetworkMode: "none"})
 	if err == nil {
-		err = r.g.m.eng.Start(ctx, id)
+		err = r.g.m.Eng.Start(ctx, id)
 	}
 	if err != nil {
 		r.t.Fatal(err)
@@ -222,7 +222,7 @@ func actForeignHeld(r *fltRun) {
 	r.windows = append(r.windows, fltWindow{step: "gc"})
 	res := r.run(false, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 	r.t.Logf("window run with a foreign %s: %s\n%s", name, res.describe(), res.stderr)
-	_ = r.g.m.eng.Remove(ctx, name)
+	_ = r.g.m.Eng.Remove(ctx, name)
 }
 
 // actEnvFileVanishes runs a window on the module while the env-file of
@@ -255,7 +255,7 @@ func actEnvFileVanishes(r *fltRun) {
 		r.t.Fatal(err)
 	}
 	// The state directory outlives this run: a module whose env-file goes
-	// with the run's directory would blind every later one (17.8).
+	// with the run's directory would blind every later one (see envfile-vanishes).
 	if res := r.run(false, "apply", "--remove-module", other.module); res.code != 0 {
 		r.t.Fatalf("apply --remove-module %s: %s\n%s", other.module, res.describe(), res.stderr)
 	}
@@ -282,7 +282,7 @@ func actSighupWindow(r *fltRun) {
 func (r *fltRun) checkServiceRuns(when string) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	x, err := r.g.m.eng.Inspect(ctx, r.module+".svc")
+	x, err := r.g.m.Eng.Inspect(ctx, r.module+".svc")
 	if err != nil {
 		r.t.Errorf("%s: %v", when, err)
 		return
@@ -385,7 +385,7 @@ func actDeferredLost(r *fltRun) {
 	r.want = "2"
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	x, err := r.g.m.eng.Inspect(ctx, r.module+".svc")
+	x, err := r.g.m.Eng.Inspect(ctx, r.module+".svc")
 	if err != nil || x.Labels["flt.version"] != "2" {
 		r.t.Errorf("after the window and the apply that deferred a change to it, %s is version %q (%v), want 2", r.module+".svc", x.Labels["flt.version"], err)
 	}

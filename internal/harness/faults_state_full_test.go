@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"encoding/json"
@@ -26,9 +26,9 @@ func setupTinyState(r *fltRun) {
 	}
 	r.t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
 	m := *r.g.m
-	m.state = filepath.Join(mnt, "state")
-	m.env = slices.DeleteFunc(slices.Clone(m.env), func(kv string) bool { return strings.HasPrefix(kv, "MESHCTL_STATE_DIR=") })
-	m.env = append(m.env, "MESHCTL_STATE_DIR="+m.state)
+	m.State = filepath.Join(mnt, "state")
+	m.Env = slices.DeleteFunc(slices.Clone(m.Env), func(kv string) bool { return strings.HasPrefix(kv, "MESHCTL_STATE_DIR=") })
+	m.Env = append(m.Env, "MESHCTL_STATE_DIR="+m.State)
 	r.m = &m
 	r.applied(r.ver)
 }
@@ -38,7 +38,7 @@ func setupTinyState(r *fltRun) {
 // writes fail (ENOSPC) wherever they land. Then the space comes back: the
 // healing apply must converge, and every state file must be whole.
 func actFullState(r *fltRun) {
-	filler := filepath.Join(filepath.Dir(r.m.state), "filler")
+	filler := filepath.Join(filepath.Dir(r.m.State), "filler")
 	r.fill(filler, int64(r.rng.IntN(24<<10)))
 	r.windows = append(r.windows, fltWindow{step: "gcx", exec: true})
 	res := r.run(false, "window", "run", r.module, "gcx", "-f", r.file, "--settle", "1s")
@@ -79,7 +79,7 @@ func (r *fltRun) fill(path string, left int64) {
 // checkStateFiles checks that every JSON file of the state directory is
 // whole: it parses, with version 1.
 func (r *fltRun) checkStateFiles() {
-	err := filepath.WalkDir(r.m.state, func(p string, e os.DirEntry, err error) error {
+	err := filepath.WalkDir(r.m.State, func(p string, e os.DirEntry, err error) error {
 		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".json") {
 			return err
 		}

@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"os"
@@ -161,7 +161,7 @@ func (r *fltRun) signalAt(sigs []syscall.Signal, span time.Duration, args ...str
 		r.t.Logf("%s came %s after the start, before meshctl handles signals", signalName(sig), delay)
 	default:
 		// Asked to end, meshctl closes what it opened and exits 130; it
-		// is not killed by the signal (SIGHUP: 17.9).
+		// is not killed by the signal (SIGHUP included: see sighup-window).
 		r.t.Errorf("meshctl %s was %s, want it to clean up and exit", strings.Join(p.args, " "), res.describe())
 	}
 }
@@ -207,7 +207,7 @@ func actClosedStdout(r *fltRun) {
 // runClosedOutput runs meshctl with stdout and stderr pipes whose readers
 // are gone, and returns its exit status (-1 if a signal ended it).
 func (r *fltRun) runClosedOutput(args ...string) int {
-	cmd := r.m.command(args...)
+	cmd := r.m.Command(args...)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		r.t.Fatal(err)

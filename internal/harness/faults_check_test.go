@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -35,7 +35,7 @@ func (r *fltRun) checkHost() {
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
 	name := r.module + ".svc"
-	x, err := r.g.m.eng.Inspect(ctx, name)
+	x, err := r.g.m.Eng.Inspect(ctx, name)
 	switch {
 	case r.want == "":
 		// Nothing good was ever applied: the service must not run.
@@ -49,10 +49,10 @@ func (r *fltRun) checkHost() {
 	case x.State != "running" || x.Restarting || x.RestartPolicy != "always":
 		r.t.Errorf("after the healing apply %s is %s (restarting %v) with restart policy %q, want running with always", name, x.State, x.Restarting, x.RestartPolicy)
 	}
-	if _, err := r.g.m.eng.Inspect(ctx, name+".meshctl-old"); !engine.IsNotFound(err) {
+	if _, err := r.g.m.Eng.Inspect(ctx, name+".meshctl-old"); !engine.IsNotFound(err) {
 		r.t.Errorf("after the healing apply %s.meshctl-old is still there (%v)", name, err)
 	}
-	list, err := r.g.m.eng.List(ctx, map[string]string{"io.meshctl.module": r.module})
+	list, err := r.g.m.Eng.List(ctx, map[string]string{"io.meshctl.module": r.module})
 	if err != nil {
 		r.t.Fatal(err)
 	}

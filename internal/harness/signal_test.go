@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -17,11 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // signalGrace is how soon after SIGTERM or SIGINT a command must have
-// exited (issue 18 item 4), wherever it was.
+// exited, wherever it was.
 const signalGrace = 2 * time.Second
 
 // signalMesh is a module whose step holds nothing: its window's close has
@@ -39,7 +40,7 @@ const signalMesh = `modules:
         exec: [/bin/sleep, "60"]
 `
 
-// TestSignalEndsCommand (issue 18 item 4): SIGTERM and SIGINT end a command
+// TestSignalEndsCommand: SIGTERM and SIGINT end a command
 // within two seconds wherever it is — reading its mesh file from a stdin
 // that never ends, decoding a large one, waiting for a lock, waiting on an
 // engine call that never answers, running a step — with exit 130, and
@@ -73,27 +74,27 @@ func TestSignalEndsCommand(t *testing.T) {
 			args: []string{"window", "run", "sigm", "nap", "-f", "-"}, sig: syscall.SIGINT, stdin: true},
 		{name: "apply decoding a large mesh file",
 			args: []string{"--docker-host", hang, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: 200 * time.Millisecond, decoding: true,
-			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.dir, "big.yaml")) }},
+			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.Dir, "big.yaml")) }},
 		{name: "window run decoding a large mesh file",
 			args: []string{"--docker-host", hang, "window", "run", "big", "nap", "-f", "big.yaml"}, sig: syscall.SIGINT, after: 200 * time.Millisecond, decoding: true,
-			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.dir, "big.yaml")) }},
+			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.Dir, "big.yaml")) }},
 		// The decoder refuses a -f that is no regular file without opening
 		// it (exit 2); were it opened, the signal must still end it.
 		{name: "apply from a FIFO no one writes",
 			args: []string{"apply", "-f", "fifo.yaml"}, sig: syscall.SIGTERM, refusable: true,
 			prep: func(t *testing.T, m *meshctl) {
-				if err := syscall.Mkfifo(filepath.Join(m.dir, "fifo.yaml"), 0o600); err != nil {
+				if err := syscall.Mkfifo(filepath.Join(m.Dir, "fifo.yaml"), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}},
 		{name: "apply reading an env-file that is a FIFO no one writes",
 			args: []string{"apply", "-f", "fifoenv.yaml"}, sig: syscall.SIGTERM, engine: true, refusable: true,
 			prep: func(t *testing.T, m *meshctl) {
-				if err := syscall.Mkfifo(filepath.Join(m.dir, "secret.env"), 0o600); err != nil {
+				if err := syscall.Mkfifo(filepath.Join(m.Dir, "secret.env"), 0o600); err != nil {
 					t.Fatal(err)
 				}
 				mesh := strings.Replace(signalMesh, "network: none", "network: none\n        env-file: [secret.env]", 1)
-				if err := os.WriteFile(filepath.Join(m.dir, "fifoenv.yaml"), []byte(mesh), 0o600); err != nil {
+				if err := os.WriteFile(filepath.Join(m.Dir, "fifoenv.yaml"), []byte(mesh), 0o600); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -128,17 +129,17 @@ func TestSignalEndsCommand(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			host := hang
 			if tt.engine {
-				host = testEngine(t)
+				host = meshrun.TestEngine(t)
 			}
 			m := newMeshctl(t, host)
-			if err := os.WriteFile(filepath.Join(m.dir, "mesh.yaml"), []byte(signalMesh), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(m.Dir, "mesh.yaml"), []byte(signalMesh), 0o600); err != nil {
 				t.Fatal(err)
 			}
 			if tt.prep != nil {
 				tt.prep(t, m)
 			}
-			var stderr lockedBuilder
-			cmd := m.command(tt.args...)
+			var stderr meshrun.Output
+			cmd := m.Command(tt.args...)
 			cmd.Stderr = &stderr
 			if tt.stdin {
 				pr, pw, err := os.Pipe()
@@ -216,7 +217,7 @@ func TestSignalEndsCommand(t *testing.T) {
 				t.Fatalf("exit %v after %s, want 130; stderr:\n%s", err, took.Round(time.Millisecond), stderr.String())
 			}
 			t.Logf("exit 130 %s after %s", took.Round(time.Millisecond), tt.sig)
-			checkWhole(t, m.state)
+			checkWhole(t, m.State)
 		})
 	}
 }
@@ -243,7 +244,7 @@ func writeBigMesh(t *testing.T, path string) {
 // another meshctl would.
 func holdLock(name string) func(t *testing.T, m *meshctl) {
 	return func(t *testing.T, m *meshctl) {
-		d, err := state.Open(m.state)
+		d, err := state.Open(m.State)
 		if err != nil {
 			t.Fatal(err)
 		}

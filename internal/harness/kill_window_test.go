@@ -1,4 +1,4 @@
-package main
+package harness
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -51,14 +52,14 @@ const stopSettle = time.Second
 // mid-close. Eight kills always; MESHCTL_STRESS=1 makes it 300 (or
 // MESHCTL_STRESS_KILLS=N), for which give go test -timeout 30m.
 func TestKillHealsInOneApply(t *testing.T) {
-	host := testEngine(t)
+	host := meshrun.TestEngine(t)
 	kills := stressKills(t, 8, 300)
 
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kill%08x", rand.Uint32())
 	name := module + ".svc"
-	m.cleanupModule(module)
-	file := filepath.Join(m.dir, "mesh.yaml")
+	m.CleanupModule(module)
+	file := filepath.Join(m.Dir, "mesh.yaml")
 	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killMesh, "MODULE", module)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +67,7 @@ func TestKillHealsInOneApply(t *testing.T) {
 	// The module runs; its container is the one every kill must leave
 	// running (the same one: a stale hold is released as the close would,
 	// by starting it, not by recreating it).
-	if out, err := m.run("apply", "-f", file); err != nil {
+	if out, err := m.Run("apply", "-f", file); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
 	first := m.inspect(name)
@@ -80,7 +81,7 @@ func TestKillHealsInOneApply(t *testing.T) {
 	var life time.Duration
 	for range 3 {
 		begin := time.Now()
-		if out, err := m.run("window", "run", module, "hold", "-f", file); err != nil {
+		if out, err := m.Run("window", "run", module, "hold", "-f", file); err != nil {
 			t.Fatalf("calibration window: %v\n%s", err, out)
 		}
 		life = max(life, time.Since(begin))
@@ -105,7 +106,7 @@ func TestKillHealsInOneApply(t *testing.T) {
 			killed++
 			phases[phase]++
 		}
-		out, err := m.run("apply", "-f", file)
+		out, err := m.Run("apply", "-f", file)
 		if err != nil {
 			t.Fatalf("kill %d (after %s, in %s): the next apply failed: %v\n%s", killed, delay.Round(time.Millisecond), phase, err, out)
 		}
@@ -123,101 +124,26 @@ func TestKillHealsInOneApply(t *testing.T) {
 	t.Logf("%d kills in %d windows, %s per window and apply; kills by phase: %v", killed, tries, per.Round(time.Millisecond), phases)
 }
 
-// testEngine returns the test engine's address, or skips the test when
-// there is none (fails under CI=true).
-func testEngine(t *testing.T) string {
-	t.Helper()
-	host := os.Getenv("MESHCTL_TEST_DOCKER_HOST")
-	err := errors.New("MESHCTL_TEST_DOCKER_HOST is not set (scripts/engine.sh start)")
-	if host != "" {
-		err = pingTestEngine()
-	}
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("CI=true and no test engine: %v", err)
-		}
-		t.Skipf("no test engine: %v", err)
-	}
-	return host
-}
-
-// meshctl runs this test binary as meshctl (see TestMain), with a private
-// HOME and state directory, against the test engine.
+// meshctl runs this test binary as meshctl (see TestMain) on the test
+// engine. The harness's own checks are its methods.
 type meshctl struct {
-	t     *testing.T
-	dir   string
-	bin   string
-	env   []string
-	state string
-	eng   engine.Client
+	*meshrun.Meshctl
 }
 
 func newMeshctl(t *testing.T, host string) *meshctl {
 	t.Helper()
-	dir := t.TempDir()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(dir, "bin", "meshctl")
-	if err := os.MkdirAll(filepath.Dir(bin), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	home := filepath.Join(dir, "home")
-	st := filepath.Join(dir, "state")
-	env := []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + home,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
-		"XDG_STATE_HOME=" + filepath.Join(home, ".local", "state"),
-		"XDG_CACHE_HOME=" + filepath.Join(home, ".cache"),
-		"TMPDIR=" + os.TempDir(),
-		"DOCKER_HOST=" + host,
-		"MESHCTL_STATE_DIR=" + st,
-	}
-	eng, err := engine.New(host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { eng.Close() })
-	return &meshctl{t: t, dir: dir, bin: bin, env: env, state: st, eng: eng}
-}
-
-func (m *meshctl) command(args ...string) *exec.Cmd {
-	cmd := exec.Command(m.bin, args...)
-	cmd.Dir, cmd.Env = m.dir, m.env
-	// An exec: step still holding the window's stderr must not hang Wait.
-	cmd.WaitDelay = 10 * time.Second
-	return cmd
-}
-
-// run runs meshctl to its end and returns its stdout and stderr together.
-func (m *meshctl) run(args ...string) (string, error) {
-	stdout, stderr, err := m.run2(args...)
-	return stdout + stderr, err
-}
-
-// run2 runs meshctl to its end and returns its stdout and its stderr.
-func (m *meshctl) run2(args ...string) (string, string, error) {
-	var stdout, stderr lockedBuilder
-	cmd := m.command(args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	return stdout.String(), stderr.String(), err
+	return &meshctl{meshrun.New(t, host)}
 }
 
 // killWindow starts a window on module and SIGKILLs it after delay. It
 // returns the phase the window was in by its stderr at that instant, and
 // whether the kill is what ended it (not its own exit).
 func (m *meshctl) killWindow(module, file string, delay time.Duration) (string, bool) {
-	var stderr lockedBuilder
-	cmd := m.command("window", "run", module, "hold", "-f", file)
+	var stderr meshrun.Output
+	cmd := m.Command("window", "run", module, "hold", "-f", file)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		m.t.Fatal(err)
+		m.T.Fatal(err)
 	}
 	time.Sleep(delay)
 	phase := windowPhase(stderr.String())
@@ -230,7 +156,7 @@ func (m *meshctl) killWindow(module, file string, delay time.Duration) (string, 
 		}
 	}
 	if err != nil {
-		m.t.Fatalf("window run: %v\n%s", err, stderr.String())
+		m.T.Fatalf("window run: %v\n%s", err, stderr.String())
 	}
 	return "exited", false
 }
@@ -253,21 +179,21 @@ func windowPhase(stderr string) string {
 }
 
 func (m *meshctl) inspect(name string) engine.Container {
-	m.t.Helper()
+	m.T.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	x, err := m.eng.Inspect(ctx, name)
+	x, err := m.Eng.Inspect(ctx, name)
 	if err != nil {
-		m.t.Fatalf("inspect %s: %v", name, err)
+		m.T.Fatalf("inspect %s: %v", name, err)
 	}
 	return x
 }
 
 // check fails the test unless healed.
 func (m *meshctl) check(name, id string) {
-	m.t.Helper()
+	m.T.Helper()
 	if !m.healed(name, id) {
-		m.t.FailNow()
+		m.T.FailNow()
 	}
 }
 
@@ -275,47 +201,46 @@ func (m *meshctl) check(name, id string) {
 // one with id, running (not restarting) with restart policy always, no hold
 // is recorded and no window is listed as not closed.
 func (m *meshctl) healed(name, id string) bool {
-	m.t.Helper()
+	m.T.Helper()
 	ok := true
 	x := m.inspect(name)
 	if x.ID != id {
-		m.t.Errorf("%s is a new container %.12s, not %.12s: the held container was replaced, not brought back", name, x.ID, id)
+		m.T.Errorf("%s is a new container %.12s, not %.12s: the held container was replaced, not brought back", name, x.ID, id)
 		ok = false
 	}
 	if x.State != "running" || x.RestartPolicy != "always" {
-		m.t.Errorf("%s is %s with restart policy %q, want running with always", name, x.State, x.RestartPolicy)
+		m.T.Errorf("%s is %s with restart policy %q, want running with always", name, x.State, x.RestartPolicy)
 		ok = false
 	}
-	d, err := state.Open(m.state)
+	d, err := state.Open(m.State)
 	if err != nil {
-		m.t.Fatal(err)
+		m.T.Fatal(err)
 	}
 	var doc holds.Doc
 	if _, err := d.Read(holds.File, &doc); err != nil {
-		m.t.Fatal(err)
+		m.T.Fatal(err)
 	}
 	if len(doc.Holds) != 0 {
-		m.t.Errorf("holds.json still records %d hold(s): %+v", len(doc.Holds), doc.Holds)
+		m.T.Errorf("holds.json still records %d hold(s): %+v", len(doc.Holds), doc.Holds)
 		ok = false
 	}
-	out, errOut, err := m.run2("window", "list", "-o", "json")
+	out, errOut, err := m.Run2("window", "list", "-o", "json")
 	if err != nil {
-		m.t.Fatalf("window list: %v\n%s%s", err, out, errOut)
+		m.T.Fatalf("window list: %v\n%s%s", err, out, errOut)
 	}
 	var list struct {
 		Windows []json.RawMessage `json:"windows"`
 	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil {
-		m.t.Fatalf("window list -o json: %v\n%s", err, out)
+		m.T.Fatalf("window list -o json: %v\n%s", err, out)
 	}
 	if len(list.Windows) != 0 {
-		m.t.Errorf("window list shows windows not closed: %s", out)
+		m.T.Errorf("window list shows windows not closed: %s", out)
 		ok = false
 	}
 	return ok
 }
 
-// cleanupModule removes the module's containers now and when the test ends.
 // stressKills is how many kills a kill test makes: usual, or stress under
 // MESHCTL_STRESS=1, or MESHCTL_STRESS_KILLS.
 func stressKills(t *testing.T, usual, stress int) int {
@@ -332,33 +257,4 @@ func stressKills(t *testing.T, usual, stress int) int {
 		kills = n
 	}
 	return kills
-}
-
-func (m *meshctl) cleanupModule(module string) {
-	rm := func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		list, err := m.eng.List(ctx, map[string]string{"io.meshctl.module": module})
-		if err != nil {
-			m.t.Logf("cleanup %s: %v", module, err)
-			return
-		}
-		for _, x := range list {
-			if err := m.eng.Remove(ctx, x.ID); err != nil {
-				m.t.Logf("cleanup %s: %v", x.Name, err)
-			}
-		}
-		nets, err := m.eng.Networks(ctx, map[string]string{"io.meshctl.module": module})
-		if err != nil {
-			m.t.Logf("cleanup %s: %v", module, err)
-			return
-		}
-		for _, n := range nets {
-			if err := m.eng.RemoveNetwork(ctx, n.ID); err != nil {
-				m.t.Logf("cleanup %s: %v", n.Name, err)
-			}
-		}
-	}
-	rm()
-	m.t.Cleanup(rm)
 }
