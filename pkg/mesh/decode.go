@@ -167,29 +167,7 @@ func Decode(name string, data []byte) (*File, error) {
 	var f File
 	doc := document{file: &f, tree: t}
 	if err := dec.Decode(&doc); err != nil || len(doc.errs) > 0 {
-		var te *yaml.TypeError
-		switch {
-		case err == nil:
-			err = &yaml.TypeError{}
-		case !errors.As(err, &te):
-			// A syntax error, or no document. The decoder never had a tree,
-			// and the check parses the file again to tell which.
-			if err := t.check(name); err != nil {
-				return nil, err
-			}
-			return nil, yamlError(name, t.node(), err)
-		}
-		errors.As(err, &te)
-		te.Errors = append(doc.errs, te.Errors...)
-		if onlyUnknownFields(te) {
-			// Only typos in field names. The rest of the file decoded as
-			// written. So its other mistakes are reported now too, not on the
-			// next pass. Examples are a restart value, an unknown depends-on
-			// or a bad name. A value that did not decode would leave a zero
-			// behind. Validation would take that zero for a second mistake.
-			return nil, withValidation(yamlError(name, t.node(), te), validate(name, t, &f))
-		}
-		return nil, yamlError(name, t.node(), te)
+		return nil, decodeFailure(name, t, &f, doc.errs, err)
 	}
 	if f.Modules == nil {
 		// null, or a document without modules. The tree tells which.
@@ -207,30 +185,49 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	if err := validate(name, t, &f); err != nil {
+	if err := validate(name, t, &f, nil); err != nil {
 		return nil, err
 	}
 	return &f, nil
 }
 
-// validate checks the decoded file f (validator). It returns nil when f
-// holds.
-func validate(name string, t *tree, f *File) error {
-	v := validator{file: name, tree: t}
-	v.file_(f)
-	return v.result()
+// decodeFailure is the error of a file the decoder refused. errs are the
+// reshaping's errors, and err is the decoder's. A type error leaves a zero
+// where the value was, and the decode goes on. So the file's other mistakes
+// are reported with it, not on the next pass. The validator is told which
+// values did not decode, and takes none of those zeros for a mistake.
+func decodeFailure(name string, t *tree, f *File, errs []string, err error) error {
+	var te *yaml.TypeError
+	if err != nil && !errors.As(err, &te) {
+		// A syntax error, or no document. The decoder never had a tree,
+		// and the check parses the file again to tell which.
+		if err := t.check(name); err != nil {
+			return err
+		}
+		return yamlError1(name, t.node(), err.Error())
+	}
+	if te != nil {
+		errs = append(errs, te.Errors...)
+	}
+	decodeErr, lost := yamlErrors(name, t.node(), errs)
+	if len(errs) > MaxErrors || slices.ContainsFunc(decodeErr.flat(), wholeFile) {
+		// The errors shown are all yaml's. Or one is about the whole file,
+		// and no value of it was decoded.
+		return decodeErr
+	}
+	return withValidation(decodeErr, validate(name, t, f, lost))
 }
 
-// onlyUnknownFields reports whether every error of te is an unknown field.
-// The strict decoder says "field X not found in type T" for one.
-func onlyUnknownFields(te *yaml.TypeError) bool {
-	for _, msg := range te.Errors {
-		m := lineRE.FindStringSubmatch(msg)
-		if m == nil || !unknownFieldRE.MatchString(m[2]) {
-			return false
-		}
-	}
-	return len(te.Errors) > 0
+// wholeFile reports whether e names no line or no field. Then no value of
+// the file can be trusted.
+func wholeFile(e *DecodeError) bool { return e.Line == 0 || e.Field == "" }
+
+// validate checks the decoded file f (validator). lost are the paths of the
+// values that did not decode. It returns nil when f holds.
+func validate(name string, t *tree, f *File, lost []string) error {
+	v := validator{file: name, tree: t, lost: lost}
+	v.file_(f)
+	return v.result()
 }
 
 // withValidation adds to a file's decode errors, yamlErr, its validation
@@ -243,10 +240,11 @@ func withValidation(yamlErr, valErr error) error {
 	if !errors.As(yamlErr, &ye) || !errors.As(valErr, &ve) {
 		return yamlErr
 	}
-	all := ye.flat()
+	decoded := ye.flat()
+	all := decoded
 	omitted := ye.Omitted + ve.Omitted
 	for _, v := range ve.flat() {
-		if !slices.ContainsFunc(all, func(y *DecodeError) bool { return y.covers(v) }) {
+		if !slices.ContainsFunc(decoded, func(y *DecodeError) bool { return y.covers(v) }) {
 			all = append(all, v)
 		}
 	}
