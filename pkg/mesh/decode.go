@@ -25,10 +25,11 @@ const MaxFileSize = 2 << 20
 // DecodeError is a mesh file that cannot be used. It names the file, the line
 // and the field. It is bad input (exit 2).
 type DecodeError struct {
-	File  string
-	Line  int    // 0 when unknown
-	Field string // dotted path, e.g. modules.store.containers.registry.restart
-	Msg   string
+	File   string
+	Line   int    // 0 when unknown
+	Column int    // 0 when unknown, as for all but a syntax error
+	Field  string // dotted path, e.g. modules.store.containers.registry.restart
+	Msg    string
 	// More are the file's other errors, up to MaxErrors in all. Omitted
 	// counts those left out.
 	More    []*DecodeError
@@ -71,6 +72,9 @@ func (e *DecodeError) one() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	b.WriteString(": ")
 	if e.Field != "" {

@@ -122,3 +122,4 @@ func TestDecodeCapsEveryMistake(t *testing.T) {
 		t.Errorf("Decode = %v\nwant %d errors and (and 2 more errors)", err, MaxErrors)
 	}
 }
+
