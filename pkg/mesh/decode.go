@@ -213,6 +213,9 @@ func decodeFailure(name string, t *tree, f *File, errs []string, err error) erro
 	if te != nil {
 		errs = append(errs, te.Errors...)
 	}
+	if e := composeFile(name, t.node()); e != nil {
+		return e
+	}
 	decodeErr, lost := yamlErrors(name, t.node(), errs)
 	if len(errs) > MaxErrors || slices.ContainsFunc(decodeErr.flat(), wholeFile) {
 		// The errors shown are all yaml's. Or one is about the whole file,
@@ -220,6 +223,40 @@ func decodeFailure(name string, t *tree, f *File, errs []string, err error) erro
 		return decodeErr
 	}
 	return withValidation(decodeErr, validate(name, t, f, lost))
+}
+
+// composeFile is the error for a Compose file given as a mesh file, or nil
+// for another file. Its top-level map has services: and no modules:. Each of
+// its keys would be an unknown field, and what helps is the command that
+// converts it.
+func composeFile(name string, root *yaml.Node) *DecodeError {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var services *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch n.Content[i].Value {
+		case "modules":
+			return nil
+		case "services":
+			services = n.Content[i]
+		}
+	}
+	if services == nil {
+		return nil
+	}
+	file := name
+	if name == "<stdin>" {
+		file = "compose.yaml"
+	} else if strings.ContainsAny(file, " \t'\"$`\\!*?[]{}()<>|&;#~") {
+		file = "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
+	}
+	return &DecodeError{File: name, Line: services.Line, Field: "services", Msg: "this is a Compose file, not a mesh file: " +
+		"convert it with meshctl convert -f " + file + " > mesh.yaml, then apply mesh.yaml"}
 }
 
 // wholeFile reports whether e names no line or no field. Then no value of

@@ -123,3 +123,27 @@ func TestDecodeCapsEveryMistake(t *testing.T) {
 	}
 }
 
+// TestDecodeComposeFile decodes Compose files given as mesh files. Each is
+// refused with one error that names meshctl convert, not with an unknown
+// field for each of its keys. A mesh file with a stray services key is
+// only that.
+func TestDecodeComposeFile(t *testing.T) {
+	const convert = "services: this is a Compose file, not a mesh file: convert it with meshctl convert -f "
+	for _, tt := range []struct{ name, src, want string }{
+		{"compose.yaml", "services:\n  web:\n    image: nginx\n    ports: [\"80:80\"]\n",
+			"compose.yaml:1: " + convert + "compose.yaml > mesh.yaml, then apply mesh.yaml"},
+		{"docker-compose.yml", "version: \"3.8\"\nname: shop\nservices:\n  web: {image: nginx}\nvolumes: {data: {}}\n",
+			"docker-compose.yml:3: " + convert + "docker-compose.yml > mesh.yaml, then apply mesh.yaml"},
+		{"my app/compose.json", `{"services": {"web": {"image": "nginx"}}}`,
+			"my app/compose.json:1: " + convert + "'my app/compose.json' > mesh.yaml, then apply mesh.yaml"},
+		{"<stdin>", "services: {web: {image: nginx}}\n",
+			"<stdin>:1: " + convert + "compose.yaml > mesh.yaml, then apply mesh.yaml"},
+		{"mesh.yaml", "modules: {}\nservices: {web: {image: nginx}}\n",
+			`mesh.yaml:2: services: unknown field "services" (fields here: modules)`},
+	} {
+		_, err := Decode(tt.name, []byte(tt.src))
+		if err == nil || err.Error() != tt.want {
+			t.Errorf("Decode(%s) = %v\nwant %s", tt.name, err, tt.want)
+		}
+	}
+}
