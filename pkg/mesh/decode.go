@@ -160,7 +160,9 @@ func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
 // Decode strictly decodes and validates a mesh file, YAML or JSON. Its work
 // is linear in the size of the file. A *DecodeError reports an unknown field,
 // a wrong type, a duplicate key or a bad name. It also reports an unknown
-// container in while-stopped, or a file over MaxFileSize.
+// container in while-stopped, or a file over MaxFileSize. It holds every
+// mistake of the file at once, up to MaxErrors. A syntax error comes alone,
+// since a file that does not parse has no values to check.
 func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
