@@ -25,10 +25,11 @@ const MaxFileSize = 2 << 20
 // DecodeError is a mesh file that cannot be used. It names the file, the line
 // and the field. It is bad input (exit 2).
 type DecodeError struct {
-	File  string
-	Line  int    // 0 when unknown
-	Field string // dotted path, e.g. modules.store.containers.registry.restart
-	Msg   string
+	File   string
+	Line   int    // 0 when unknown
+	Column int    // 0 when unknown, as for all but a syntax error
+	Field  string // dotted path, e.g. modules.store.containers.registry.restart
+	Msg    string
 	// More are the file's other errors, up to MaxErrors in all. Omitted
 	// counts those left out.
 	More    []*DecodeError
@@ -71,6 +72,9 @@ func (e *DecodeError) one() string {
 	b.WriteString(e.File)
 	if e.Line > 0 {
 		fmt.Fprintf(&b, ":%d", e.Line)
+		if e.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Column)
+		}
 	}
 	b.WriteString(": ")
 	if e.Field != "" {
@@ -156,7 +160,9 @@ func readStdin(ctx context.Context, stdin io.Reader) ([]byte, error) {
 // Decode strictly decodes and validates a mesh file, YAML or JSON. Its work
 // is linear in the size of the file. A *DecodeError reports an unknown field,
 // a wrong type, a duplicate key or a bad name. It also reports an unknown
-// container in while-stopped, or a file over MaxFileSize.
+// container in while-stopped, or a file over MaxFileSize. It holds every
+// mistake of the file at once, up to MaxErrors. A syntax error comes alone,
+// since a file that does not parse has no values to check.
 func Decode(name string, data []byte) (*File, error) {
 	if len(data) > MaxFileSize {
 		return nil, &DecodeError{File: name, Msg: fmt.Sprintf("is larger than %d MiB", MaxFileSize>>20)}
@@ -167,29 +173,7 @@ func Decode(name string, data []byte) (*File, error) {
 	var f File
 	doc := document{file: &f, tree: t}
 	if err := dec.Decode(&doc); err != nil || len(doc.errs) > 0 {
-		var te *yaml.TypeError
-		switch {
-		case err == nil:
-			err = &yaml.TypeError{}
-		case !errors.As(err, &te):
-			// A syntax error, or no document. The decoder never had a tree,
-			// and the check parses the file again to tell which.
-			if err := t.check(name); err != nil {
-				return nil, err
-			}
-			return nil, yamlError(name, t.node(), err)
-		}
-		errors.As(err, &te)
-		te.Errors = append(doc.errs, te.Errors...)
-		if onlyUnknownFields(te) {
-			// Only typos in field names. The rest of the file decoded as
-			// written. So its other mistakes are reported now too, not on the
-			// next pass. Examples are a restart value, an unknown depends-on
-			// or a bad name. A value that did not decode would leave a zero
-			// behind. Validation would take that zero for a second mistake.
-			return nil, withValidation(yamlError(name, t.node(), te), validate(name, t, &f))
-		}
-		return nil, yamlError(name, t.node(), te)
+		return nil, decodeFailure(name, t, &f, doc.errs, err)
 	}
 	if f.Modules == nil {
 		// null, or a document without modules. The tree tells which.
@@ -207,30 +191,86 @@ func Decode(name string, data []byte) (*File, error) {
 		}
 		return nil, e
 	}
-	if err := validate(name, t, &f); err != nil {
+	if err := validate(name, t, &f, nil); err != nil {
 		return nil, err
 	}
 	return &f, nil
 }
 
-// validate checks the decoded file f (validator). It returns nil when f
-// holds.
-func validate(name string, t *tree, f *File) error {
-	v := validator{file: name, tree: t}
-	v.file_(f)
-	return v.result()
+// decodeFailure is the error of a file the decoder refused. errs are the
+// reshaping's errors, and err is the decoder's. A type error leaves a zero
+// where the value was, and the decode goes on. So the file's other mistakes
+// are reported with it, not on the next pass. The validator is told which
+// values did not decode, and takes none of those zeros for a mistake.
+func decodeFailure(name string, t *tree, f *File, errs []string, err error) error {
+	var te *yaml.TypeError
+	if err != nil && !errors.As(err, &te) {
+		// A syntax error, or no document. The decoder never had a tree,
+		// and the check parses the file again to tell which.
+		if err := t.check(name); err != nil {
+			return err
+		}
+		return yamlError1(name, t.node(), err.Error())
+	}
+	if te != nil {
+		errs = append(errs, te.Errors...)
+	}
+	if e := composeFile(name, t.node()); e != nil {
+		return e
+	}
+	decodeErr, lost := yamlErrors(name, t.node(), errs)
+	if len(errs) > MaxErrors || slices.ContainsFunc(decodeErr.flat(), wholeFile) {
+		// The errors shown are all yaml's. Or one is about the whole file,
+		// and no value of it was decoded.
+		return decodeErr
+	}
+	return withValidation(decodeErr, validate(name, t, f, lost))
 }
 
-// onlyUnknownFields reports whether every error of te is an unknown field.
-// The strict decoder says "field X not found in type T" for one.
-func onlyUnknownFields(te *yaml.TypeError) bool {
-	for _, msg := range te.Errors {
-		m := lineRE.FindStringSubmatch(msg)
-		if m == nil || !unknownFieldRE.MatchString(m[2]) {
-			return false
+// composeFile is the error for a Compose file given as a mesh file, or nil
+// for another file. Its top-level map has services: and no modules:. Each of
+// its keys would be an unknown field, and what helps is the command that
+// converts it.
+func composeFile(name string, root *yaml.Node) *DecodeError {
+	n := root
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var services *yaml.Node
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		switch n.Content[i].Value {
+		case "modules":
+			return nil
+		case "services":
+			services = n.Content[i]
 		}
 	}
-	return len(te.Errors) > 0
+	if services == nil {
+		return nil
+	}
+	file := name
+	if name == "<stdin>" {
+		file = "compose.yaml"
+	} else if strings.ContainsAny(file, " \t'\"$`\\!*?[]{}()<>|&;#~") {
+		file = "'" + strings.ReplaceAll(file, "'", `'\''`) + "'"
+	}
+	return &DecodeError{File: name, Line: services.Line, Field: "services", Msg: "this is a Compose file, not a mesh file: " +
+		"convert it with meshctl convert -f " + file + " > mesh.yaml, then apply mesh.yaml"}
+}
+
+// wholeFile reports whether e names no line or no field. Then no value of
+// the file can be trusted.
+func wholeFile(e *DecodeError) bool { return e.Line == 0 || e.Field == "" }
+
+// validate checks the decoded file f (validator). lost are the paths of the
+// values that did not decode. It returns nil when f holds.
+func validate(name string, t *tree, f *File, lost []string) error {
+	v := validator{file: name, tree: t, lost: lost}
+	v.file_(f)
+	return v.result()
 }
 
 // withValidation adds to a file's decode errors, yamlErr, its validation
@@ -243,10 +283,11 @@ func withValidation(yamlErr, valErr error) error {
 	if !errors.As(yamlErr, &ye) || !errors.As(valErr, &ve) {
 		return yamlErr
 	}
-	all := ye.flat()
+	decoded := ye.flat()
+	all := decoded
 	omitted := ye.Omitted + ve.Omitted
 	for _, v := range ve.flat() {
-		if !slices.ContainsFunc(all, func(y *DecodeError) bool { return y.covers(v) }) {
+		if !slices.ContainsFunc(decoded, func(y *DecodeError) bool { return y.covers(v) }) {
 			all = append(all, v)
 		}
 	}

@@ -293,24 +293,6 @@ modules:
 		{name: "not a map", src: `
 just a string # <-
 `, msg: `want a map with a "modules:" key, not a string (just a ...)`},
-		// Syntax errors: yaml.v3 writes a parser error's line 0-based.
-		{name: "unclosed list", src: base + `
-        command: [serve # <-
-`, msg: "did not find expected ',' or ']'"},
-		{name: "list item in a map", src: `
-modules: {}
-- store # <-
-`, msg: "did not find expected key"},
-		{name: "unclosed list in one-line JSON", src: `{"modules": {"store": ["a"}}`,
-			line: 1, msg: "did not find expected ',' or ']'"},
-		{name: "unclosed list in indented JSON", src: "{\n  \"modules\": {\n    \"store\": [\"a\"\n  }\n}\n",
-			line: 3, msg: "did not find expected ',' or ']'"},
-		{name: "misplaced brace in indented JSON", src: "{\n  \"modules\": {\n    \"store\": [\n  }\n}\n",
-			line: 4, msg: "did not find expected node content"},
-		{name: "tab indentation", src: base + `        labels: {}
-	network: host # <-
-`, msg: "found character that cannot start any token"},
-
 		// Duplicate keys.
 		{name: "duplicate module", src: base + `
   store: # <-

@@ -41,7 +41,7 @@ func (v *validator) dependencies(f *File) {
 				seen[full] = true
 				dm, dc, _ := strings.Cut(full, ".")
 				if other, named := f.Modules[dm]; named && other != nil {
-					if _, ok := other.Containers[dc]; !ok {
+					if _, ok := other.Containers[dc]; !ok && !v.undecoded("modules", dm, "containers", dc) {
 						v.fail(p, "unknown container %q (module %s has: %s)%s", dep, dm, containerList{other}, didYouMean{dc, other})
 						continue
 					}

@@ -32,6 +32,9 @@ func FuzzDecode(f *testing.F) {
 	for _, r := range networkRefusals() {
 		f.Add([]byte(src(r.src)))
 	}
+	for _, c := range syntaxCases() {
+		f.Add([]byte(src(c.src)))
+	}
 	f.Add([]byte(src(`
 modules:
   web:

@@ -232,12 +232,12 @@ func (v *validator) containerNetworks(f *File, mn string, p []string, c *Contain
 			v.fail(rp, "%q is this module's own network: write %s", ref, net)
 			continue
 		case other:
-			if om := f.Modules[owner]; om != nil && !hasKey(om.Networks, net) {
+			if om := f.Modules[owner]; om != nil && !hasKey(om.Networks, net) && !v.undecoded("modules", owner, "networks", net) {
 				v.fail(rp, "module %s has no network %q (it has: %s)", owner, net, networkList(om))
 				continue
 			}
 		default:
-			if !hasKey(f.Modules[mn].Networks, ref) {
+			if !hasKey(f.Modules[mn].Networks, ref) && !v.undecoded("modules", mn, "networks", ref) {
 				v.fail(rp, "unknown network %q: declare it under modules.%s.networks (this module has: %s)", ref, mn, networkList(f.Modules[mn]))
 				continue
 			}

@@ -226,7 +226,7 @@ func (v *validator) fileMounts(at pathFunc, c *Container) {
 			name := m.MountName()
 			t := m.TargetPath(kind)
 			switch {
-			case m.File == "":
+			case m.File == "" && !v.undecoded(append(p, "file")...):
 				v.fail(p, "file is missing: name the file on the host whose content the container sees")
 			case !mountNameRE.MatchString(name):
 				v.fail(p, "%q is not a name: letters, digits, '.', '_' and '-' (give name:)", name)

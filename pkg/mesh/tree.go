@@ -39,7 +39,7 @@ func (t *tree) adopt(n *yaml.Node) {
 func (t *tree) check(name string) error {
 	root := t.node()
 	if t.err != nil {
-		return yamlError(name, root, t.err)
+		return syntaxError(name, t.data, t.err)
 	}
 	if root.Kind == 0 || len(root.Content) == 0 || root.Content[0].Kind == yaml.ScalarNode && root.Content[0].Tag == "!!null" {
 		return &DecodeError{File: name, Msg: `is empty; a mesh file has a "modules:" map`}

@@ -64,7 +64,7 @@ func StartFirstBlocker(c *Container) string {
 func (v *validator) updateOrder(p []string, m *Module, c *Container) {
 	at := func(field string) []string { return append(append([]string{}, p...), field) }
 	v.oneOf(at("update-order"), c.UpdateOrder, updateOrders)
-	if UpdateOrderOf(m, c) != StartFirst {
+	if UpdateOrderOf(m, c) != StartFirst || v.undecoded(at("networks")...) {
 		return
 	}
 	if why := StartFirstBlocker(c); why != "" {

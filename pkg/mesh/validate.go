@@ -25,6 +25,9 @@ type validator struct {
 	// tree is the file's node tree, for the lines of errors.
 	tree *tree
 	errs []failure
+	// lost are the paths of the values that did not decode. The decoder
+	// left zeros there, which are not what the file says.
+	lost []string
 }
 
 // failure is an error of the file, its message not yet written. Only the
@@ -37,7 +40,63 @@ type failure struct {
 }
 
 func (v *validator) fail(path []string, format string, args ...any) {
+	if v.shifted(path) {
+		return
+	}
 	v.errs = append(v.errs, failure{line: v.tree.lineOf(path...), field: fieldPath(path), format: format, args: args})
+}
+
+// undecoded reports whether a value at path, inside it or around it did not
+// decode. A check that finds the value missing then says nothing. The
+// decode error already names the mistake.
+func (v *validator) undecoded(path ...string) bool {
+	p := fieldPath(path)
+	for _, l := range v.lost {
+		if within(p, l) || within(l, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// shifted reports whether path is an item of a list whose earlier item did
+// not decode. The decoder drops that item, so the later indices are not the
+// file's. An error there would name the wrong item.
+func (v *validator) shifted(path []string) bool {
+	if len(v.lost) == 0 {
+		return false
+	}
+	p := fieldPath(path)
+	for _, l := range v.lost {
+		for i := range len(l) {
+			if l[i] != '[' || !strings.HasPrefix(p, l[:i+1]) {
+				continue
+			}
+			if itemIndex(p[i:]) >= itemIndex(l[i:]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// itemIndex is the index that s starts with, as in "[2].image".
+func itemIndex(s string) int {
+	end := strings.IndexByte(s, ']')
+	if end < 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(s[1:end])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// within reports whether path p is q or inside it. Every path is inside "",
+// the whole file.
+func within(p, q string) bool {
+	return q == "" || strings.HasPrefix(p, q) && (len(p) == len(q) || p[len(q)] == '.' || p[len(q)] == '[')
 }
 
 // result returns the errors found in the file's order, as an editor shows
@@ -65,7 +124,9 @@ func (v *validator) name(path []string, kind, name string) {
 
 func (v *validator) file_(f *File) {
 	if f.Modules == nil {
-		v.fail([]string{"modules"}, `missing: a mesh file has a "modules:" map`)
+		if !v.undecoded("modules") {
+			v.fail([]string{"modules"}, `missing: a mesh file has a "modules:" map`)
+		}
 		return
 	}
 	for _, mn := range f.ModuleNames() {
@@ -103,7 +164,9 @@ func (v *validator) container(p []string, c *Container) {
 	}
 	switch {
 	case c.Image == "" && c.Artifact == "":
-		v.fail(p, "has neither image nor artifact")
+		if !v.undecoded(at("image")...) && !v.undecoded(at("artifact")...) {
+			v.fail(p, "has neither image nor artifact")
+		}
 	case c.Image != "" && c.Artifact != "":
 		v.fail(at("artifact"), "give either image or artifact, not both")
 	case c.Artifact != "" && !ValidName(c.Artifact):
@@ -142,9 +205,11 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		v.fail(p, "is empty: give it run or exec")
 		return
 	}
+	// The module's container cn, as the file names it.
+	container := func(cn string) []string { return []string{p[0], p[1], "containers", cn} }
 	seen := map[string]bool{}
 	for i, cn := range s.WhileStopped {
-		if _, ok := m.Containers[cn]; !ok {
+		if _, ok := m.Containers[cn]; !ok && !v.undecoded(container(cn)...) {
 			v.fail(append(at("while-stopped"), index(i)), "unknown container %q (this module has: %s)", cn, containerList{m})
 		}
 		if seen[cn] {
@@ -154,13 +219,15 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 	}
 	switch {
 	case s.Run == nil && len(s.Exec) == 0:
-		v.fail(p, "has neither run nor exec")
+		if !v.undecoded(at("run")...) && !v.undecoded(at("exec")...) {
+			v.fail(p, "has neither run nor exec")
+		}
 	case s.Run != nil && len(s.Exec) > 0:
 		v.fail(at("exec"), "give either run or exec, not both")
 	case len(s.Exec) > 0 && s.Exec[0] == "":
 		v.fail(at("exec"), "the program to run is empty")
 	case s.Run != nil:
-		if s.Run.Image == "" && len(s.WhileStopped) == 0 {
+		if s.Run.Image == "" && len(s.WhileStopped) == 0 && !v.undecoded(at("while-stopped")...) {
 			v.fail(append(at("run"), "image"), "is needed when the step holds no container")
 		}
 		if s.Run.Image != "" {
@@ -168,7 +235,7 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		}
 		v.env(append(at("run"), "env"), s.Run.Env)
 		for i, cn := range s.Run.VolumesFrom {
-			if _, ok := m.Containers[cn]; !ok {
+			if _, ok := m.Containers[cn]; !ok && !v.undecoded(container(cn)...) {
 				v.fail(append(at("run"), "volumes-from", index(i)), "unknown container %q", cn)
 			}
 		}

@@ -55,7 +55,7 @@ func (v *validator) healthcheck(at pathFunc, h *Healthcheck) {
 	switch {
 	case h.Disable && len(h.Test) > 0 && h.Test[0] != "NONE":
 		v.fail(at("healthcheck", "disable"), "give either disable or test, not both")
-	case !h.Disable && len(h.Test) == 0:
+	case !h.Disable && len(h.Test) == 0 && !v.undecoded(at("healthcheck", "test")...) && !v.undecoded(at("healthcheck", "disable")...):
 		v.fail(at("healthcheck"), "test is missing: give test (a command) or disable: true")
 	case len(h.Test) > 0 && h.Test[0] != "CMD" && h.Test[0] != "CMD-SHELL" && h.Test[0] != "NONE":
 		v.fail(at("healthcheck", "test"), "%q is not CMD, CMD-SHELL or NONE: write [CMD, prog, args…], [CMD-SHELL, \"command\"] or a string", h.Test[0])
@@ -131,7 +131,7 @@ func (v *validator) logging(at pathFunc, l *Logging) {
 		return
 	}
 	switch {
-	case l.Driver == "" && len(l.Options) > 0:
+	case l.Driver == "" && len(l.Options) > 0 && !v.undecoded(at("logging", "driver")...):
 		v.fail(at("logging"), "driver is missing: options need a driver")
 	case l.Driver != "" && !driverRE.MatchString(l.Driver):
 		v.fail(at("logging", "driver"), "%q is not a log driver name", l.Driver)

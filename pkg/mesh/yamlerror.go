@@ -1,7 +1,6 @@
 package mesh
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -34,32 +33,54 @@ var parserProblems = map[string]bool{
 	"found duplicate %TAG directive":         true,
 }
 
-// yamlError turns yaml's errors into one DecodeError that lists them in the
-// file's order. A TypeError holds every type error, unknown field and
-// duplicate key of the file. Each error gets the file, line and field path.
+// yamlErrors turns yaml's errors, msgs, into one DecodeError that lists them
+// in the file's order. These are the type errors, unknown fields and
+// duplicate keys of the file. Each error gets the file, line and field path.
 // Only the first MaxErrors are placed in the tree, and the others are
-// counted.
-func yamlError(name string, root *yaml.Node, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) || len(te.Errors) == 0 {
-		return yamlError1(name, root, err.Error())
-	}
+// counted. lost are the paths of the values the placed errors left
+// undecoded.
+func yamlErrors(name string, root *yaml.Node, msgs []string) (e *DecodeError, lost []string) {
 	type numbered struct {
 		line int
 		msg  string
 	}
-	msgs := make([]numbered, len(te.Errors))
-	for i, msg := range te.Errors {
-		msgs[i] = numbered{lineNumber(msg), msg}
+	sorted := make([]numbered, len(msgs))
+	for i, msg := range msgs {
+		sorted[i] = numbered{lineNumber(msg), msg}
 	}
-	slices.SortStableFunc(msgs, func(a, b numbered) int { return a.line - b.line })
+	slices.SortStableFunc(sorted, func(a, b numbered) int { return a.line - b.line })
 	var errs []*DecodeError
-	for _, m := range msgs[:min(len(msgs), MaxErrors)] {
-		errs = append(errs, yamlError1(name, root, m.msg))
+	for _, m := range sorted[:min(len(sorted), MaxErrors)] {
+		one := yamlError1(name, root, m.msg)
+		errs = append(errs, one)
+		lost = append(lost, lostPath(one, m.msg))
 	}
-	e := errorList(errs).(*DecodeError)
-	e.Omitted = len(msgs) - len(errs)
-	return e
+	e = errorList(errs).(*DecodeError)
+	e.Omitted = len(sorted) - len(errs)
+	return e, lost
+}
+
+// lostPath is the path of the value that yaml's error msg, placed as e,
+// left undecoded. A duplicate key fails the whole map that holds it. A
+// misspelt field is the field meant, which the file gave no value. Otherwise
+// it is the field named.
+func lostPath(e *DecodeError, msg string) string {
+	m := lineRE.FindStringSubmatch(msg)
+	if m == nil {
+		return e.Field
+	}
+	if duplicateKeyRE.MatchString(m[2]) {
+		if i := strings.LastIndexAny(e.Field, ".["); i >= 0 {
+			return e.Field[:i]
+		}
+		return ""
+	}
+	if u := unknownFieldRE.FindStringSubmatch(m[2]); u != nil && strings.HasSuffix(e.Field, "."+u[1]) {
+		if meant := Suggest(u[1], knownFields(e.Field)); meant != "" {
+			return strings.TrimSuffix(e.Field, u[1]) + meant
+		}
+	}
+	return e.Field
 }
 
 // lineNumber is the line a yaml error names, 0 if none.
@@ -266,6 +287,24 @@ func wantedFor(field, goType string) string {
 		return "a map like {name: db_password, file: db_password.txt} (the file on the host itself)"
 	case "Ulimit":
 		return "a number, or a map like {soft: 1024, hard: 4096}"
+	case "map[string]Ulimit":
+		return "a map of limits, like {nofile: {soft: 1024, hard: 4096}}"
+	case "[]FileMount":
+		return "a list like [{name: db_password, file: db_password.txt}]"
+	case "map[string]Network":
+		return "a map of networks by name, like {back: {internal: true}}"
+	case "Network":
+		return "a network: a map like {internal: true} or {external: NAME}, or nothing"
+	case "Healthcheck":
+		return "a map like {test: [CMD, …], interval: 30s}"
+	case "Logging":
+		return "a map like {driver: json-file, options: {max-size: 10m}}"
+	case "bool":
+		return "true or false"
+	case "int", "int64":
+		return "a whole number"
+	case "float64":
+		return "a number, like 0.5 or 2"
 	}
 	return goType
 }
