@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -290,8 +290,8 @@ func (m *meshctl) healed(name, id string) bool {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	var doc holds.Doc
-	if _, err := d.Read(holds.File, &doc); err != nil {
+	var doc coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
 		m.t.Fatal(err)
 	}
 	if len(doc.Holds) != 0 {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -13,10 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -195,16 +195,16 @@ func TestMixedStress(t *testing.T) {
 				return
 			default:
 			}
-			before, histBefore, err1 := holds.Read(d.Read)
+			before, histBefore, err1 := coord.ReadHolds(d.Read)
 			list, err2 := m.eng.List(t.Context(), map[string]string{lifecycle.LabelRole: lifecycle.RoleService})
-			after, histAfter, err3 := holds.Read(d.Read)
+			after, histAfter, err3 := coord.ReadHolds(d.Read)
 			if err := errors.Join(err1, err2, err3); err != nil {
 				fail("sample: %v", err)
 				return
 			}
 			samples++
 			held := map[string]bool{}
-			for _, doc := range []holds.Doc{before, after} {
+			for _, doc := range []coord.HoldsDoc{before, after} {
 				for _, h := range doc.Holds {
 					for _, c := range h.Containers {
 						held[c] = true
@@ -262,7 +262,7 @@ func TestMixedStress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hd, hist, err := holds.Read(d.Read)
+	hd, hist, err := coord.ReadHolds(d.Read)
 	if err != nil {
 		t.Fatalf("holds: %v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"maps"
 	"os"
@@ -11,12 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -260,7 +260,7 @@ type lockProbe struct {
 }
 
 func (p *lockProbe) Pull(ctx context.Context, ref string, w io.Writer) error {
-	held, err := p.d.Held(holds.StateLock)
+	held, err := p.d.Held(coord.StateLock)
 	if err != nil {
 		return err
 	}

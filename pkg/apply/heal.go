@@ -2,10 +2,9 @@ package apply
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -22,14 +21,14 @@ import (
 // gone. A leftover NAME.meshctl-new goes too. It returns the containers as
 // the engine has them now.
 func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, scope string, observed []engine.Container,
-	dead []claims.Claim, classified []holds.Classified, progress func(string, ...any)) ([]engine.Container, error) {
+	dead []coord.Claim, classified []coord.Classified, progress func(string, ...any)) ([]engine.Container, error) {
 	held := heldNames(classified)
 	x := lifecycle.Executor{Engine: eng, Scope: scope}
 	kept, changed, err := x.HealDead(ctx, observed, dead, func(name string) bool { return !held[name] }, progress)
 	if len(dead) > 0 {
 		// Every claim was dead: those kept are the ones still to heal (on
 		// an error, the one it stopped at and those after it too).
-		if werr := lock.Write(claims.File, &claims.Doc{Claims: kept}); err == nil {
+		if werr := lock.Write(coord.ClaimsFile, &coord.ClaimsDoc{Claims: kept}); err == nil {
 			err = werr
 		}
 	}
@@ -44,7 +43,7 @@ func healInterrupted(ctx context.Context, lock *state.Lock, eng engine.Client, s
 
 // heldNames are the containers the holds of classified hold, whatever
 // their state.
-func heldNames(classified []holds.Classified) map[string]bool {
+func heldNames(classified []coord.Classified) map[string]bool {
 	held := map[string]bool{}
 	for _, c := range classified {
 		for _, n := range c.Containers {

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -27,9 +26,9 @@ type pass struct {
 	// lock is the state lock; nil for a dry run, and once lost.
 	lock *state.Lock
 	// dead are the claims of applies that died carrying out their plans.
-	dead []claims.Claim
+	dead []coord.Claim
 	// claim is this apply's, while it executes without the lock.
-	claim *claims.Held
+	claim *coord.HeldClaim
 
 	now      time.Time
 	prev     record.Applied // the applied state before this apply
@@ -50,26 +49,26 @@ type pass struct {
 	appliedChanged bool
 }
 
-// takeLock takes the state lock, and fails with a *claims.ClaimedError if
+// takeLock takes the state lock, and fails with a *coord.ClaimedError if
 // another apply is carrying out its plan: Run waits for it, then plans
 // from what it left. Past this, every claim left is dead: the claims of
 // applies that died carrying out their plans.
 func (a *pass) takeLock(ctx context.Context) error {
-	lock, err := a.d.Lock(ctx, holds.StateLock, a.opts.Lock)
+	lock, err := a.d.Lock(ctx, coord.StateLock, a.opts.Lock)
 	if err != nil {
 		return err
 	}
 	a.lock = lock
-	var recorded claims.Doc
-	if _, err := lock.Read(claims.File, &recorded); err != nil {
+	var recorded coord.ClaimsDoc
+	if _, err := lock.Read(coord.ClaimsFile, &recorded); err != nil {
 		return err
 	}
-	live, err := claims.LiveOf(a.d, recorded.Claims)
+	live, err := coord.LiveClaimsOf(a.d, recorded.Claims)
 	if err != nil {
 		return err
 	}
 	if len(live) > 0 {
-		return &claims.ClaimedError{Claim: live[0]}
+		return &coord.ClaimedError{Claim: live[0]}
 	}
 	a.dead = recorded.Claims
 	return nil
@@ -151,14 +150,14 @@ func (a *pass) heal(ctx context.Context) error {
 // the images it needs: those missing and not yet tried are returned, to
 // pull without the lock.
 func (a *pass) plan(ctx context.Context) ([]string, error) {
-	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []holds.View{}}
+	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []coord.View{}}
 	held := map[string]HoldRef{}
 	for _, c := range a.windows.Classified {
-		if c.State == holds.Stale {
-			a.rep.Released = append(a.rep.Released, holds.ViewOf(c.Hold, c.State))
+		if c.State == coord.Stale {
+			a.rep.Released = append(a.rep.Released, coord.ViewOf(c.Hold, c.State))
 			continue
 		}
-		a.rep.Windows = append(a.rep.Windows, holds.ViewOf(c.Hold, c.State))
+		a.rep.Windows = append(a.rep.Windows, coord.ViewOf(c.Hold, c.State))
 		for _, name := range c.Containers {
 			held[name] = HoldRef{Window: c.ID}
 		}
@@ -259,7 +258,7 @@ func (a *pass) release(ctx context.Context) error {
 // held, and that the plan then found unchanged, the action released: it runs
 // again because this apply released that hold, not because nothing was done.
 func markReleased(rep *record.Report) {
-	by := map[string]holds.View{}
+	by := map[string]coord.View{}
 	for _, w := range rep.Released {
 		for _, n := range w.Containers {
 			by[n] = w

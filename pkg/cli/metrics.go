@@ -2,14 +2,14 @@ package cli
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/metrics"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
 )
@@ -60,7 +60,7 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil || !d.Exists() {
 		return snap, err
 	}
-	doc, hist, err := holds.Read(d.Read)
+	doc, hist, err := coord.ReadHolds(d.Read)
 	if err != nil {
 		return snap, err
 	}
@@ -95,7 +95,7 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 // classifyHolds gives each hold its state as status does: every window's
 // lock, then, only where a hold exists, one listing of the step containers;
 // an engine that cannot be had leaves a dead window's hold unknown, as it is.
-func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *holds.Doc) ([]holds.Classified, error) {
+func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *coord.HoldsDoc) ([]coord.Classified, error) {
 	if len(doc.Holds) == 0 {
 		return nil, nil
 	}
@@ -112,7 +112,7 @@ func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *holds.Doc) (
 		var observed []engine.Container
 		return lifecycle.Observe(ctx, eng, scope, &observed)()
 	}
-	classified, _, err := holds.Liveness{Dir: d}.Classify(doc, e.Now(), steps)
+	classified, _, err := coord.Liveness{Dir: d}.Classify(doc, e.Now(), steps)
 	return classified, err
 }
 

@@ -330,7 +330,7 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 
 // NotPutBackError is a put-back of Name that could not leave the old
 // container as it was (under its name, running if it ran): it stays aside,
-// or stopped. An apply keeps its claim on Name (claims.Held.Keep), so that
+// or stopped. An apply keeps its claim on Name (coord.HeldClaim.Keep), so that
 // the next command's heal (HealDead) finishes the put-back.
 type NotPutBackError struct {
 	Name string

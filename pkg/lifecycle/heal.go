@@ -3,10 +3,10 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"slices"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 )
 
@@ -46,8 +46,8 @@ import (
 // its part of the claim kept, so that it is healed once it can be. It
 // returns the dead claims (or their parts) still to heal, and whether it
 // changed the engine (the caller's listing is then out of date).
-func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dead []claims.Claim, mine func(name string) bool,
-	progress func(string, ...any)) (kept []claims.Claim, changed bool, err error) {
+func (x Executor) HealDead(ctx context.Context, observed []engine.Container, dead []coord.Claim, mine func(name string) bool,
+	progress func(string, ...any)) (kept []coord.Claim, changed bool, err error) {
 	left := deadLeft{byName: map[string]engine.Container{}}
 	for _, c := range observed {
 		if IsService(c, x.Scope) {
@@ -89,7 +89,7 @@ type deadLeft struct {
 // recreate, dead once its new container had passed the gate, left
 // retiring (RetiringName), among those the caller may heal (mine): the
 // recreate is carried through, its new container kept.
-func forwardable(byName map[string]engine.Container, dead []claims.Claim, mine func(name string) bool) map[string]bool {
+func forwardable(byName map[string]engine.Container, dead []coord.Claim, mine func(name string) bool) map[string]bool {
 	forward := map[string]bool{}
 	for _, c := range dead {
 		for _, name := range c.Containers {
@@ -127,7 +127,7 @@ func (x Executor) removeLeftNews(ctx context.Context, observed []engine.Containe
 // healName heals what dead claim c left of its container name (see
 // HealDead, whose cases it takes in order), and says whether it changed
 // the engine.
-func (x Executor) healName(ctx context.Context, left *deadLeft, c claims.Claim, name string, progress func(string, ...any)) (bool, error) {
+func (x Executor) healName(ctx context.Context, left *deadLeft, c coord.Claim, name string, progress func(string, ...any)) (bool, error) {
 	cur, exists := left.byName[name]
 	aside, isAside := left.byName[OldName(name)]
 	switch {
@@ -173,7 +173,7 @@ func (x Executor) healName(ctx context.Context, left *deadLeft, c claims.Claim, 
 // state directory that a recreate which replaced NAME could not remove:
 // stopped, no dead claim naming NAME, and a container under NAME.
 func (x Executor) removeLeftAside(ctx context.Context, observed []engine.Container, byName map[string]engine.Container,
-	dead []claims.Claim, mine func(name string) bool, progress func(string, ...any)) (bool, error) {
+	dead []coord.Claim, mine func(name string) bool, progress func(string, ...any)) (bool, error) {
 	claimed := map[string]bool{}
 	for _, c := range dead {
 		for _, n := range c.Containers {

@@ -2,12 +2,12 @@ package lifecycle
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // inFlight is an engine with a stop or a start of one container that a
@@ -91,7 +91,7 @@ func TestHealDeadSettlesWhatWasInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}}}
+			dead := []coord.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}}}
 			kept, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {})
 			if err != nil || len(kept) != 0 {
 				t.Fatalf("HealDead: kept %+v, %v", kept, err)
@@ -125,7 +125,7 @@ func TestHealDeadLeavesAReplacedContainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
+	dead := []coord.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
 	if _, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {}); err != nil || changed {
 		t.Fatalf("HealDead: changed %v, %v; want nothing done", changed, err)
 	}

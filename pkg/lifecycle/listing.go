@@ -2,9 +2,9 @@ package lifecycle
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 )
 
 // StepRunning is the one answer, for apply, window and status alike, to
@@ -21,9 +21,9 @@ func StepRunning(observed []engine.Container, scope string) func(name string) bo
 }
 
 // Observe lists the state directory's containers in one engine call, as the
-// holds.StepsFunc that holds.Liveness.Classify calls after checking every
+// coord.StepsFunc that coord.Liveness.Classify calls after checking every
 // window's lock; *observed receives the listing for the caller's plan.
-func Observe(ctx context.Context, eng engine.Client, scope string, observed *[]engine.Container) holds.StepsFunc {
+func Observe(ctx context.Context, eng engine.Client, scope string, observed *[]engine.Container) coord.StepsFunc {
 	return func() (func(string) bool, error) {
 		list, err := eng.List(ctx, Managed(scope))
 		if err != nil {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -42,9 +42,9 @@ func (x Executor) Resume(ctx context.Context, c engine.Container, policy string)
 // Windows is the state directory's windows as one engine listing classifies
 // them (ObserveWindows), with that listing.
 type Windows struct {
-	Holds      holds.Doc
-	History    holds.History
-	Classified []holds.Classified
+	Holds      coord.HoldsDoc
+	History    coord.History
+	Classified []coord.Classified
 	// Observed is the listing of the state directory's containers, made
 	// after every window's lock was checked; Release updates which of
 	// them run.
@@ -60,18 +60,18 @@ func (e *ListingError) Unwrap() error { return e.Err }
 
 // ObserveWindows reads the holds and the window history with read (a
 // snapshot, or lock.Read under the state lock) and classifies each hold
-// (holds.Liveness): every window's lock first, then one listing of the
+// (coord.Liveness): every window's lock first, then one listing of the
 // state directory's containers, kept in Observed. It changes nothing:
 // status calls it alone; apply and a window's open call Release next,
 // under the state lock. A listing that fails is a *ListingError.
 func ObserveWindows(ctx context.Context, d *state.Dir, read func(string, state.Document) (bool, error),
 	eng engine.Client, scope string, now time.Time) (*Windows, error) {
-	hd, hist, err := holds.Read(read)
+	hd, hist, err := coord.ReadHolds(read)
 	if err != nil {
 		return nil, err
 	}
 	w := &Windows{Holds: hd, History: hist}
-	classified, listErr, err := holds.Liveness{Dir: d}.Classify(&w.Holds, now, Observe(ctx, eng, scope, &w.Observed))
+	classified, listErr, err := coord.Liveness{Dir: d}.Classify(&w.Holds, now, Observe(ctx, eng, scope, &w.Observed))
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (w *Windows) Release(ctx context.Context, lock *state.Lock, x Executor, pol
 func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows, policyOf func() map[string]string,
 	now time.Time, progress func(string, ...any)) (back map[string]bool, moved bool, n int, err error) {
 	hd, hist, observed := &w.Holds, &w.History, w.Observed
-	released := holds.ReleaseStale(hd, hist, w.Classified, now)
+	released := coord.DropStale(hd, hist, w.Classified, now)
 	back = map[string]bool{}
 	if len(released) == 0 {
 		return back, false, 0, nil
@@ -220,7 +220,7 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 			back[name] = true
 		}
 	}
-	if err := errors.Join(lock.Write(holds.File, hd), lock.Write(holds.HistoryFile, hist)); err != nil {
+	if err := errors.Join(lock.Write(coord.HoldsFile, hd), lock.Write(coord.HistoryFile, hist)); err != nil {
 		return back, moved, 0, err
 	}
 	removeWindowLocks(lock.Dir(), released, progress)
@@ -230,9 +230,9 @@ func (x Executor) releaseStale(ctx context.Context, lock *state.Lock, w *Windows
 // removeWindowLocks removes the lock files of the dead windows whose holds
 // were just released, as their close would have: window ids are never
 // reused, and a free lock is what said they were dead.
-func removeWindowLocks(d *state.Dir, released []holds.Classified, progress func(string, ...any)) {
+func removeWindowLocks(d *state.Dir, released []coord.Classified, progress func(string, ...any)) {
 	for _, r := range released {
-		l, free, err := d.TryLock(holds.LockName(r.ID))
+		l, free, err := d.TryLock(coord.WindowLock(r.ID))
 		if err == nil && free {
 			err = l.RemoveLockFile()
 			l.Unlock()
@@ -247,7 +247,7 @@ func removeWindowLocks(d *state.Dir, released []holds.Classified, progress func(
 // released window ended, when the engine can say: a window that died
 // mid-step leaves its run: step to finish alone, and whether the sweep
 // succeeded is what its operator wants to know.
-func (x Executor) stepExits(ctx context.Context, released []holds.Classified, observed []engine.Container, hist *holds.History) {
+func (x Executor) stepExits(ctx context.Context, released []coord.Classified, observed []engine.Container, hist *coord.History) {
 	for _, r := range released {
 		if r.StepContainer == "" {
 			continue
@@ -263,7 +263,7 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 				continue
 			}
 			for i := range hist.Windows {
-				if e := &hist.Windows[i]; e.ID == r.ID && e.Result == holds.Stale && e.StepExitCode == nil {
+				if e := &hist.Windows[i]; e.ID == r.ID && e.Result == coord.Stale && e.StepExitCode == nil {
 					code := full.ExitCode
 					e.StepExitCode = &code
 					e.Error += fmt.Sprintf("; its step container %s exited %d", o.Name, code)
@@ -329,7 +329,7 @@ func (x Executor) runs(ctx context.Context, c engine.Container) bool {
 // hold stays (fail closed). It returns the names whose new one it removed
 // (their recreate had begun: a stop of the held one may be in flight);
 // byName loses them.
-func (x Executor) removeDeadNews(ctx context.Context, released []holds.Classified, byName map[string]engine.Container,
+func (x Executor) removeDeadNews(ctx context.Context, released []coord.Classified, byName map[string]engine.Container,
 	progress func(string, ...any)) (map[string]bool, error) {
 	removed := map[string]bool{}
 	for _, r := range released {
@@ -353,7 +353,7 @@ func (x Executor) removeDeadNews(ctx context.Context, released []holds.Classifie
 // removeDeadSteps removes the step containers of the stale holds about to
 // be released, which read exited or created (never running: those holds
 // would not be stale): their windows died before they could.
-func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classified, observed []engine.Container) error {
+func (x Executor) removeDeadSteps(ctx context.Context, released []coord.Classified, observed []engine.Container) error {
 	for _, c := range released {
 		if c.StepContainer == "" {
 			continue

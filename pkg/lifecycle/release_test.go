@@ -3,12 +3,12 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -17,7 +17,7 @@ import (
 // container m.c stopped with restart policy "no", the step container
 // created but not (yet) running, and the window's hold, stale by its free
 // lock and the listing. It returns the hold classified and the listing.
-func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope string) (holds.Doc, []holds.Classified, []engine.Container) {
+func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope string) (coord.HoldsDoc, []coord.Classified, []engine.Container) {
 	t.Helper()
 	ctx := context.Background()
 	svc, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Labels: map[string]string{
@@ -32,11 +32,11 @@ func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope str
 		t.Fatal(err)
 	}
 	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+	hd := coord.HoldsDoc{Holds: []coord.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
 		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour), StepContainer: step}}}
 	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+	classified, _, err := coord.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != coord.Stale {
 		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
 	}
 	return hd, classified, observed
@@ -61,7 +61,7 @@ func TestReleaseRemovesTheStepFirst(t *testing.T) {
 			_, stepThere = eng.Get("meshctl-window.m.s")
 		}
 	}
-	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,12 +99,12 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 		t.Fatal(err)
 	}
 	hd, classified, observed := deadWindowMidStart(t, d, eng, scope)
-	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
-	if err := lock.Write(holds.File, &hd); err != nil {
+	if err := lock.Write(coord.HoldsFile, &hd); err != nil {
 		t.Fatal(err)
 	}
 	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
@@ -115,8 +115,8 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 	if c, _ := fake.Get("m.c"); c.Running {
 		t.Error("m.c was started with the dead window's step container still there")
 	}
-	var onDisk holds.Doc
-	if _, err := d.Read(holds.File, &onDisk); err != nil || len(onDisk.Holds) != 1 {
+	var onDisk coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &onDisk); err != nil || len(onDisk.Holds) != 1 {
 		t.Errorf("holds file: %+v, %v; want the hold still there", onDisk, err)
 	}
 }
@@ -261,14 +261,14 @@ func releaseDeadHold(t *testing.T, d *state.Dir, eng engine.Client, scope string
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+	hd := coord.HoldsDoc{Holds: []coord.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
 		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
 	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+	classified, _, err := coord.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != coord.Stale {
 		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
 	}
-	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

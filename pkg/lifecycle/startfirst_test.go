@@ -2,14 +2,14 @@ package lifecycle
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -132,7 +132,7 @@ func TestHealStartFirstAtEveryInstant(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}}}
+			dead := []coord.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}}}
 			kept, _, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, t.Logf)
 			if err != nil || len(kept) != 0 {
 				t.Fatalf("HealDead: kept %v, %v", kept, err)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"slices"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -23,12 +23,12 @@ const claimWait = 30 * time.Minute
 func (w *window) recordUnclaimed(ctx context.Context) ([]engine.Container, error) {
 	for {
 		stop, err := w.record(ctx)
-		var ce *claims.ClaimedError
+		var ce *coord.ClaimedError
 		if !errors.As(err, &ce) {
 			return stop, err
 		}
 		w.opts.Progress("waiting: %v\n", ce)
-		if err := claims.Wait(ctx, w.d, ce.Claim, max(w.opts.Wait, claimWait)); err != nil {
+		if err := coord.WaitClaim(ctx, w.d, ce.Claim, max(w.opts.Wait, claimWait)); err != nil {
 			return nil, err
 		}
 	}
@@ -36,12 +36,12 @@ func (w *window) recordUnclaimed(ctx context.Context) ([]engine.Container, error
 
 // checkClaims refuses to record a hold on containers an apply has claimed.
 func (w *window) checkClaims(read func(string, state.Document) (bool, error)) error {
-	c, claimed, err := claims.Covering(w.d, read, w.held)
+	c, claimed, err := coord.Covering(w.d, read, w.held)
 	if err != nil {
 		return err
 	}
 	if claimed {
-		return &claims.ClaimedError{Claim: c}
+		return &coord.ClaimedError{Claim: c}
 	}
 	return nil
 }
@@ -54,17 +54,17 @@ func (w *window) checkClaims(read func(string, state.Document) (bool, error)) er
 // other containers stay for the next apply. ws.Observed is listed again
 // when anything changed.
 func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Executor, ws *lifecycle.Windows) error {
-	var doc claims.Doc
-	if _, err := lock.Read(claims.File, &doc); err != nil {
+	var doc coord.ClaimsDoc
+	if _, err := lock.Read(coord.ClaimsFile, &doc); err != nil {
 		return err
 	}
-	live, err := claims.LiveOf(w.d, doc.Claims)
+	live, err := coord.LiveClaimsOf(w.d, doc.Claims)
 	if err != nil {
 		return err
 	}
-	var dead []claims.Claim
+	var dead []coord.Claim
 	for _, c := range doc.Claims {
-		if !slices.ContainsFunc(live, func(l claims.Claim) bool { return l.ID == c.ID }) {
+		if !slices.ContainsFunc(live, func(l coord.Claim) bool { return l.ID == c.ID }) {
 			dead = append(dead, c)
 		}
 	}
@@ -80,7 +80,7 @@ func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Exe
 	mine := func(name string) bool { return slices.Contains(w.held, name) && !stale[name] }
 	kept, changed, err := x.HealDead(ctx, ws.Observed, dead, mine, w.opts.Progress)
 	if len(dead) > 0 {
-		if werr := lock.Write(claims.File, &claims.Doc{Claims: append(live, kept...)}); err == nil {
+		if werr := lock.Write(coord.ClaimsFile, &coord.ClaimsDoc{Claims: append(live, kept...)}); err == nil {
 			err = werr
 		}
 	}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -35,7 +34,7 @@ const closeRounds = 3
 // a newer change meanwhile, drops the hold and appends the window to the
 // history. While it works the window still lives, so its hold is honoured:
 // no apply touches the containers it is bringing back.
-func (w *window) close(ctx context.Context) (*holds.Entry, error) {
+func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 	interrupted := ctx.Err() != nil
 	// A run: step whose container still runs, or of which the engine cannot
 	// say, may still be sweeping: bringing the held containers back now is
@@ -90,7 +89,7 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		// An apply that deferred a change to a held container and still
 		// carries out the rest of its plan records the change only once it
 		// is done: wait for it, or the change would be lost with the hold.
-		c, deferring, err := claims.Deferring(w.d, lock.Read, w.held)
+		c, deferring, err := coord.Deferring(w.d, lock.Read, w.held)
 		if err != nil {
 			lock.Unlock()
 			return nil, nil, err
@@ -131,10 +130,10 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 // that deferred a change to a held container: once it ends, the apply has
 // recorded the change for the close to carry out (waited). A signalled
 // window does not wait: it closes, and the next apply converges the change.
-func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool, err error) {
+func (w *window) waitDeferring(ctx context.Context, c coord.Claim) (waited bool, err error) {
 	if ctx.Err() == nil {
 		w.opts.Progress("waiting for apply (pid %d), which deferred a change to %s, to record it\n", c.PID, strings.Join(c.Defers, ", "))
-		err = claims.Wait(ctx, w.d, c, max(w.opts.Wait, claimWait))
+		err = coord.WaitClaim(ctx, w.d, c, max(w.opts.Wait, claimWait))
 		if err == nil {
 			return true, nil
 		}
@@ -150,13 +149,13 @@ func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool
 // containers that did not come back) and appends the window to the
 // history. It returns the entry, and the window's failure: its open's,
 // its step's, and the containers' that did not come back as they should.
-func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.Entry, error, error) {
-	hd, hist, err := holds.Read(lock.Read)
+func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.Entry, error, error) {
+	hd, hist, err := coord.ReadHolds(lock.Read)
 	if err != nil {
 		return nil, nil, err
 	}
 	now := w.opts.Now()
-	e := holds.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
+	e := coord.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
 	var convergeErrs []error
 	var notBack []string
@@ -191,10 +190,10 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.En
 		hd.Drop(w.id)
 	}
 	hist.Append(e)
-	if err := lock.Write(holds.File, &hd); err != nil {
+	if err := lock.Write(coord.HoldsFile, &hd); err != nil {
 		return &e, nil, err
 	}
-	if err := lock.Write(holds.HistoryFile, &hist); err != nil {
+	if err := lock.Write(coord.HistoryFile, &hist); err != nil {
 		return &e, nil, err
 	}
 	w.opts.Progress("window %s closed after %s: %s\n", w.id, now.Sub(w.openedAt).Round(time.Millisecond), e.Result)
@@ -208,7 +207,7 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 	wait := max(w.opts.Lock.Timeout, closeLockWait)
 	lockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Minute)
 	defer cancel()
-	lock, err := w.d.Lock(lockCtx, holds.StateLock, state.LockOptions{Timeout: wait, What: "state lock"})
+	lock, err := w.d.Lock(lockCtx, coord.StateLock, state.LockOptions{Timeout: wait, What: "state lock"})
 	if err != nil {
 		return nil, fmt.Errorf("close window %s: %w; its containers are back, but its hold stays recorded until the next apply or window releases it", w.id, err)
 	}

@@ -2,10 +2,10 @@ package window
 
 import (
 	"context"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -15,13 +15,13 @@ import (
 // asked only when a dead window's step container might still run; if it
 // cannot be reached, such a hold reads unknown (still honoured) and warn
 // says why.
-func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]holds.View, []holds.Entry, error) {
-	var hd holds.Doc
-	var hist holds.History
-	if _, err := d.Read(holds.File, &hd); err != nil {
+func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]coord.View, []coord.Entry, error) {
+	var hd coord.HoldsDoc
+	var hist coord.History
+	if _, err := d.Read(coord.HoldsFile, &hd); err != nil {
 		return nil, nil, err
 	}
-	if _, err := d.Read(holds.HistoryFile, &hist); err != nil {
+	if _, err := d.Read(coord.HistoryFile, &hist); err != nil {
 		return nil, nil, err
 	}
 	// The engine is asked only where a dead window's step container might
@@ -46,32 +46,32 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 		var observed []engine.Container
 		return lifecycle.Observe(ctx, eng, scope, &observed)()
 	}
-	classified, stepsErr, err := holds.Liveness{Dir: d}.Classify(&hd, now, steps)
+	classified, stepsErr, err := coord.Liveness{Dir: d}.Classify(&hd, now, steps)
 	if err != nil {
 		return nil, nil, err
 	}
 	if stepsErr != nil {
 		warn("cannot tell whether the step containers of dead windows still run: %v\n", stepsErr)
 	}
-	views := []holds.View{}
+	views := []coord.View{}
 	for _, c := range classified {
-		views = append(views, holds.ViewOf(c.Hold, c.State))
+		views = append(views, coord.ViewOf(c.Hold, c.State))
 	}
 	entries := hist.Windows
 	if entries == nil {
-		entries = []holds.Entry{}
+		entries = []coord.Entry{}
 	}
 	return views, entries, nil
 }
 
 // needsEngine reports whether a hold of doc belongs to a dead window with a
 // step container: only then does listing windows need the engine.
-func needsEngine(d *state.Dir, doc *holds.Doc) bool {
+func needsEngine(d *state.Dir, doc *coord.HoldsDoc) bool {
 	for _, h := range doc.Holds {
 		if h.StepContainer == "" {
 			continue
 		}
-		if alive, err := d.Held(holds.LockName(h.ID)); err != nil || !alive {
+		if alive, err := d.Held(coord.WindowLock(h.ID)); err != nil || !alive {
 			return true
 		}
 	}

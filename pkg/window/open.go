@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -62,7 +62,7 @@ func (w *window) open(ctx context.Context) error {
 // windows, bringing their containers back, and re-checks that no window on
 // this module is still honoured.
 func (w *window) record(ctx context.Context) ([]engine.Container, error) {
-	lock, err := w.d.Lock(ctx, holds.StateLock, w.opts.Lock)
+	lock, err := w.d.Lock(ctx, coord.StateLock, w.opts.Lock)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// Re-check under the state lock: a dead window's step container may
 	// still be sweeping; its hold stays honoured.
 	for _, c := range ws.Classified {
-		if c.Module == w.module && holds.Honoured(c.State) {
+		if c.Module == w.module && coord.Honoured(c.State) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
@@ -112,7 +112,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	ws.Holds.Holds = append(ws.Holds.Holds, h)
-	if err := lock.Write(holds.File, &ws.Holds); err != nil {
+	if err := lock.Write(coord.HoldsFile, &ws.Holds); err != nil {
 		return nil, err
 	}
 	w.hold, w.openedAt = &h, now
@@ -131,14 +131,14 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 // holdOf returns this window's hold, with the restart policy of each held
 // container, and the held containers to stop. A held container that does
 // not exist is created by the close.
-func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (holds.Hold, []engine.Container, error) {
+func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (coord.Hold, []engine.Container, error) {
 	services := map[string]engine.Container{}
 	for _, c := range observed {
 		if lifecycle.IsService(c, w.scope) {
 			services[c.Name] = c
 		}
 	}
-	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
+	h := coord.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
 		Restart: map[string]string{}, OpenedAt: now.UTC(), Deadline: now.Add(w.timeout).UTC()}
 	if w.def.Run != nil {
 		h.StepContainer = StepContainerName(w.module, w.step)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"os"
 	"os/exec"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -28,7 +28,7 @@ type window struct {
 	// scope is the state directory's ID (lifecycle.LabelManaged).
 	scope string
 
-	hold     *holds.Hold
+	hold     *coord.Hold
 	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
 	openedAt time.Time
 	openErr  error
@@ -43,7 +43,7 @@ type window struct {
 	// then is there output to keep (window logs).
 	stepStarted bool
 	// guard leads an exec: step's process group; started before the hold
-	// is recorded, so that the hold names the group (holds.Hold.StepGroup).
+	// is recorded, so that the hold names the group (coord.Hold.StepGroup).
 	guard *guard
 }
 

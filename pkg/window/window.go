@@ -6,18 +6,18 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -77,7 +77,7 @@ func (e *BusyError) Fault() fault.Kind { return fault.Busy }
 // FailedError is a window that closed, but whose step failed or whose
 // containers did not all run again (exit 1, or 130 when interrupted).
 type FailedError struct {
-	Entry       holds.Entry
+	Entry       coord.Entry
 	Err         error
 	Interrupted bool
 }
@@ -112,7 +112,7 @@ type plan struct {
 
 // Run opens a window, runs the step and closes the window. It returns the
 // window's history entry, also when the step failed.
-func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*holds.Entry, error) {
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*coord.Entry, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -140,7 +140,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 
 	// One window per module: this lock is held for the window's life.
 	waitUntil := time.Now().Add(opts.Wait)
-	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
+	modLock, err := d.Lock(ctx, coord.ModuleLock(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
 	var busy *state.BusyError
 	if errors.As(err, &busy) {
 		return nil, &BusyError{Module: p.module, Why: "held by " + busy.Holder.String()}
@@ -153,7 +153,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	id := newID(opts.Now())
 	// The window's liveness: held until the window has closed. A hold whose
 	// lock is free belongs to a dead window.
-	winLock, err := d.Lock(ctx, holds.LockName(id), state.LockOptions{})
+	winLock, err := d.Lock(ctx, coord.WindowLock(id), state.LockOptions{})
 	if err != nil {
 		return nil, err
 	}

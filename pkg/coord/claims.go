@@ -1,4 +1,4 @@
-package claims
+package coord
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/state"
 )
-
-// File is the claims document in the state directory.
-const File = "claims.json"
 
 // Claim is one apply's claim on the containers it changes.
 type Claim struct {
@@ -40,24 +37,21 @@ type Claim struct {
 
 // ClaimedError is another apply's live claim, seen under the state lock
 // by an apply about to plan or a window about to record its hold: the
-// caller unlocks, waits for the claim to end (Wait), and tries again.
+// caller unlocks, waits for the claim to end (WaitClaim), and tries again.
 type ClaimedError struct{ Claim Claim }
 
 func (e *ClaimedError) Error() string {
 	return fmt.Sprintf("apply (pid %d) is changing %s", e.Claim.PID, strings.Join(e.Claim.Containers, ", "))
 }
 
-// Doc is the claims.json document.
-type Doc struct {
+// ClaimsDoc is the claims.json document.
+type ClaimsDoc struct {
 	state.Header
 	Claims []Claim `json:"claims"`
 }
 
-// LockName is the OS lock a claim's process holds for the claim's life.
-func LockName(id string) string { return "claim-" + id }
-
-// Held is a claim this process holds.
-type Held struct {
+// HeldClaim is a claim this process holds.
+type HeldClaim struct {
 	Claim
 	lock *state.Lock
 
@@ -70,7 +64,7 @@ type Held struct {
 // the claim's part on it recorded, dead once the OS lock goes, and the next
 // apply (or window open) heals it as it heals the claim of an apply that
 // died.
-func (h *Held) Keep(name string) {
+func (h *HeldClaim) Keep(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !slices.Contains(h.kept, name) {
@@ -78,22 +72,22 @@ func (h *Held) Keep(name string) {
 	}
 }
 
-// Live returns the claims recorded in the state directory whose process
+// LiveClaims returns the claims recorded in the state directory whose process
 // still holds their lock. read reads under the caller's state lock.
-func Live(d *state.Dir, read func(string, state.Document) (bool, error)) ([]Claim, error) {
-	var doc Doc
-	if _, err := read(File, &doc); err != nil {
+func LiveClaims(d *state.Dir, read func(string, state.Document) (bool, error)) ([]Claim, error) {
+	var doc ClaimsDoc
+	if _, err := read(ClaimsFile, &doc); err != nil {
 		return nil, err
 	}
-	return LiveOf(d, doc.Claims)
+	return LiveClaimsOf(d, doc.Claims)
 }
 
-// LiveOf returns the claims of cs whose holder still runs (its lock is
+// LiveClaimsOf returns the claims of cs whose holder still runs (its lock is
 // held), for a caller that has read claims.json already.
-func LiveOf(d *state.Dir, cs []Claim) ([]Claim, error) {
+func LiveClaimsOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 	var out []Claim
 	for _, c := range cs {
-		alive, err := d.Held(LockName(c.ID))
+		alive, err := d.Held(ClaimLock(c.ID))
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +100,7 @@ func LiveOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 
 // Covering returns a live claim on any of names, if there is one.
 func Covering(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
-	live, err := Live(d, read)
+	live, err := LiveClaims(d, read)
 	if err != nil {
 		return Claim{}, false, err
 	}
@@ -120,31 +114,31 @@ func Covering(d *state.Dir, read func(string, state.Document) (bool, error), nam
 	return Claim{}, false, nil
 }
 
-// Take records c (its Containers, Creates and Defers; the rest it fills
+// TakeClaim records c (its Containers, Creates and Defers; the rest it fills
 // in) under the state lock lock: it takes the claim's OS lock, then records
 // it. The records of dead claims stay: the caller healed what it could of
 // them (an apply heals every one it may first), and what is left waits to
 // be healed.
-func Take(lock *state.Lock, c Claim, now time.Time) (*Held, error) {
+func TakeClaim(lock *state.Lock, c Claim, now time.Time) (*HeldClaim, error) {
 	d := lock.Dir()
 	id := fmt.Sprintf("%d-%d", now.UnixNano(), os.Getpid())
-	l, ok, err := d.TryLock(LockName(id))
+	l, ok, err := d.TryLock(ClaimLock(id))
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, fmt.Errorf("claim %s: its lock is taken", id)
 	}
-	var doc Doc
-	if _, err := lock.Read(File, &doc); err != nil {
+	var doc ClaimsDoc
+	if _, err := lock.Read(ClaimsFile, &doc); err != nil {
 		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err
 	}
 	c.ID, c.PID, c.Since = id, os.Getpid(), now.UTC()
-	h := &Held{Claim: c, lock: l}
+	h := &HeldClaim{Claim: c, lock: l}
 	doc.Claims = append(doc.Claims, h.Claim)
-	if err := lock.Write(File, &doc); err != nil {
+	if err := lock.Write(ClaimsFile, &doc); err != nil {
 		l.RemoveLockFile()
 		l.Unlock()
 		return nil, err
@@ -154,15 +148,15 @@ func Take(lock *state.Lock, c Claim, now time.Time) (*Held, error) {
 
 // Release drops the claim, under the state lock lock, then lets go of its
 // OS lock: whoever waits for it sees the state that apply recorded.
-func (h *Held) Release(lock *state.Lock) error {
-	var doc Doc
-	_, err := lock.Read(File, &doc)
+func (h *HeldClaim) Release(lock *state.Lock) error {
+	var doc ClaimsDoc
+	_, err := lock.Read(ClaimsFile, &doc)
 	if err == nil {
 		doc.Claims = slices.DeleteFunc(doc.Claims, func(c Claim) bool { return c.ID == h.ID })
 		if left, ok := h.left(); ok {
 			doc.Claims = append(doc.Claims, left)
 		}
-		err = lock.Write(File, &doc)
+		err = lock.Write(ClaimsFile, &doc)
 	}
 	h.lock.RemoveLockFile()
 	h.lock.Unlock()
@@ -171,15 +165,15 @@ func (h *Held) Release(lock *state.Lock) error {
 
 // Abandon lets go of the claim's OS lock without touching claims.json
 // (no state lock to hand): the claim reads dead from now on.
-func (h *Held) Abandon() {
+func (h *HeldClaim) Abandon() {
 	h.lock.RemoveLockFile()
 	h.lock.Unlock()
 }
 
-// Wait waits until claim c ends (its process lets go of its lock, or dies),
+// WaitClaim waits until claim c ends (its process lets go of its lock, or dies),
 // for at most timeout.
-func Wait(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) error {
-	l, err := d.Lock(ctx, LockName(c.ID), state.LockOptions{Timeout: timeout,
+func WaitClaim(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) error {
+	l, err := d.Lock(ctx, ClaimLock(c.ID), state.LockOptions{Timeout: timeout,
 		What: "the claim of apply (pid " + fmt.Sprint(c.PID) + ") on " + strings.Join(c.Containers, ", ")})
 	if err != nil {
 		return err
@@ -194,7 +188,7 @@ func Wait(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) err
 // Deferring returns a live claim that defers a change to any of names, if
 // there is one: a window's close waits for it before it drops its hold.
 func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
-	live, err := Live(d, read)
+	live, err := LiveClaims(d, read)
 	if err != nil {
 		return Claim{}, false, err
 	}
@@ -207,7 +201,7 @@ func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), na
 }
 
 // left is the claim's part on the containers Keep marked, if any.
-func (h *Held) left() (Claim, bool) {
+func (h *HeldClaim) left() (Claim, bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.Claim.Part(func(name string) bool { return slices.Contains(h.kept, name) })

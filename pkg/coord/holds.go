@@ -1,4 +1,4 @@
-package holds
+package coord
 
 import (
 	"bytes"
@@ -12,15 +12,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// Files and locks in the state directory.
-const (
-	File        = "holds.json"
-	HistoryFile = "windows-history.json"
-	// StateLock is the lock that apply and window's open and close take.
-	StateLock = "state"
-	// HistoryLimit is how many closed windows the history keeps.
-	HistoryLimit = 200
-)
+// HistoryLimit is how many closed windows the history keeps.
+const HistoryLimit = 200
 
 // Hold is one open window's record.
 type Hold struct {
@@ -43,24 +36,18 @@ type Hold struct {
 	StepGroup int `json:"step_group,omitempty"`
 }
 
-// LockName is the OS lock the window's process holds for its whole life.
-func LockName(id string) string { return "window-" + id }
-
-// ModuleLockName is the OS lock that makes a window exclusive on its module.
-func ModuleLockName(module string) string { return "window-module-" + module }
-
-// Doc is the holds file.
-type Doc struct {
+// HoldsDoc is the holds file.
+type HoldsDoc struct {
 	state.Header
 	Holds []Hold `json:"holds"`
 }
 
-// Read reads the holds file and the history with read: a state lock's Read
+// ReadHolds reads the holds file and the history with read: a state lock's Read
 // for the bookkeeping of apply and window, or Dir.Read for a snapshot.
-func Read(read func(string, state.Document) (bool, error)) (Doc, History, error) {
-	var hd Doc
+func ReadHolds(read func(string, state.Document) (bool, error)) (HoldsDoc, History, error) {
+	var hd HoldsDoc
 	var hist History
-	if _, err := read(File, &hd); err != nil {
+	if _, err := read(HoldsFile, &hd); err != nil {
 		return hd, hist, err
 	}
 	_, err := read(HistoryFile, &hist)
@@ -68,7 +55,7 @@ func Read(read func(string, state.Document) (bool, error)) (Doc, History, error)
 }
 
 // Find returns the hold with the given id.
-func (d *Doc) Find(id string) (Hold, bool) {
+func (d *HoldsDoc) Find(id string) (Hold, bool) {
 	for _, h := range d.Holds {
 		if h.ID == id {
 			return h, true
@@ -78,7 +65,7 @@ func (d *Doc) Find(id string) (Hold, bool) {
 }
 
 // Drop removes the hold with the given id.
-func (d *Doc) Drop(id string) {
+func (d *HoldsDoc) Drop(id string) {
 	out := d.Holds[:0]
 	for _, h := range d.Holds {
 		if h.ID != id {
@@ -272,10 +259,10 @@ type Classified struct {
 // it could miss it. When steps fails, a dead window with a step container
 // reads Unknown and stays honoured; stepsErr returns that error so a caller
 // that needs the listing can fail.
-func (l Liveness) Classify(doc *Doc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
+func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
 	alive := make([]bool, len(doc.Holds))
 	for i, h := range doc.Holds {
-		if alive[i], err = l.Dir.Held(LockName(h.ID)); err != nil {
+		if alive[i], err = l.Dir.Held(WindowLock(h.ID)); err != nil {
 			return nil, nil, fmt.Errorf("window %s: %w", h.ID, err)
 		}
 	}
@@ -289,9 +276,9 @@ func (l Liveness) Classify(doc *Doc, now time.Time, steps StepsFunc) (out []Clas
 	return out, stepsErr, nil
 }
 
-// ReleaseStale drops the stale holds from doc and appends each to hist; it
+// DropStale drops the stale holds from doc and appends each to hist; it
 // returns them. Call it under the state lock and write both files after.
-func ReleaseStale(doc *Doc, hist *History, classified []Classified, now time.Time) []Classified {
+func DropStale(doc *HoldsDoc, hist *History, classified []Classified, now time.Time) []Classified {
 	var released []Classified
 	for _, c := range classified {
 		if c.State != Stale {
