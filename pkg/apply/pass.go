@@ -25,8 +25,6 @@ type pass struct {
 
 	// lock is the state lock; nil for a dry run, and once lost.
 	lock *state.Lock
-	// dead are the claims of applies that died carrying out their plans.
-	dead []coord.Claim
 	// claim is this apply's, while it executes without the lock.
 	claim *coord.HeldClaim
 
@@ -34,7 +32,7 @@ type pass struct {
 	prev     record.Applied // the applied state before this apply
 	file     *mesh.File
 	desired  []lifecycle.Desired
-	windows  *lifecycle.Windows
+	windows  *coord.Windows
 	in       Input
 	items    []Item
 	netItems []NetItem
@@ -51,26 +49,20 @@ type pass struct {
 
 // takeLock takes the state lock, and fails with a *coord.ClaimedError if
 // another apply is carrying out its plan: Run waits for it, then plans
-// from what it left. Past this, every claim left is dead: the claims of
-// applies that died carrying out their plans.
+// from what it left. Past this, every claim left is dead, for heal.
 func (a *pass) takeLock(ctx context.Context) error {
 	lock, err := a.d.Lock(ctx, coord.StateLock, a.opts.Lock)
 	if err != nil {
 		return err
 	}
 	a.lock = lock
-	var recorded coord.ClaimsDoc
-	if _, err := lock.Read(coord.ClaimsFile, &recorded); err != nil {
-		return err
-	}
-	live, err := coord.LiveClaimsOf(a.d, recorded.Claims)
+	live, err := coord.LiveClaims(a.d, lock.Read)
 	if err != nil {
 		return err
 	}
 	if len(live) > 0 {
 		return &coord.ClaimedError{Claim: live[0]}
 	}
-	a.dead = recorded.Claims
 	return nil
 }
 
@@ -127,22 +119,18 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return newAlways, nil
 	}
 	a.now = a.opts.Now()
-	a.windows, err = lifecycle.ObserveWindows(ctx, a.d, a.read, a.eng, a.scope, a.now)
+	a.windows, err = coord.Observe(ctx, a.d, a.read, a.eng, a.scope, a.now)
 	return nil, err
 }
 
-// heal puts back what an apply that died carrying out its plan left aside
-// (healInterrupted); a dry run heals nothing.
+// heal puts back what an apply that died carrying out its plan left
+// (coord.HealClaims); a dry run heals nothing.
 func (a *pass) heal(ctx context.Context) error {
 	if a.lock == nil {
 		return nil
 	}
-	observed, err := healInterrupted(ctx, a.lock, a.eng, a.scope, a.windows.Observed, a.dead, a.windows.Classified, a.opts.Progress)
-	if err != nil {
-		return err
-	}
-	a.windows.Observed = observed
-	return nil
+	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
+	return coord.HealClaims(ctx, a.lock, x, a.windows, nil, a.opts.Progress)
 }
 
 // plan decides one action per container (Plan) from the desired
@@ -239,7 +227,11 @@ func (a *pass) release(ctx context.Context) error {
 	a.recorded = a.prev.Merge(a.file, a.opts.RemoveModules, a.desired, a.opts.Source, a.now.UTC(), sources)
 	a.appliedChanged = a.recorded.KeepTimes(&a.prev)
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
-	released, err := a.windows.Release(ctx, a.lock, x, a.policies, a.now, a.opts.Progress)
+	var policies map[string]string
+	if a.windows.StaleCount() > 0 {
+		policies = a.policies()
+	}
+	released, err := coord.ReleaseStale(ctx, a.lock, x, a.windows, policies, a.now, a.opts.Progress)
 	if err != nil {
 		return err
 	}

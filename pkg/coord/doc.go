@@ -19,7 +19,6 @@
 //   - HealClaims heals what dead applies left half done;
 //   - ReleaseStale drops dead windows' holds and brings their containers
 //     back;
-//   - Recover does both, for a window's open;
 //   - BringBack ends a hold on one container, for a close and a release.
 //
 // Healing and releasing stay separate calls. A dry run heals nothing, and

@@ -105,8 +105,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// Window locks first, then the one engine listing; the dead windows are
 	// reported, not released: status changes nothing.
-	ws, err := lifecycle.ObserveWindows(ctx, d, d.Read, eng, scope, now)
-	if le := (*lifecycle.ListingError)(nil); errors.As(err, &le) {
+	ws, err := coord.Observe(ctx, d, d.Read, eng, scope, now)
+	if le := (*coord.ListingError)(nil); errors.As(err, &le) {
 		return nil, le.Err
 	}
 	if err != nil {

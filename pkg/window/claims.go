@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/meshctl/meshctl/pkg/coord"
-	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -46,53 +45,14 @@ func (w *window) checkClaims(read func(string, state.Document) (bool, error)) er
 	return nil
 }
 
-// healDead, under the state lock, puts back what the dead claims of applies
-// that died carrying out their plans left on the containers this window
-// would hold (lifecycle.Executor.HealDead): held as they are, the window
-// would hold an unverified new container, and stop and bring back the
-// wrong one, while the last good one waits aside. The dead claims' parts on
-// other containers stay for the next apply. ws.Observed is listed again
-// when anything changed.
-func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Executor, ws *lifecycle.Windows) error {
-	var doc coord.ClaimsDoc
-	if _, err := lock.Read(coord.ClaimsFile, &doc); err != nil {
-		return err
-	}
-	live, err := coord.LiveClaimsOf(w.d, doc.Claims)
-	if err != nil {
-		return err
-	}
-	var dead []coord.Claim
-	for _, c := range doc.Claims {
-		if !slices.ContainsFunc(live, func(l coord.Claim) bool { return l.ID == c.ID }) {
-			dead = append(dead, c)
-		}
-	}
-	// A dead window's hold on one of them is released next (Release),
-	// which puts the one aside back once that window's step container is
-	// gone: not before.
-	stale := map[string]bool{}
-	for _, c := range ws.Classified {
-		for _, n := range c.Containers {
-			stale[n] = true
-		}
-	}
-	mine := func(name string) bool { return slices.Contains(w.held, name) && !stale[name] }
-	kept, changed, err := x.HealDead(ctx, ws.Observed, dead, mine, w.opts.Progress)
-	if len(dead) > 0 {
-		if werr := lock.Write(coord.ClaimsFile, &coord.ClaimsDoc{Claims: append(live, kept...)}); err == nil {
-			err = werr
-		}
-	}
-	if err != nil {
+// healDead, under the state lock, puts back what dead applies left on
+// the containers this window would hold (coord.HealClaims). Held as they
+// are, the window would hold an unverified new container, and bring back
+// the wrong one while the last good one waits aside. The dead claims'
+// parts on other containers stay for the next apply.
+func (w *window) healDead(ctx context.Context, lock *state.Lock, x lifecycle.Executor, ws *coord.Windows) error {
+	if err := coord.HealClaims(ctx, lock, x, ws, w.held, w.opts.Progress); err != nil {
 		return fmt.Errorf("nothing held: %w", err)
-	}
-	if changed {
-		list, err := w.eng.List(ctx, lifecycle.Managed(w.scope))
-		if err != nil {
-			return fmt.Errorf("nothing held: list containers: %w", err)
-		}
-		ws.Observed = list
 	}
 	return nil
 }

@@ -256,7 +256,7 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 
 // stepStopped returns nil once this window's run: step container is known
 // not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (lifecycle.StepRunning); an engine that
+// question apply and status ask too (coord.StepRunning); an engine that
 // cannot answer keeps the hold (fail closed).
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
@@ -264,8 +264,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	}
 	ctx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	defer cancel()
-	var observed []engine.Container
-	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
+	running, err := coord.StepsRunning(ctx, w.eng, w.scope)
 	keep := fmt.Sprintf("the hold stays so nothing is started mid-step; once it has exited, the next apply or window releases the hold and brings %s back",
 		strings.Join(w.held, ", "))
 	switch {
@@ -421,7 +420,7 @@ func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, nam
 	if ierr != nil || back.ID != c.ID {
 		return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
 	}
-	if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
+	if rerr := coord.BringBack(ctx, x, c, w.hold.Restart[name]); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	return fmt.Errorf("%w, and runs: %w", errPutBack, err)
@@ -444,7 +443,7 @@ func (w *window) startAsWas(ctx context.Context, x lifecycle.Executor, name stri
 		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
 			name, strings.Join(diff, ", "))
 	}
-	if err := x.Resume(ctx, c, policy); err != nil {
+	if err := coord.BringBack(ctx, x, c, policy); err != nil {
 		return err
 	}
 	// Back means back and healthy: a container that runs but fails its

@@ -146,9 +146,9 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 	}
 	defer lock.Unlock()
 	observed, _ := eng.List(context.Background(), nil)
-	ws := &lifecycle.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
-	released, err := ws.Release(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope},
-		func() map[string]string { return map[string]string{} }, time.Now(), func(string, ...any) {})
+	ws := &coord.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
+	released, err := coord.ReleaseStale(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope}, ws,
+		map[string]string{}, time.Now(), func(string, ...any) {})
 	if err != nil || released != 1 || !runs(ws.Observed, "store.registry") {
 		t.Fatalf("release: %d released, %+v, %v", released, ws.Observed, err)
 	}

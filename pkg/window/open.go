@@ -88,7 +88,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	now := w.opts.Now()
-	ws, err := lifecycle.ObserveWindows(ctx, w.d, lock.Read, w.eng, w.scope, now)
+	ws, err := coord.Observe(ctx, w.d, lock.Read, w.eng, w.scope, now)
 	if err != nil {
 		return nil, err
 	}
@@ -103,8 +103,11 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if err := w.healDead(ctx, lock, x, ws); err != nil {
 		return nil, err
 	}
-	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
-	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
+	var policies map[string]string
+	if ws.StaleCount() > 0 {
+		policies = lifecycle.RestartPolicies(w.scope, all)
+	}
+	if _, err := coord.ReleaseStale(ctx, lock, x, ws, policies, now, w.opts.Progress); err != nil {
 		return nil, err
 	}
 	h, stop, err := w.holdOf(ctx, ws.Observed, now)
