@@ -3,11 +3,11 @@ package apply
 import (
 	"context"
 	"errors"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"maps"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"

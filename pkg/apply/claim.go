@@ -2,9 +2,9 @@ package apply
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"

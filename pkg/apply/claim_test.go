@@ -2,11 +2,11 @@ package apply
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"sync"
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 

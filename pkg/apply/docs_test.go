@@ -3,13 +3,13 @@ package apply
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )

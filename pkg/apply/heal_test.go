@@ -3,12 +3,12 @@ package apply
 import (
 	"context"
 	"errors"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"

@@ -3,11 +3,11 @@ package apply
 import (
 	"context"
 	"errors"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"testing"
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 

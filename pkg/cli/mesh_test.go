@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 )

@@ -2,9 +2,9 @@ package cli
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/metrics"
 	"github.com/meshctl/meshctl/pkg/record"

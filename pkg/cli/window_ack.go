@@ -2,8 +2,8 @@ package cli
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"

@@ -3,10 +3,10 @@ package cli
 import (
 	"context"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"

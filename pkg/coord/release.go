@@ -213,7 +213,7 @@ func putBackAside(ctx context.Context, x lifecycle.Executor, name string, cur en
 // finishDeadStop waits for a stop that a dead window may have left in flight on c:
 // a held container that reads running with restart policy "no" (its open's
 // stop), or, whatever its policy, one whose recreate its close had begun
-// (begun: a close brings a container back, its policy restored, before it
+// (begun: a close brings a container back, its policy set back, before it
 // replaces it, and the recreate's stop may be in flight).
 func finishDeadStop(ctx context.Context, x lifecycle.Executor, c engine.Container, begun bool) error {
 	if !c.Running {

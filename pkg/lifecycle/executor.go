@@ -191,7 +191,7 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 	// did though it said otherwise (or could not say) would have the old
 	// one start under the aside name, beside the service the next apply
 	// creates. The engine says under which name it is.
-	if nerr := x.nameBack(ctx, name, old.ID); nerr != nil {
+	if nerr := x.putBackName(ctx, name, old.ID); nerr != nil {
 		return notPutBack(name, errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name)))
 	}
 	if rerr := x.restart(ctx, name, old); rerr != nil {
@@ -200,9 +200,9 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 	return fmt.Errorf("%w; the old container was put back", err)
 }
 
-// nameBack makes sure container id is under name, renaming it back when
-// the engine says it is not.
-func (x Executor) nameBack(ctx context.Context, name, id string) error {
+// putBackName puts container id back under name. It renames only when the
+// engine says id is under another name.
+func (x Executor) putBackName(ctx context.Context, name, id string) error {
 	ctx = CleanupContext(ctx)
 	c, err := x.Engine.Inspect(ctx, id)
 	if err != nil {

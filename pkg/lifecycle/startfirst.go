@@ -57,7 +57,7 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		if nerr := x.nameBack(ctx, d.Name, old.ID); nerr != nil {
+		if nerr := x.putBackName(ctx, d.Name, old.ID); nerr != nil {
 			return notPutBack(d.Name, errors.Join(err, nerr))
 		}
 		return errors.Join(err, errors.New("the old container was left as it was"))

@@ -14,12 +14,13 @@ package metrics
 import (
 	"bytes"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/coord"
 )
 
 // HoldStates are the states a hold is counted in, each always written (0

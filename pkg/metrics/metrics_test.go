@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"bytes"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/coord"
 )
 
 var t0 = time.Date(2026, 12, 1, 3, 30, 0, 0, time.UTC)

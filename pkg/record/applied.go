@@ -3,11 +3,11 @@ package record
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"maps"
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"

@@ -2,12 +2,12 @@ package status
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"

@@ -3,9 +3,9 @@ package window
 import (
 	"context"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -22,8 +22,8 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 		return nil, err
 	}
 	defer lock.Unlock()
-	var hist coord.History
-	if _, err := lock.Read(coord.HistoryFile, &hist); err != nil {
+	hist, err := coord.ReadHistory(lock.Read)
+	if err != nil {
 		return nil, err
 	}
 	idx, err := ackTargets(&hist, ids)
@@ -41,7 +41,7 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 		out = append(out, hist.Windows[i])
 	}
 	if changed {
-		if err := lock.Write(coord.HistoryFile, &hist); err != nil {
+		if err := coord.WriteHistory(lock, &hist); err != nil {
 			return nil, err
 		}
 	}

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -29,7 +29,7 @@ const bringBackTimeout = 10 * time.Minute
 const closeRounds = 3
 
 // close runs on every path. With the state lock released it brings each
-// held container to what the most recent apply wants and restores its
+// held container to what the most recent apply wants and sets its
 // restart policy; then, under the lock, it re-checks that no apply deferred
 // a newer change meanwhile, drops the hold and appends the window to the
 // history. While it works the window still lives, so its hold is honoured:
@@ -150,10 +150,6 @@ func (w *window) waitDeferring(ctx context.Context, c coord.Claim) (waited bool,
 // history. It returns the entry, and the window's failure: its open's,
 // its step's, and the containers' that did not come back as they should.
 func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.Entry, error, error) {
-	hd, hist, err := coord.ReadHolds(lock.Read)
-	if err != nil {
-		return nil, nil, err
-	}
 	now := w.opts.Now()
 	e := coord.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
@@ -181,20 +177,9 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 	// A container that did not come back keeps its hold: once this process
 	// is gone the hold reads stale, and the next apply or window brings the
 	// container back as this close would have (same container, restart
-	// policy restored), then converges it.
-	if h, ok := hd.Find(w.id); ok && len(notBack) > 0 {
-		hd.Drop(w.id)
-		h.Containers, h.StepContainer = notBack, ""
-		hd.Holds = append(hd.Holds, h)
-	} else {
-		hd.Drop(w.id)
-	}
-	hist.Append(e)
-	if err := lock.Write(coord.HoldsFile, &hd); err != nil {
-		return &e, nil, err
-	}
-	if err := lock.Write(coord.HistoryFile, &hist); err != nil {
-		return &e, nil, err
+	// policy set back), then converges it.
+	if recorded, err := coord.CloseHold(lock, e, notBack); err != nil {
+		return recorded, nil, err
 	}
 	w.opts.Progress("window %s closed after %s: %s\n", w.id, now.Sub(w.openedAt).Round(time.Millisecond), e.Result)
 	return &e, failure, nil
@@ -284,13 +269,13 @@ var errPutBack = errors.New("the old container was put back")
 
 // bringBack brings each held container back, with the state lock released,
 // in depends-on order: with bringOne, the rule that decides what a window's
-// close starts. It starts the same container (restart policy restored),
+// close starts. It starts the same container (restart policy set back),
 // unless an apply deferred a change to it during this window, which it
 // carries out (recreate, pulling the image if it is still missing), or
 // creates it where it went missing. A spec that drifted before the window
 // opened (an earlier apply that failed) is not the window's to change: the
 // same container is started and the drift reported. After a signal, the
-// same containers are started as they are (startAsWas) and nothing is
+// same containers are started as they are (bringBackAsIs) and nothing is
 // created or recreated: the next apply does that. It returns each
 // container's error.
 func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
@@ -338,7 +323,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		var err error
 		switch {
 		case exists && signalled:
-			err = w.startAsWas(cctx, x, name, c, d)
+			err = w.bringBackAsIs(cctx, x, name, c, d)
 		case exists:
 			err = w.bringOne(cctx, x, name, c, d)
 		case signalled:
@@ -371,7 +356,7 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 }
 
 // bringOne brings one held container, c, back when no signal came (see
-// bringBack): the same container is started (startAsWas), unless an apply
+// bringBack): the same container is started (bringBackAsIs), unless an apply
 // deferred a change to it during the window: then it is recreated, and
 // put back running if the recreate fails (carryOutDeferred).
 func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
@@ -379,7 +364,7 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
 		return w.carryOutDeferred(ctx, x, name, c, d)
 	}
-	return w.startAsWas(ctx, x, name, c, d)
+	return w.bringBackAsIs(ctx, x, name, c, d)
 }
 
 // drift says how held container c differs from the last apply's wish (d;
@@ -426,12 +411,12 @@ func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, nam
 	return fmt.Errorf("%w, and runs: %w", errPutBack, err)
 }
 
-// startAsWas starts held container c again as it is, with the restart
-// policy the last apply wants (d; without one, the policy recorded at
-// open). A difference from d, a change an apply deferred during a
-// signalled window or one c had before the window, is left to the next
-// apply.
-func (w *window) startAsWas(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+// bringBackAsIs brings held container c back as it is (coord.BringBack).
+// Its restart policy is the one the last apply wants (d), else the one
+// recorded at open. A difference from d is left to the next apply. That is
+// a change an apply deferred during a signalled window, or one c had
+// before the window.
+func (w *window) bringBackAsIs(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart

@@ -3,12 +3,12 @@ package window
 import (
 	"context"
 	"errors"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"

@@ -3,11 +3,11 @@ package window
 import (
 	"context"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"strings"
 	"sync"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
 
 	"github.com/meshctl/meshctl/pkg/state"

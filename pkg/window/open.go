@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -114,8 +114,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if err != nil {
 		return nil, err
 	}
-	ws.Holds.Holds = append(ws.Holds.Holds, h)
-	if err := lock.Write(coord.HoldsFile, &ws.Holds); err != nil {
+	if err := coord.AddHold(lock, ws, h); err != nil {
 		return nil, err
 	}
 	w.hold, w.openedAt = &h, now

@@ -3,7 +3,6 @@ package window
 import (
 	"context"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"

@@ -2,11 +2,11 @@ package window
 
 import (
 	"context"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"testing"
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )

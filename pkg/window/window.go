@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/meshctl/meshctl/pkg/coord"
 	"io"
 	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -100,6 +100,35 @@ const (
 	ResultTimeout     = "timeout"
 	ResultInterrupted = "interrupted"
 )
+
+// window is one window's progress from open to close.
+type window struct {
+	d    *state.Dir
+	eng  engine.Client
+	opts Options
+	*plan
+	id string
+	// scope is the state directory's ID (lifecycle.LabelManaged).
+	scope string
+
+	hold     *coord.Hold
+	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
+	openedAt time.Time
+	openErr  error
+
+	stepStart time.Time
+	stepEnd   time.Time
+	stepCode  *int
+	stepErr   error
+	result    string
+
+	// stepStarted says that the step's process or container started: only
+	// then is there output to keep (window logs).
+	stepStarted bool
+	// guard leads an exec: step's process group; started before the hold
+	// is recorded, so that the hold names the group (coord.Hold.StepGroup).
+	guard *guard
+}
 
 // plan is what a window will do, resolved before it opens.
 type plan struct {
