@@ -17,27 +17,26 @@ type Claim struct {
 	ID         string   `json:"id"`
 	PID        int      `json:"pid"`
 	Containers []string `json:"containers"`
-	// Creates are the containers of Containers that did not exist: the
-	// claim creates them. One there after its claim died was never seen
-	// healthy.
+	// Creates are the containers of Containers that did not exist. The claim
+	// creates them. One there after its claim died was never seen healthy.
 	Creates []string `json:"creates,omitempty"`
-	// Defers are containers a live window holds that the claiming apply
-	// changes only in its record (deferred): the window's close waits for
-	// the claim to end, then carries the change out.
+	// Defers are containers a live window holds that the apply changes only
+	// in its record (deferred). The window's close waits for the claim to
+	// end, then carries the change out.
 	Defers []string `json:"defers,omitempty"`
-	// Ran are the containers of Containers the claim recreates that ran
-	// when it was taken, each with the id of the one that ran. Where the
-	// claim died with that same container under the name and nothing
-	// aside, a stop or a start of it may still be in flight in the engine,
-	// which the listing reads as the opposite: the heal stops it (waiting
-	// for either) and starts it.
+	// Ran are the containers the claim recreates that ran when it was taken,
+	// each with the id of the one that ran. The claim may die with that same
+	// container under the name and nothing aside. A stop or a start of it may
+	// then still be in flight, which the listing reads as the opposite. The
+	// heal stops it, waiting for either, and starts it.
 	Ran   map[string]string `json:"ran,omitempty"`
 	Since time.Time         `json:"since"`
 }
 
-// ClaimedError is another apply's live claim, seen under the state lock
-// by an apply about to plan or a window about to record its hold: the
-// caller unlocks, waits for the claim to end (WaitClaim), and tries again.
+// ClaimedError is another apply's live claim, seen under the state lock.
+// An apply about to plan or a window about to record its hold sees it.
+// The caller unlocks, waits for the claim to end (WaitClaim), and tries
+// again.
 type ClaimedError struct{ Claim Claim }
 
 func (e *ClaimedError) Error() string {
@@ -59,11 +58,10 @@ type HeldClaim struct {
 	kept []string
 }
 
-// Keep marks name, one of the claim's containers, as left for a heal: its
-// change failed half way (lifecycle.NotPutBackError). Release then leaves
-// the claim's part on it recorded, dead once the OS lock goes, and the next
-// apply (or window open) heals it as it heals the claim of an apply that
-// died.
+// Keep marks name, one of the claim's containers, as left for a heal. Its
+// change failed half way (lifecycle.NotPutBackError). Release then keeps
+// the claim's part on it recorded, dead once the OS lock goes. The next
+// apply or window open heals it as it heals a dead apply's claim.
 func (h *HeldClaim) Keep(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -82,8 +80,8 @@ func LiveClaims(d *state.Dir, read func(string, state.Document) (bool, error)) (
 	return LiveClaimsOf(d, doc.Claims)
 }
 
-// LiveClaimsOf returns the claims of cs whose holder still runs (its lock is
-// held), for a caller that has read claims.json already.
+// LiveClaimsOf returns the claims of cs whose holder still runs, its lock
+// held. It serves a caller that has read claims.json already.
 func LiveClaimsOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 	var out []Claim
 	for _, c := range cs {
@@ -114,11 +112,11 @@ func Covering(d *state.Dir, read func(string, state.Document) (bool, error), nam
 	return Claim{}, false, nil
 }
 
-// TakeClaim records c (its Containers, Creates and Defers; the rest it fills
-// in) under the state lock lock: it takes the claim's OS lock, then records
-// it. The records of dead claims stay: the caller healed what it could of
-// them (an apply heals every one it may first), and what is left waits to
-// be healed.
+// TakeClaim records c under the state lock lock. The caller fills in
+// Containers, Creates and Defers, and TakeClaim the rest. It takes the
+// claim's OS lock, then records the claim. The records of dead claims
+// stay. The caller healed what it could of them first, and the rest waits
+// to be healed.
 func TakeClaim(lock *state.Lock, c Claim, now time.Time) (*HeldClaim, error) {
 	d := lock.Dir()
 	id := fmt.Sprintf("%d-%d", now.UnixNano(), os.Getpid())
@@ -146,8 +144,8 @@ func TakeClaim(lock *state.Lock, c Claim, now time.Time) (*HeldClaim, error) {
 	return h, nil
 }
 
-// Release drops the claim, under the state lock lock, then lets go of its
-// OS lock: whoever waits for it sees the state that apply recorded.
+// Release drops the claim under the state lock lock, then lets go of its
+// OS lock. Whoever waits for it then sees the state that apply recorded.
 func (h *HeldClaim) Release(lock *state.Lock) error {
 	var doc ClaimsDoc
 	_, err := lock.Read(ClaimsFile, &doc)
@@ -163,30 +161,30 @@ func (h *HeldClaim) Release(lock *state.Lock) error {
 	return err
 }
 
-// Abandon lets go of the claim's OS lock without touching claims.json
-// (no state lock to hand): the claim reads dead from now on.
+// Abandon lets go of the claim's OS lock without touching claims.json,
+// with no state lock to hand. The claim reads dead from now on.
 func (h *HeldClaim) Abandon() {
 	h.lock.RemoveLockFile()
 	h.lock.Unlock()
 }
 
-// WaitClaim waits until claim c ends (its process lets go of its lock, or dies),
-// for at most timeout.
+// WaitClaim waits, at most timeout, until claim c ends. It ends when its
+// process lets go of its lock, or dies.
 func WaitClaim(ctx context.Context, d *state.Dir, c Claim, timeout time.Duration) error {
 	l, err := d.Lock(ctx, ClaimLock(c.ID), state.LockOptions{Timeout: timeout,
 		What: "the claim of apply (pid " + fmt.Sprint(c.PID) + ") on " + strings.Join(c.Containers, ", ")})
 	if err != nil {
 		return err
 	}
-	// Taken only to learn that the claim ended: let go at once, with the
-	// file (the claimant removed it, or died and left it).
+	// Taken only to learn that the claim ended. Let go at once, with the
+	// file, which the claimant removed or left when it died.
 	l.RemoveLockFile()
 	l.Unlock()
 	return nil
 }
 
 // Deferring returns a live claim that defers a change to any of names, if
-// there is one: a window's close waits for it before it drops its hold.
+// there is one. A window's close waits for it before it drops its hold.
 func Deferring(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
 	live, err := LiveClaims(d, read)
 	if err != nil {
@@ -208,7 +206,7 @@ func (h *HeldClaim) left() (Claim, bool) {
 }
 
 // Part is c on those of its containers that in says, with what it records
-// of them; false when there is none.
+// of them. It says false when there is none.
 func (c Claim) Part(in func(name string) bool) (Claim, bool) {
 	p := Claim{ID: c.ID, PID: c.PID, Since: c.Since}
 	for _, n := range c.Containers {

@@ -13,6 +13,10 @@
 // hold reads unknown and stays (fail closed). A claim lives while its
 // lock is held.
 //
+// A claim is honoured two ways. A window whose held containers are
+// claimed waits for the claim to end before it records its hold. Another
+// apply waits for every live claim before it plans.
+//
 // The surface follows the protocol's phases:
 //
 //   - Observe reads the holds and classifies them against one listing;

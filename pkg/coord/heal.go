@@ -51,42 +51,32 @@ func HealClaims(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w *
 	return nil
 }
 
-// healDead puts back what the applies of the dead claims left behind
-// (their processes died carrying out their plans), for apply and for a
-// window's open alike, under the state lock:
+// healDead puts back what dead applies left behind. Their processes died
+// carrying out their plans. Apply and a window's open both call it, under
+// the state lock. It heals these cases, in this order:
 //
-//   - a container a start-first recreate left retiring (lifecycle.RetiringName): its
-//     new one had passed the gate, so the recreate is carried through (the
-//     new one takes the name if it has not, the old one stops and goes);
-//   - a container a claim was replacing that is still aside
-//     (NAME.meshctl-old): it is what last ran healthy; the unverified new
-//     NAME is removed, the old one renamed back and started; the plan that
-//     follows replaces it again, health gate and all;
-//   - a container a claim was creating (Claim.Creates) that is there with
-//     nothing aside: its health gate was never seen through, so it is
-//     removed and the plan creates it again, gate and all;
-//   - a container a claim was replacing that ran (Claim.Ran), the same one
-//     still under its name with nothing aside: the dead apply may have left
-//     a stop of it in flight (it reads running, and stops for good a moment
-//     later), or a healer before this one a start (it reads stopped, and
-//     starts beside the replacement the plan makes): it is stopped, which
-//     waits for either, and started;
-//   - a leftover NAME.meshctl-new (lifecycle.NewName) of this state directory:
-//     unverified, it is removed, before anything starts; where a claim was
-//     replacing NAME, its recreate had begun (Recreate makes the new one
-//     before the old one stops), so an old one it left stopped under the
-//     name is started again, as the put-back would have;
-//   - a leftover NAME.meshctl-old (lifecycle.OldName) of this state directory, stopped,
-//     that no dead claim names, beside a container under NAME: a recreate
-//     that replaced NAME but could not remove the old one (OldLeftError)
-//     left it; it goes (without NAME, it may be the last good one: it
-//     stays).
+//   - A start-first recreate left the old one retiring (RetiringName). Its
+//     new one had passed the gate, so the recreate is carried through.
+//   - A claimed container is still aside (OldName). It is what last ran
+//     healthy. The unverified new one goes, and the old one is put back,
+//     started. The plan that follows replaces it again, gate and all.
+//   - A claimed create (Claim.Creates) is there with nothing aside. Its
+//     gate was never seen through. It goes, and the plan creates it again.
+//   - A claimed container that ran (Claim.Ran) is still under its name,
+//     with nothing aside. A stop or a start of it may be in flight. It is
+//     stopped, which waits for either, and started (putBackInPlace).
+//   - A leftover NewName is unverified. It goes before anything starts.
+//     Its recreate had begun, so an old one left stopped is started again.
+//   - A leftover OldName, stopped, beside a container under the name, is
+//     what a recreate could not remove (OldLeftError). No dead claim names
+//     it, so it goes. Without the name beside it, it may be the last good
+//     one, and it stays.
 //
-// mine says which containers the caller may heal now: a name it may not (a
-// live window holds it, or it is another module's) is left as it is and
-// its part of the claim kept, so that it is healed once it can be. It
-// returns the dead claims (or their parts) still to heal, and whether it
-// changed the engine (the caller's listing is then out of date).
+// mine says which names the caller may heal now. A name it may not is left
+// as it is. A live window may hold it, or it is another module's. That
+// name's part of the claim is kept, to heal once it can be. healDead
+// returns the dead claims, or their parts, still to heal. It also says
+// whether it changed the engine, so the caller lists it again.
 func healDead(ctx context.Context, x lifecycle.Executor, observed []engine.Container, dead []Claim, mine func(name string) bool,
 	progress func(string, ...any)) (kept []Claim, changed bool, err error) {
 	left := deadLeft{byName: map[string]engine.Container{}}
@@ -118,18 +108,18 @@ func healDead(ctx context.Context, x lifecycle.Executor, observed []engine.Conta
 	return kept, changed || removed, err
 }
 
-// deadLeft is what the dead claims left on the engine, as HealDead reads it
-// before healing a name.
+// deadLeft is what the dead claims left on the engine. healDead reads it
+// before it heals a name.
 type deadLeft struct {
 	byName  map[string]engine.Container // the services, by name
 	forward map[string]bool             // start-first recreates to carry through (forwardable)
 	begun   map[string]bool             // names whose leftover NAME.meshctl-new was removed: their recreate had begun
 }
 
-// forwardable names the containers of the dead claims that a start-first
-// recreate, dead once its new container had passed the gate, left
-// retiring (lifecycle.RetiringName), among those the caller may heal (mine): the
-// recreate is carried through, its new container kept.
+// forwardable names the dead claims' containers whose start-first recreate
+// is carried through. Each died after its new container passed the gate,
+// so the old one reads retiring (RetiringName). Only names the caller may
+// heal (mine) count.
 func forwardable(byName map[string]engine.Container, dead []Claim, mine func(name string) bool) map[string]bool {
 	forward := map[string]bool{}
 	for _, c := range dead {
@@ -142,11 +132,11 @@ func forwardable(byName map[string]engine.Container, dead []Claim, mine func(nam
 	return forward
 }
 
-// removeLeftNews removes the leftover NAME.meshctl-new containers (lifecycle.NewName)
-// of this state directory whose NAME the caller may heal (mine), except
-// where a start-first recreate is carried through (forward): unverified,
-// they go before anything starts. It returns the names whose new one it
-// removed (their recreate had begun), and whether it removed any.
+// removeLeftNews removes this state directory's leftover NewName
+// containers. They are unverified, so they go before anything starts. It
+// skips names the caller may not heal (mine) and recreates carried
+// through (forward). It returns the names whose new one it removed, whose
+// recreate had begun. It also says whether it removed any.
 func removeLeftNews(ctx context.Context, x lifecycle.Executor, observed []engine.Container, forward map[string]bool, mine func(name string) bool,
 	progress func(string, ...any)) (begun map[string]bool, removed bool, err error) {
 	begun = map[string]bool{}
@@ -165,9 +155,8 @@ func removeLeftNews(ctx context.Context, x lifecycle.Executor, observed []engine
 	return begun, removed, nil
 }
 
-// healName heals what dead claim c left of its container name (see
-// HealDead, whose cases it takes in order), and says whether it changed
-// the engine.
+// healName heals what dead claim c left of its container name. It takes
+// healDead's cases in order. It says whether it changed the engine.
 func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim, name string, progress func(string, ...any)) (bool, error) {
 	cur, exists := left.byName[name]
 	aside, isAside := left.byName[lifecycle.OldName(name)]
@@ -210,9 +199,9 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 	return true, nil
 }
 
-// removeLeftAside removes the NAME.meshctl-old containers (lifecycle.OldName) of this
-// state directory that a recreate which replaced NAME could not remove:
-// stopped, no dead claim naming NAME, and a container under NAME.
+// removeLeftAside removes the OldName containers a recreate could not
+// remove. Each is stopped, no dead claim names its name, and a container
+// has that name.
 func removeLeftAside(ctx context.Context, x lifecycle.Executor, observed []engine.Container, byName map[string]engine.Container,
 	dead []Claim, mine func(name string) bool, progress func(string, ...any)) (bool, error) {
 	claimed := map[string]bool{}
@@ -239,11 +228,11 @@ func removeLeftAside(ctx context.Context, x lifecycle.Executor, observed []engin
 	return removed, nil
 }
 
-// finishStartFirst carries through the start-first recreate of name that
-// died once its new container had passed the gate (the old one is
-// retiring): the new one takes the name if it has not, and the old one
-// stops and goes. With no new one left, the old one takes its name back,
-// and is started if the death left it stopped. It says what it did.
+// finishStartFirst carries through a start-first recreate of name. It died
+// once its new container had passed the gate, so the old one reads
+// retiring. The new one takes the name if it has not, and the old one
+// stops and goes. With no new one left, the old one is put back under its
+// name, started if it was stopped. It says what it did.
 func finishStartFirst(ctx context.Context, x lifecycle.Executor, name string, byName map[string]engine.Container) (string, error) {
 	aside := byName[lifecycle.RetiringName(name)]
 	if _, ok := byName[name]; !ok {
@@ -268,9 +257,9 @@ func finishStartFirst(ctx context.Context, x lifecycle.Executor, name string, by
 	return "carried through", nil
 }
 
-// putBackInPlace stops old, under name, and starts it: a stop in flight is
-// waited for, and a start in flight is carried out by the engine before the
-// stop; either way it runs after, as the put-back would have left it.
+// putBackInPlace puts old back where it stands, under name. It stops old,
+// which waits for a stop in flight. The engine carries out a start in
+// flight before that stop. Then it starts old, as a put-back would.
 func putBackInPlace(ctx context.Context, x lifecycle.Executor, name string, old engine.Container) error {
 	if err := lifecycle.StopThrough(lifecycle.CleanupContext(ctx), x.Engine, old.ID, lifecycle.StopTimeoutOf(old)); err != nil {
 		return fmt.Errorf("stop it to settle what the dead command left in flight: %w", err)

@@ -23,15 +23,15 @@ type Hold struct {
 	PID    int    `json:"pid"`
 	// Containers are the engine names of the held containers.
 	Containers []string `json:"containers"`
-	// Restart is each held container's restart policy before the window,
-	// put back at close.
+	// Restart is each held container's restart policy before the window. The
+	// close sets it back.
 	Restart  map[string]string `json:"restart,omitempty"`
 	OpenedAt time.Time         `json:"opened_at"`
 	Deadline time.Time         `json:"deadline"`
-	// StepContainer is the engine name of a run: step's one-off container.
+	// StepContainer is the engine name of a run step's one-off container.
 	StepContainer string `json:"step_container,omitempty"`
-	// StepGroup is the process group an exec: step runs in (its guard's),
-	// on this host: a window that died while processes of it still run is
+	// StepGroup is the process group an exec step runs in on this host, its
+	// guard's. A window that died while processes of it still run is
 	// orphaned, as one whose step container runs.
 	StepGroup int `json:"step_group,omitempty"`
 }
@@ -42,8 +42,8 @@ type HoldsDoc struct {
 	Holds []Hold `json:"holds"`
 }
 
-// ReadHolds reads the holds file and the history with read: a state lock's Read
-// for the bookkeeping of apply and window, or Dir.Read for a snapshot.
+// ReadHolds reads the holds file and the history with read. read is a
+// state lock's Read for apply and window, or Dir.Read for a snapshot.
 func ReadHolds(read func(string, state.Document) (bool, error)) (HoldsDoc, History, error) {
 	var hd HoldsDoc
 	var hist History
@@ -82,20 +82,21 @@ type Entry struct {
 	Step     string    `json:"step"`
 	OpenedAt time.Time `json:"opened_at"`
 	ClosedAt time.Time `json:"closed_at"`
-	// Result is ok, failed, timeout, interrupted, or stale (released by
-	// another process after the window died).
+	// Result is ok, failed, timeout, interrupted, or stale. Stale means
+	// another process released the hold after the window died.
 	Result       string `json:"result"`
 	StepExitCode *int   `json:"step_exit_code"`
 	Error        string `json:"error,omitempty"`
 	// AckedAt is when a person acknowledged this window's failure (meshctl
-	// window ack): it is no longer a problem for status --check.
+	// window ack). It is then no longer a problem for status --check.
 	AckedAt *time.Time `json:"acked_at,omitempty"`
 }
 
 // Failed reports whether the window did not end ok.
 func (e Entry) Failed() bool { return e.Result != "ok" }
 
-// History is the history file: oldest first, at most HistoryLimit entries.
+// History is the history file, oldest first, at most HistoryLimit
+// entries.
 type History struct {
 	state.Header
 	Windows []Entry `json:"windows"`
@@ -122,12 +123,13 @@ func (h *History) Append(e Entry) {
 // Window states, as apply, status and window list report them.
 const (
 	Open     = "open"
-	Overdue  = "overdue"  // alive past its deadline: still honoured
-	Orphaned = "orphaned" // its process is gone, its step (container or processes) still runs: still honoured
+	Overdue  = "overdue"  // alive past its deadline, still honoured
+	Orphaned = "orphaned" // its process is gone, its step still runs, still honoured
 	// Unknown is a window whose process is gone while the engine could not
-	// say whether its step container runs: still honoured (fail closed).
+	// say whether its step container runs. It is still honoured (fail
+	// closed).
 	Unknown = "unknown"
-	Stale   = "stale" // its process is gone and no step container runs: released
+	Stale   = "stale" // its process is gone and no step runs, so it is released
 )
 
 // View is how a hold is reported (CONTRACT §5 and §6).
@@ -140,8 +142,8 @@ type View struct {
 	Containers []string  `json:"containers"`
 	OpenedAt   time.Time `json:"opened_at"`
 	Deadline   time.Time `json:"deadline"`
-	// execStep says the step is exec: (processes on the host), not a
-	// container, for Describe's words.
+	// execStep says the step is exec, processes on the host, not a
+	// container. Describe words it so.
 	execStep bool
 }
 
@@ -151,19 +153,19 @@ func Honoured(st string) bool {
 	return st == Open || st == Overdue || st == Orphaned || st == Unknown
 }
 
-// StepsFunc lists the step containers that run, once, and returns whether a
-// named one does; an error means the engine could not say.
+// StepsFunc lists the step containers that run, once. It returns whether
+// a named one does. An error means the engine could not say.
 type StepsFunc func() (running func(name string) bool, err error)
 
-// Liveness answers the two questions that decide a hold's state: does the
-// window's process live (its lock), and does its step container run (the
-// engine).
+// Liveness answers the two questions that decide a hold's state. Does the
+// window's process live, by its lock? Does its step container run, by
+// the engine?
 type Liveness struct {
 	Dir *state.Dir
 }
 
-// stateOf classifies h at time now from whether its window lives and, for a
-// dead window with a step container, what the engine said of it.
+// stateOf classifies h at time now. It reads whether its window lives
+// and, for a dead window with a step container, what the engine said.
 func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now time.Time) string {
 	switch {
 	case alive && now.After(h.Deadline):
@@ -183,11 +185,11 @@ func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now 
 	}
 }
 
-// groupRuns reports whether a process of process group pgid still runs:
-// the guard kills its group when its window dies, a moment after the
-// window's locks are free. A zombie does not run (it waits for its reaper,
-// which on a host without a reaping init may be never). When it cannot
-// tell, it says it runs, as far as a hold is concerned (fail closed).
+// groupRuns reports whether a process of process group pgid still runs.
+// The guard kills its group when its window dies, a moment after the
+// window's locks are free. A zombie does not run. It waits for its
+// reaper, which on a host without a reaping init may be never. When it
+// cannot tell, it says the group runs (fail closed).
 func groupRuns(pgid int) bool {
 	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
 		return false
@@ -204,7 +206,7 @@ func groupRuns(pgid int) bool {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and ')'.
+		// The fields are pid (comm) state ppid pgrp. comm may hold ')'.
 		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
 			return true
@@ -226,8 +228,8 @@ func ViewOf(h Hold, st string) View {
 		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, execStep: h.StepGroup != 0}
 }
 
-// Describe is the one-line text form: "window w-… store/garbage-collect open
-// since 03:30:02, holds store.registry".
+// Describe is the one-line text form, such as "window w-…
+// store/garbage-collect open since 03:30:02, holds store.registry".
 func (v View) Describe() string {
 	held := strings.Join(v.Containers, ", ")
 	if held == "" {
@@ -253,12 +255,12 @@ type Classified struct {
 }
 
 // Classify gives each hold of doc its state. It checks every window's lock
-// first and only then calls steps, exactly once: a window that starts its
-// step container and then dies has done both before its lock reads free, so
-// a listing made after that check sees the container, where one made before
-// it could miss it. When steps fails, a dead window with a step container
-// reads Unknown and stays honoured; stepsErr returns that error so a caller
-// that needs the listing can fail.
+// first and only then calls steps, exactly once. A window that starts its
+// step container and then dies has done both before its lock reads free.
+// So a listing made after that check sees the container, where one made
+// before could miss it. When steps fails, a dead window with a step
+// container reads Unknown and stays honoured. stepsErr returns that error,
+// so a caller that needs the listing can fail.
 func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
 	alive := make([]bool, len(doc.Holds))
 	for i, h := range doc.Holds {
@@ -276,9 +278,9 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 	return out, stepsErr, nil
 }
 
-// DropStale drops the stale holds from doc and appends each to hist; it
-// returns them. Call it under the state lock and write both files after.
-func DropStale(doc *HoldsDoc, hist *History, classified []Classified, now time.Time) []Classified {
+// dropStale drops the stale holds from doc, appends each to hist, and
+// returns them. Call it under the state lock, and write both files after.
+func dropStale(doc *HoldsDoc, hist *History, classified []Classified, now time.Time) []Classified {
 	var released []Classified
 	for _, c := range classified {
 		if c.State != Stale {
@@ -287,7 +289,7 @@ func DropStale(doc *HoldsDoc, hist *History, classified []Classified, now time.T
 		doc.Drop(c.ID)
 		if hist.Has(c.ID) {
 			// A window that closed but could not bring everything back left
-			// its hold for the next apply to heal; its entry is written.
+			// its hold for the next apply. Its entry is written already.
 			released = append(released, c)
 			continue
 		}

@@ -63,7 +63,7 @@ func FuzzHolds(f *testing.F) {
 			}
 		}
 		n := len(hist.Windows)
-		released := DropStale(&hd, &hist, classified, now)
+		released := dropStale(&hd, &hist, classified, now)
 		if len(hist.Windows) < min(n, HistoryLimit) {
 			t.Fatalf("history of %d entries became %d", n, len(hist.Windows))
 		}

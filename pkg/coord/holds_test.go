@@ -239,7 +239,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 
 	hist := &History{}
 	now := t0.Add(5 * time.Minute)
-	released := DropStale(doc, hist, classified, now)
+	released := dropStale(doc, hist, classified, now)
 	if len(released) != 1 || released[0].ID != "w-stale" {
 		t.Fatalf("released %v, want w-stale only", released)
 	}
@@ -266,7 +266,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := DropStale(doc, hist, classified, now); len(again) != 0 {
+	if again := dropStale(doc, hist, classified, now); len(again) != 0 {
 		t.Errorf("released again: %v", again)
 	}
 }

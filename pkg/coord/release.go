@@ -29,8 +29,8 @@ func ReleaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 		return n, err
 	}
 	if moved {
-		// A container was put back: names and ids moved; the plan reads the
-		// engine as it is now.
+		// A container was put back, so names and ids moved. The plan
+		// reads the engine as it is now.
 		list, err := x.Engine.List(ctx, lifecycle.Managed(x.Scope))
 		if err != nil {
 			return n, &ListingError{Err: err}
@@ -54,29 +54,27 @@ func ReleaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 // file and the history are written. Whatever instant a window died at,
 // its containers run again with their policy.
 //
-// A window killed while the engine stopped a held container leaves that
-// stop to finish without it: the container still reads running, and would
-// be stopped for good just after a plain start. One that runs with restart
-// policy "no" (the window set it before stopping) is therefore stopped
-// first, which waits for a stop in flight, then started.
+// A window may die while the engine stops a held container. That stop
+// goes on without it. The container still reads running, and a plain
+// start now would change nothing. So one that runs with restart policy
+// "no" is stopped first, which waits for the stop in flight. Then it is
+// started (finishDeadStop).
 //
-// A window killed in its close's recreate of a held container (a change an
-// apply deferred) left the container it held aside as NAME.meshctl-old,
-// with perhaps an unverified new one under the name, or under its
-// temporary name (lifecycle.NewName, perhaps running: a recreate starts the new one
-// before the renames): the stale hold is that recreate's marker. The new
-// one is removed before anything comes back (removeDeadNews) and the old
-// one renamed back and brought back like the others (putBackAside); the
-// plan that follows replaces it again, health gate and all.
+// A window may die in its close's recreate of a held container, a change
+// an apply deferred. The old container then waits aside as OldName. An
+// unverified new one may be under the name, or under NewName, perhaps
+// running. The stale hold marks that recreate. The new one goes before
+// anything comes back (removeDeadNews). The old one is put back and
+// brought back like the others (putBackAside). The plan that follows
+// replaces it again, gate and all.
 //
 // It returns, for each container it tried to bring back, whether it runs
-// now, and moved when a put-back changed which container has which name
-// (the listing is to be made again), so the plan that follows sees the
-// engine as it is.
+// now. moved says a put-back changed which container has which name. The
+// caller then lists the engine again.
 func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w *Windows, policies map[string]string,
 	now time.Time, progress func(string, ...any)) (back map[string]bool, moved bool, n int, err error) {
 	hd, hist, observed := &w.Holds, &w.History, w.Observed
-	released := DropStale(hd, hist, w.Classified, now)
+	released := dropStale(hd, hist, w.Classified, now)
 	back = map[string]bool{}
 	if len(released) == 0 {
 		return back, false, 0, nil
@@ -85,19 +83,19 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 	for _, c := range observed {
 		byName[c.Name] = c
 	}
-	// The dead windows' step containers go before anything comes back: one
-	// that reads created may be a start its window sent just before it
-	// died, which the engine still carries out. The engine does a
-	// container's start and remove one after the other, so once the remove
-	// has returned the sweep neither runs nor can start. One that cannot be
-	// removed keeps every hold: nothing is written (fail closed).
+	// The dead windows' step containers go before anything comes back.
+	// One that reads created may be a start its window sent just before
+	// it died. The engine does a container's start and remove one after
+	// the other. So once the remove has returned, the sweep can neither
+	// run nor start. One that cannot be removed keeps every hold, and
+	// nothing is written (fail closed).
 	stepExits(ctx, x, released, observed, hist)
 	if err := removeDeadSteps(ctx, x, released, observed); err != nil {
 		return back, false, 0, err
 	}
-	// So do the unverified new containers of the dead windows' closes: a
-	// close's recreate starts its new one under lifecycle.NewName before the renames,
-	// and it may run. Nothing held comes back beside one.
+	// So do the unverified new containers of the dead windows' closes. A
+	// close's recreate starts its new one under NewName before the
+	// renames, and it may run. Nothing held comes back beside one.
 	begun, err := removeDeadNews(ctx, x, released, byName, progress)
 	if err != nil {
 		return back, false, 0, err
@@ -108,10 +106,9 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 		for _, name := range r.Containers {
 			c, ok := byName[name]
 			if aside, asideOK := byName[lifecycle.OldName(name)]; asideOK && lifecycle.IsService(aside, x.Scope) {
-				// The window died in its close's recreate of name (a change an
-				// apply deferred): the container set aside is the last good
-				// one, what the window held; whatever is under the name is
-				// unverified. The hold was the recreate's marker.
+				// The window died in its close's recreate of name. The
+				// container set aside is the last good one, what the window
+				// held. Whatever is under the name is unverified.
 				var err error
 				if c, err = putBackAside(ctx, x, name, c, ok, aside); err != nil {
 					progress("bring %s back: %v\n", name, err)
@@ -122,7 +119,7 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 				moved, ok = true, true
 			}
 			if !ok || !lifecycle.IsService(c, x.Scope) {
-				continue // missing: the plan creates it
+				continue // missing, so the plan creates it
 			}
 			policy, ok := policies[name]
 			if !ok {
@@ -147,9 +144,9 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 	return back, moved, len(released), nil
 }
 
-// removeWindowLocks removes the lock files of the dead windows whose holds
-// were just released, as their close would have: window ids are never
-// reused, and a free lock is what said they were dead.
+// removeWindowLocks removes the lock files of the dead windows just
+// released, as their close would have. Window ids are never reused. A
+// free lock is what said they were dead.
 func removeWindowLocks(d *state.Dir, released []Classified, progress func(string, ...any)) {
 	for _, r := range released {
 		l, free, err := d.TryLock(WindowLock(r.ID))
@@ -163,10 +160,10 @@ func removeWindowLocks(d *state.Dir, released []Classified, progress func(string
 	}
 }
 
-// stepExits writes into the history how the exited step container of each
-// released window ended, when the engine can say: a window that died
-// mid-step leaves its run: step to finish alone, and whether the sweep
-// succeeded is what its operator wants to know.
+// stepExits writes into the history how each released window's step
+// container ended, when the engine can say. A window that died mid-step
+// leaves its run step to finish alone. Whether the sweep succeeded is
+// what its operator wants to know.
 func stepExits(ctx context.Context, x lifecycle.Executor, released []Classified, observed []engine.Container, hist *History) {
 	for _, r := range released {
 		if r.StepContainer == "" {
@@ -193,9 +190,9 @@ func stepExits(ctx context.Context, x lifecycle.Executor, released []Classified,
 	}
 }
 
-// putBackAside undoes a dead window's close's recreate of name: the new
-// container cur (when there is one, had) is removed and the one aside
-// renamed back, stopped; the release then starts it with its policy. It
+// putBackAside undoes a dead window's close's recreate of name. The new
+// container cur, when there is one (had), goes. The one aside is put back
+// under name, stopped. The release then starts it with its policy. It
 // returns the container now under name.
 func putBackAside(ctx context.Context, x lifecycle.Executor, name string, cur engine.Container, had bool, aside engine.Container) (engine.Container, error) {
 	newID := ""
@@ -210,11 +207,11 @@ func putBackAside(ctx context.Context, x lifecycle.Executor, name string, cur en
 	return aside, nil
 }
 
-// finishDeadStop waits for a stop that a dead window may have left in flight on c:
-// a held container that reads running with restart policy "no" (its open's
-// stop), or, whatever its policy, one whose recreate its close had begun
-// (begun: a close brings a container back, its policy set back, before it
-// replaces it, and the recreate's stop may be in flight).
+// finishDeadStop waits for a stop a dead window may have left in flight
+// on c. That is a held container that reads running with restart policy
+// "no", stopped by the open. It is also one whose recreate the close had
+// begun (begun), whatever its policy. A close brings a container back
+// before it replaces it, so the recreate's stop may be in flight.
 func finishDeadStop(ctx context.Context, x lifecycle.Executor, c engine.Container, begun bool) error {
 	if !c.Running {
 		return nil
@@ -233,8 +230,8 @@ func finishDeadStop(ctx context.Context, x lifecycle.Executor, c engine.Containe
 	return nil
 }
 
-// runsNow asks the engine whether c runs now; false when it cannot say, so
-// that the plan replaces what it cannot see running.
+// runsNow asks the engine whether c runs now. It says false when the
+// engine cannot say, so the plan replaces what it cannot see running.
 func runsNow(ctx context.Context, x lifecycle.Executor, c engine.Container) bool {
 	ctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
 	defer cancel()
@@ -242,13 +239,13 @@ func runsNow(ctx context.Context, x lifecycle.Executor, c engine.Container) bool
 	return err == nil && full.Running
 }
 
-// removeDeadNews removes the new containers (lifecycle.NewName) that the dead
-// windows' closes left of the containers they held: a recreate that died
-// before its new one took the name, which may run (it is started before
-// the renames). One that cannot be removed fails the release, and every
-// hold stays (fail closed). It returns the names whose new one it removed
-// (their recreate had begun: a stop of the held one may be in flight);
-// byName loses them.
+// removeDeadNews removes the NewName containers the dead windows' closes
+// left. Each is a recreate that died before its new one took the name.
+// It may run, since a recreate starts it before the renames. One that
+// cannot be removed fails the release, and every hold stays (fail
+// closed). It returns the names whose new one it removed. Their recreate
+// had begun, so a stop of the held one may be in flight. byName loses
+// them.
 func removeDeadNews(ctx context.Context, x lifecycle.Executor, released []Classified, byName map[string]engine.Container,
 	progress func(string, ...any)) (map[string]bool, error) {
 	removed := map[string]bool{}
@@ -271,8 +268,8 @@ func removeDeadNews(ctx context.Context, x lifecycle.Executor, released []Classi
 }
 
 // removeDeadSteps removes the step containers of the stale holds about to
-// be released, which read exited or created (never running: those holds
-// would not be stale): their windows died before they could.
+// be released. They read exited or created, never running, or the holds
+// would not be stale. Their windows died before they could remove them.
 func removeDeadSteps(ctx context.Context, x lifecycle.Executor, released []Classified, observed []engine.Container) error {
 	for _, c := range released {
 		if c.StepContainer == "" {

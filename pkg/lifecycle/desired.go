@@ -53,7 +53,7 @@ func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".mesh
 
 // RetiringName is the name a start-first recreate gives the old container
 // once its replacement has passed the health gate: it still runs, and goes
-// once it has drained (HealDead carries such a recreate through).
+// once it has drained (coord.HealClaims carries such a recreate through).
 func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-retiring" }
 
 // NewName is the name a replacement is created under, before the container

@@ -167,7 +167,7 @@ func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec)
 // RemoveNew removes the container id made under name's temporary name
 // (NewName), which never passed a health gate under the name: a recreate
 // that failed before the new one took the name, and apply's
-// healInterrupted, for one whose recreate died, call it before starting
+// coord.HealClaims, for one whose recreate died, call it before starting
 // any old container. It runs even after a signal.
 func (x Executor) RemoveNew(ctx context.Context, name, id string) error {
 	return wrapErr("remove the new "+NewName(name), x.RemoveGone(CleanupContext(ctx), id))
@@ -218,7 +218,7 @@ func (x Executor) putBackName(ctx context.Context, name, id string) error {
 // healthy, under the name) but could not remove the old one, left aside and
 // stopped as NAME.meshctl-old (or, start-first, Aside: NAME.meshctl-retiring):
 // nothing may start it again, or two copies of the service would run. The
-// next apply's heal removes it (HealDead), as does the next recreate of the
+// next apply's heal removes it (coord.HealClaims), as does the next recreate of the
 // name.
 type OldLeftError struct {
 	Name  string
@@ -306,7 +306,7 @@ func (x Executor) stopped(ctx context.Context, id string) bool {
 // container newID ("" when none was made), renames old, the container set
 // aside, back to name, and starts it if it ran (old.Running). A failed
 // recreate calls it, and so does the next apply for one whose apply died
-// mid-way (apply's healInterrupted). It runs even after a signal.
+// mid-way (coord.HealClaims). It runs even after a signal.
 //
 // Each step is taken only once the engine has said the one before it is
 // done: while the failed new container may still hold the name, the old one
@@ -331,7 +331,7 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 // NotPutBackError is a put-back of Name that could not leave the old
 // container as it was (under its name, running if it ran): it stays aside,
 // or stopped. An apply keeps its claim on Name (coord.HeldClaim.Keep), so that
-// the next command's heal (HealDead) finishes the put-back.
+// the next command's heal (coord.HealClaims) finishes the put-back.
 type NotPutBackError struct {
 	Name string
 	Err  error

@@ -18,7 +18,7 @@ import (
 // (WaitHealthy), and only then given the service's aliases there. A new
 // one that fails the gate is removed and the old one never touched. Once the new one is healthy, the old one
 // is renamed RetiringName (while it still runs: the mark that the new one
-// passed its gate, for HealDead), the new one takes the name, and the old
+// passed its gate, for coord.HealClaims), the new one takes the name, and the old
 // one leaves the aliases (it is taken off d's networks), drains for d's
 // drain period, stops and goes.
 func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine.Container) error {
