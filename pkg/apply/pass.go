@@ -56,14 +56,7 @@ func (a *pass) takeLock(ctx context.Context) error {
 		return err
 	}
 	a.lock = lock
-	live, err := coord.LiveClaims(a.d, lock.Read)
-	if err != nil {
-		return err
-	}
-	if len(live) > 0 {
-		return &coord.ClaimedError{Claim: live[0]}
-	}
-	return nil
+	return coord.CheckClaims(a.d, lock.Read, nil)
 }
 
 // unlock releases the state lock this pass holds, if any.

@@ -77,12 +77,12 @@ func LiveClaims(d *state.Dir, read func(string, state.Document) (bool, error)) (
 	if _, err := read(ClaimsFile, &doc); err != nil {
 		return nil, err
 	}
-	return LiveClaimsOf(d, doc.Claims)
+	return liveClaimsOf(d, doc.Claims)
 }
 
-// LiveClaimsOf returns the claims of cs whose holder still runs, its lock
+// liveClaimsOf returns the claims of cs whose holder still runs, its lock
 // held. It serves a caller that has read claims.json already.
-func LiveClaimsOf(d *state.Dir, cs []Claim) ([]Claim, error) {
+func liveClaimsOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 	var out []Claim
 	for _, c := range cs {
 		alive, err := d.Held(ClaimLock(c.ID))
@@ -96,20 +96,21 @@ func LiveClaimsOf(d *state.Dir, cs []Claim) ([]Claim, error) {
 	return out, nil
 }
 
-// Covering returns a live claim on any of names, if there is one.
-func Covering(d *state.Dir, read func(string, state.Document) (bool, error), names []string) (Claim, bool, error) {
+// CheckClaims returns a *ClaimedError for a live claim, nil when there is
+// none. With names, only a claim on one of them counts. An apply checks
+// every claim before it plans, and a window its held names before it
+// records its hold.
+func CheckClaims(d *state.Dir, read func(string, state.Document) (bool, error), names []string) error {
 	live, err := LiveClaims(d, read)
 	if err != nil {
-		return Claim{}, false, err
+		return err
 	}
 	for _, c := range live {
-		for _, n := range names {
-			if slices.Contains(c.Containers, n) {
-				return c, true, nil
-			}
+		if names == nil || slices.ContainsFunc(names, func(n string) bool { return slices.Contains(c.Containers, n) }) {
+			return &ClaimedError{Claim: c}
 		}
 	}
-	return Claim{}, false, nil
+	return nil
 }
 
 // TakeClaim records c under the state lock lock. The caller fills in

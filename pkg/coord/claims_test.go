@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -32,11 +33,12 @@ func TestClaimLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := Covering(d, l.Read, []string{"m.c"}); ok {
-		t.Error("m.c reads claimed")
+	if err := CheckClaims(d, l.Read, []string{"m.c"}); err != nil {
+		t.Errorf("m.c reads claimed: %v", err)
 	}
-	if c, ok, _ := Covering(d, l.Read, []string{"m.c", "m.b"}); !ok || c.ID != h.ID {
-		t.Errorf("m.b not claimed by %s: %+v %v", h.ID, c, ok)
+	var ce *ClaimedError
+	if err := CheckClaims(d, l.Read, []string{"m.c", "m.b"}); !errors.As(err, &ce) || ce.Claim.ID != h.ID {
+		t.Errorf("m.b not claimed by %s: %v", h.ID, err)
 	}
 	l.Unlock()
 

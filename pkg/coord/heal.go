@@ -25,7 +25,7 @@ func HealClaims(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w *
 	if _, err := lock.Read(ClaimsFile, &doc); err != nil {
 		return err
 	}
-	live, err := LiveClaimsOf(lock.Dir(), doc.Claims)
+	live, err := liveClaimsOf(lock.Dir(), doc.Claims)
 	if err != nil {
 		return err
 	}

@@ -74,10 +74,10 @@ func (w *Windows) StaleCount() int {
 	return n
 }
 
-// StepRunning answers whether a window's step container still runs. It
+// stepRunning answers whether a window's step container still runs. It
 // reads a listing for a container of this state directory in the step
 // role, running. Apply, window and status all ask it this way.
-func StepRunning(observed []engine.Container, scope string) func(name string) bool {
+func stepRunning(observed []engine.Container, scope string) func(name string) bool {
 	running := map[string]bool{}
 	for _, c := range observed {
 		if c.Labels[lifecycle.LabelManaged] == scope && c.Labels[lifecycle.LabelRole] == lifecycle.RoleStep && c.Running {
@@ -87,8 +87,9 @@ func StepRunning(observed []engine.Container, scope string) func(name string) bo
 	return func(name string) bool { return running[name] }
 }
 
-// StepsRunning lists the state directory's containers once and answers
-// StepRunning from that listing.
+// StepsRunning lists the state directory's containers once. It returns
+// whether a named step container runs, by that listing. A window's close
+// asks it before it brings anything back.
 func StepsRunning(ctx context.Context, eng engine.Client, scope string) (func(name string) bool, error) {
 	var observed []engine.Container
 	return listSteps(ctx, eng, scope, &observed)()
@@ -104,7 +105,7 @@ func listSteps(ctx context.Context, eng engine.Client, scope string, observed *[
 			return nil, err
 		}
 		*observed = list
-		return StepRunning(list, scope), nil
+		return stepRunning(list, scope), nil
 	}
 }
 

@@ -241,7 +241,7 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 
 // stepStopped returns nil once this window's run: step container is known
 // not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (coord.StepRunning); an engine that
+// question apply and status ask too (coord.StepsRunning); an engine that
 // cannot answer keeps the hold (fail closed).
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {

@@ -69,7 +69,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	defer lock.Unlock()
 	// An apply carrying out its plan on these containers finishes first:
 	// recordUnclaimed waits for it, then comes back here.
-	if err := w.checkClaims(lock.Read); err != nil {
+	if err := coord.CheckClaims(w.d, lock.Read, w.held); err != nil {
 		return nil, err
 	}
 	var a record.Applied
@@ -100,8 +100,12 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		}
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
-	if err := w.healDead(ctx, lock, x, ws); err != nil {
-		return nil, err
+	// What dead applies left on the held containers is healed first. Held
+	// as it is, the window would hold an unverified new container, while
+	// the last good one waits aside. Their parts on other containers stay
+	// for the next apply.
+	if err := coord.HealClaims(ctx, lock, x, ws, w.held, w.opts.Progress); err != nil {
+		return nil, fmt.Errorf("nothing held: %w", err)
 	}
 	var policies map[string]string
 	if ws.StaleCount() > 0 {
