@@ -59,8 +59,9 @@ func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + "
 // NewName is the name a replacement is created under, before the container
 // it replaces stops (Executor.Recreate).
 func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }
+
 // RestartPolicies returns the restart policy each desired container is
-// created with, by engine name; a later list wins over an earlier one.
+// created with, by engine name. A later list wins over an earlier one.
 func RestartPolicies(scope string, desired ...[]Desired) map[string]string {
 	out := map[string]string{}
 	for _, list := range desired {
@@ -70,4 +71,3 @@ func RestartPolicies(scope string, desired ...[]Desired) map[string]string {
 	}
 	return out
 }
-
