@@ -28,8 +28,8 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -455,11 +455,11 @@ func cmdWaitHold(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func findHold(ts *testscript.TestScript, module string) *holds.Hold {
+func findHold(ts *testscript.TestScript, module string) *coord.Hold {
 	d, err := state.Open(ts.Getenv("MESHCTL_STATE_DIR"))
 	ts.Check(err)
-	var doc holds.Doc
-	if _, err := d.Read(holds.File, &doc); err != nil {
+	var doc coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
 		ts.Fatalf("%v", err)
 	}
 	for _, h := range doc.Holds {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -216,8 +216,8 @@ func (m *meshctl) healed(name, id string) bool {
 	if err != nil {
 		m.T.Fatal(err)
 	}
-	var doc holds.Doc
-	if _, err := d.Read(holds.File, &doc); err != nil {
+	var doc coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
 		m.T.Fatal(err)
 	}
 	if len(doc.Holds) != 0 {

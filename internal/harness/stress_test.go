@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/meshrun"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -196,16 +196,16 @@ func TestMixedStress(t *testing.T) {
 				return
 			default:
 			}
-			before, histBefore, err1 := holds.Read(d.Read)
+			before, histBefore, err1 := coord.ReadHolds(d.Read)
 			list, err2 := m.Eng.List(t.Context(), map[string]string{lifecycle.LabelRole: lifecycle.RoleService})
-			after, histAfter, err3 := holds.Read(d.Read)
+			after, histAfter, err3 := coord.ReadHolds(d.Read)
 			if err := errors.Join(err1, err2, err3); err != nil {
 				fail("sample: %v", err)
 				return
 			}
 			samples++
 			held := map[string]bool{}
-			for _, doc := range []holds.Doc{before, after} {
+			for _, doc := range []coord.HoldsDoc{before, after} {
 				for _, h := range doc.Holds {
 					for _, c := range h.Containers {
 						held[c] = true
@@ -263,7 +263,7 @@ func TestMixedStress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hd, hist, err := holds.Read(d.Read)
+	hd, hist, err := coord.ReadHolds(d.Read)
 	if err != nil {
 		t.Fatalf("holds: %v", err)
 	}

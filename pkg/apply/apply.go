@@ -7,7 +7,7 @@ import (
 	"maps"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -106,9 +106,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	}
 	for {
 		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
-		if ce := (*claims.ClaimedError)(nil); errors.As(err, &ce) {
+		if ce := (*coord.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
-			if err := claims.Wait(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
+			if err := coord.WaitClaim(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
 				return nil, err
 			}
 			continue

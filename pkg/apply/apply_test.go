@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -260,7 +260,7 @@ type lockProbe struct {
 }
 
 func (p *lockProbe) Pull(ctx context.Context, ref string, w io.Writer) error {
-	held, err := p.d.Held(holds.StateLock)
+	held, err := p.d.Held(coord.StateLock)
 	if err != nil {
 		return err
 	}

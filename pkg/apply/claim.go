@@ -4,8 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -22,8 +21,8 @@ const relockWait = 10 * time.Minute
 // the claim for the caller to record and release. A plan that changes
 // nothing is carried out (a no-op) under lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
-	rep *record.Report, opts Options) (runErr error, relock *state.Lock, claim *claims.Held, err error) {
-	var want claims.Claim
+	rep *record.Report, opts Options) (runErr error, relock *state.Lock, claim *coord.HeldClaim, err error) {
+	var want coord.Claim
 	for _, it := range items {
 		if it.ChangesEngine() {
 			want.Containers = append(want.Containers, it.Name)
@@ -45,7 +44,7 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 	if len(want.Containers) == 0 {
 		return execute(ctx, x, items, absent, rep, opts, nil), lock, nil, nil
 	}
-	if claim, err = claims.Take(lock, want, opts.Now()); err != nil {
+	if claim, err = coord.TakeClaim(lock, want, opts.Now()); err != nil {
 		return nil, lock, nil, err
 	}
 	lock.Unlock()
@@ -53,7 +52,7 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 	lo := opts.Lock
 	lo.Timeout = max(lo.Timeout, relockWait)
 	// After a signal too: the record says what was done.
-	relock, err = d.Lock(context.WithoutCancel(ctx), holds.StateLock, lo)
+	relock, err = d.Lock(context.WithoutCancel(ctx), coord.StateLock, lo)
 	if err != nil {
 		claim.Abandon()
 		return runErr, nil, nil, err

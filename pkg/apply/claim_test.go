@@ -6,8 +6,7 @@ import (
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -19,7 +18,7 @@ func TestHealthWaitWithoutTheLock(t *testing.T) {
 	f := enginetest.NewFake(busybox)
 	var once sync.Once
 	var lockFree bool
-	var claimed []claims.Claim
+	var claimed []coord.Claim
 	f.Hook = func(op, target string) {
 		if op != enginetest.OpInspect || target != "m.c" {
 			return
@@ -29,12 +28,12 @@ func TestHealthWaitWithoutTheLock(t *testing.T) {
 		}
 		once.Do(func() {
 			// The apply is in its health wait for m.c.
-			l, ok, err := d.TryLock(holds.StateLock)
+			l, ok, err := d.TryLock(coord.StateLock)
 			if err != nil || !ok {
 				return
 			}
 			lockFree = true
-			claimed, _ = claims.Live(d, l.Read)
+			claimed, _ = coord.LiveClaims(d, l.Read)
 			l.Unlock()
 		})
 	}
@@ -47,12 +46,12 @@ func TestHealthWaitWithoutTheLock(t *testing.T) {
 	if len(claimed) != 1 || len(claimed[0].Containers) != 1 || claimed[0].Containers[0] != "m.c" {
 		t.Errorf("claims during the wait = %+v, want one on m.c", claimed)
 	}
-	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	if live, err := claims.Live(d, l.Read); err != nil || len(live) != 0 {
+	if live, err := coord.LiveClaims(d, l.Read); err != nil || len(live) != 0 {
 		t.Errorf("claims after the apply = %+v, %v; want none", live, err)
 	}
 }

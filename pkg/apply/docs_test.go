@@ -9,8 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -25,10 +24,10 @@ func TestStateDirDocExamples(t *testing.T) {
 	}
 	block := regexp.MustCompile("(?ms)^```json\\n(.*?)^```")
 	kinds := map[string]func() any{
-		`"holds"`:      func() any { return &holds.Doc{} },
-		`"windows"`:    func() any { return &holds.History{} },
+		`"holds"`:      func() any { return &coord.HoldsDoc{} },
+		`"windows"`:    func() any { return &coord.History{} },
 		`"applied_at"`: func() any { return &record.Applied{} },
-		`"claims"`:     func() any { return &claims.Doc{} },
+		`"claims"`:     func() any { return &coord.ClaimsDoc{} },
 		`"id": "`: func() any {
 			return &struct {
 				state.Header

@@ -8,9 +8,8 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -97,11 +96,11 @@ func TestApplyHealsARecreateKilledAtAnyInstant(t *testing.T) {
 			if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
 				t.Fatal(err)
 			}
-			l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+			l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
+			h, err := coord.TakeClaim(l, coord.Claim{Containers: []string{"m.c"}}, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -152,11 +151,11 @@ func diedInGate(t *testing.T, d *state.Dir, f *enginetest.Fake) string {
 	if _, err := run(t, d, f, meshOf(t, "c: {image: old:1}"), nil); err != nil {
 		t.Fatal(err)
 	}
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
+	h, err := coord.TakeClaim(l, coord.Claim{Containers: []string{"m.c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,8 +191,8 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	if _, ok := f.Get("m.c.meshctl-old"); !ok {
 		t.Fatal("the apply mid-window touched the held m.c's old container")
 	}
-	var doc claims.Doc
-	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) {
+	var doc coord.ClaimsDoc
+	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) {
 		t.Fatalf("claims.json mid-window = %+v, %v; want the dead claim on m.c kept", doc, err)
 	}
 	win.Unlock() // the window dies: its hold is stale
@@ -218,7 +217,7 @@ func TestHealKeepsADeadClaimWhileHeld(t *testing.T) {
 	if _, err := run(t, d, f, meshOf(t, "c: {image: new:1}"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
+	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 0 {
 		t.Errorf("claims.json after the heal = %+v, %v; want none", doc, err)
 	}
 }
@@ -282,10 +281,10 @@ func TestClaimSaysWhatRan(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := f.Get("m.c")
-	var seen claims.Doc
+	var seen coord.ClaimsDoc
 	f.Hook = func(op, target string) {
 		if op == enginetest.OpStop && len(seen.Claims) == 0 {
-			if _, err := d.Read(claims.File, &seen); err != nil {
+			if _, err := d.Read(coord.ClaimsFile, &seen); err != nil {
 				t.Error(err)
 			}
 		}
@@ -318,7 +317,7 @@ func (e *startRefused) Start(ctx context.Context, id string) error {
 // TestUnfinishedPutBackIsHealed: a recreate whose new container fails,
 // and whose put-back then cannot start the old one again, leaves the last
 // good version stopped under its name. Its apply keeps its claim on it
-// (claims.Held.Keep), dead once the apply is gone, so that the next apply
+// (coord.HeldClaim.Keep), dead once the apply is gone, so that the next apply
 // heals it: it starts the old one before it plans, and its own failed
 // recreate puts it back running. Without the kept claim, the next apply
 // found it stopped, replaced a stopped container, and its put-back left it
@@ -339,8 +338,8 @@ func TestUnfinishedPutBackIsHealed(t *testing.T) {
 	if c, _ := f.Get("m.c"); c.ID != old.ID || c.Running {
 		t.Fatalf("m.c after the refused put-back: %+v, want the old one, stopped", c)
 	}
-	var doc claims.Doc
-	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) ||
+	var doc coord.ClaimsDoc
+	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"m.c"}) ||
 		doc.Claims[0].Ran["m.c"] != old.ID {
 		t.Fatalf("claims after the refused put-back: %+v, %v; want the apply's kept on m.c, saying it ran", doc, err)
 	}
@@ -352,7 +351,7 @@ func TestUnfinishedPutBackIsHealed(t *testing.T) {
 	if c, _ := f.Get("m.c"); c.ID != old.ID || !c.Running {
 		t.Errorf("m.c after the next apply: %+v, want the old one running", c)
 	}
-	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 0 {
+	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 0 {
 		t.Errorf("claims after the next apply: %+v, %v; want none", doc, err)
 	}
 }
@@ -363,18 +362,18 @@ func TestUnfinishedPutBackIsHealed(t *testing.T) {
 func liveWindow(t *testing.T, d *state.Dir, container, policy string) *state.Lock {
 	t.Helper()
 	ctx := context.Background()
-	win, err := d.Lock(ctx, holds.LockName("w-1"), state.LockOptions{})
+	win, err := d.Lock(ctx, coord.WindowLock("w-1"), state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{container},
+	hd := coord.HoldsDoc{Holds: []coord.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{container},
 		Restart: map[string]string{container: policy}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = l.Write(holds.File, &hd)
+	err = l.Write(coord.HoldsFile, &hd)
 	l.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -26,11 +25,11 @@ func TestApplyWaitsForALiveClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := claims.Take(l, claims.Claim{Containers: []string{"m.c"}}, time.Now())
+	h, err := coord.TakeClaim(l, coord.Claim{Containers: []string{"m.c"}}, time.Now())
 	l.Unlock()
 	if err != nil {
 		t.Fatal(err)

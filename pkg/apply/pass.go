@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -26,16 +25,14 @@ type pass struct {
 
 	// lock is the state lock; nil for a dry run, and once lost.
 	lock *state.Lock
-	// dead are the claims of applies that died carrying out their plans.
-	dead []claims.Claim
 	// claim is this apply's, while it executes without the lock.
-	claim *claims.Held
+	claim *coord.HeldClaim
 
 	now      time.Time
 	prev     record.Applied // the applied state before this apply
 	file     *mesh.File
 	desired  []lifecycle.Desired
-	windows  *lifecycle.Windows
+	windows  *coord.Windows
 	in       Input
 	items    []Item
 	netItems []NetItem
@@ -50,29 +47,16 @@ type pass struct {
 	appliedChanged bool
 }
 
-// takeLock takes the state lock, and fails with a *claims.ClaimedError if
+// takeLock takes the state lock, and fails with a *coord.ClaimedError if
 // another apply is carrying out its plan: Run waits for it, then plans
-// from what it left. Past this, every claim left is dead: the claims of
-// applies that died carrying out their plans.
+// from what it left. Past this, every claim left is dead, for heal.
 func (a *pass) takeLock(ctx context.Context) error {
-	lock, err := a.d.Lock(ctx, holds.StateLock, a.opts.Lock)
+	lock, err := a.d.Lock(ctx, coord.StateLock, a.opts.Lock)
 	if err != nil {
 		return err
 	}
 	a.lock = lock
-	var recorded claims.Doc
-	if _, err := lock.Read(claims.File, &recorded); err != nil {
-		return err
-	}
-	live, err := claims.LiveOf(a.d, recorded.Claims)
-	if err != nil {
-		return err
-	}
-	if len(live) > 0 {
-		return &claims.ClaimedError{Claim: live[0]}
-	}
-	a.dead = recorded.Claims
-	return nil
+	return coord.CheckClaims(a.d, lock.Read, nil)
 }
 
 // unlock releases the state lock this pass holds, if any.
@@ -128,22 +112,18 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return newAlways, nil
 	}
 	a.now = a.opts.Now()
-	a.windows, err = lifecycle.ObserveWindows(ctx, a.d, a.read, a.eng, a.scope, a.now)
+	a.windows, err = coord.Observe(ctx, a.d, a.read, a.eng, a.scope, a.now)
 	return nil, err
 }
 
-// heal puts back what an apply that died carrying out its plan left aside
-// (healInterrupted); a dry run heals nothing.
+// heal puts back what an apply that died carrying out its plan left
+// (coord.HealClaims); a dry run heals nothing.
 func (a *pass) heal(ctx context.Context) error {
 	if a.lock == nil {
 		return nil
 	}
-	observed, err := healInterrupted(ctx, a.lock, a.eng, a.scope, a.windows.Observed, a.dead, a.windows.Classified, a.opts.Progress)
-	if err != nil {
-		return err
-	}
-	a.windows.Observed = observed
-	return nil
+	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
+	return coord.HealClaims(ctx, a.lock, x, a.windows, nil, a.opts.Progress)
 }
 
 // plan decides one action per container (Plan) from the desired
@@ -151,14 +131,14 @@ func (a *pass) heal(ctx context.Context) error {
 // the images it needs: those missing and not yet tried are returned, to
 // pull without the lock.
 func (a *pass) plan(ctx context.Context) ([]string, error) {
-	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []holds.View{}}
+	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []coord.View{}}
 	held := map[string]HoldRef{}
 	for _, c := range a.windows.Classified {
-		if c.State == holds.Stale {
-			a.rep.Released = append(a.rep.Released, holds.ViewOf(c.Hold, c.State))
+		if c.State == coord.Stale {
+			a.rep.Released = append(a.rep.Released, coord.ViewOf(c.Hold, c.State))
 			continue
 		}
-		a.rep.Windows = append(a.rep.Windows, holds.ViewOf(c.Hold, c.State))
+		a.rep.Windows = append(a.rep.Windows, coord.ViewOf(c.Hold, c.State))
 		for _, name := range c.Containers {
 			held[name] = HoldRef{Window: c.ID}
 		}
@@ -240,7 +220,11 @@ func (a *pass) release(ctx context.Context) error {
 	a.recorded = a.prev.Merge(a.file, a.opts.RemoveModules, a.desired, a.opts.Source, a.now.UTC(), sources)
 	a.appliedChanged = a.recorded.KeepTimes(&a.prev)
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope}
-	released, err := a.windows.Release(ctx, a.lock, x, a.policies, a.now, a.opts.Progress)
+	var policies map[string]string
+	if a.windows.StaleCount() > 0 {
+		policies = a.policies()
+	}
+	released, err := coord.ReleaseStale(ctx, a.lock, x, a.windows, policies, a.now, a.opts.Progress)
 	if err != nil {
 		return err
 	}
@@ -259,7 +243,7 @@ func (a *pass) release(ctx context.Context) error {
 // held, and that the plan then found unchanged, the action released: it runs
 // again because this apply released that hold, not because nothing was done.
 func markReleased(rep *record.Report) {
-	by := map[string]holds.View{}
+	by := map[string]coord.View{}
 	for _, w := range rep.Released {
 		for _, n := range w.Containers {
 			by[n] = w

@@ -13,7 +13,7 @@ import (
 
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/apply"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -96,7 +96,7 @@ type interleave struct {
 	stepStart, stepEnd string
 	// baseline is the number of engine events before window A opened.
 	baseline int
-	aDone    chan outcome[*holds.Entry]
+	aDone    chan outcome[*coord.Entry]
 	// wg counts the goroutines the test started, awaited before the state
 	// directory goes.
 	wg sync.WaitGroup
@@ -115,7 +115,7 @@ func startInterleave(tb testing.TB, stopFor time.Duration) *interleave {
 	}
 	x := &interleave{d: d, eng: enginetest.NewFake(enginetest.Image), gate: newStopGate("store.registry", stopFor),
 		stepStart: filepath.Join(dir, "step-start"), stepEnd: filepath.Join(dir, "step-end"),
-		aDone: make(chan outcome[*holds.Entry], 1)}
+		aDone: make(chan outcome[*coord.Entry], 1)}
 	if x.f, err = mesh.Decode("mesh.yaml", []byte(interleaveYAML(x.stepStart, x.stepEnd))); err != nil {
 		tb.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func startInterleave(tb testing.TB, stopFor time.Duration) *interleave {
 	go func() {
 		defer x.wg.Done()
 		e, err := window.Run(context.Background(), x.d, x.eng, window.Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
-		x.aDone <- outcome[*holds.Entry]{e, err}
+		x.aDone <- outcome[*coord.Entry]{e, err}
 	}()
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -155,8 +155,8 @@ func startInterleave(tb testing.TB, stopFor time.Duration) *interleave {
 // storeHeld reads holds.json, a snapshot, as status does.
 func (x *interleave) storeHeld(tb testing.TB) bool {
 	tb.Helper()
-	var hd holds.Doc
-	if _, err := x.d.Read(holds.File, &hd); err != nil {
+	var hd coord.HoldsDoc
+	if _, err := x.d.Read(coord.HoldsFile, &hd); err != nil {
 		tb.Fatal(err)
 	}
 	for _, h := range hd.Holds {
@@ -171,7 +171,7 @@ func (x *interleave) apply(ctx context.Context) (*record.Report, error) {
 	return apply.Run(ctx, x.d, x.eng, apply.Options{File: x.f, Source: "mesh.yaml", Parallel: 4, Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
-func (x *interleave) windowOther(ctx context.Context) (*holds.Entry, error) {
+func (x *interleave) windowOther(ctx context.Context) (*coord.Entry, error) {
 	return window.Run(ctx, x.d, x.eng, window.Options{Module: "other", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
 }
 
@@ -203,7 +203,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 	x := startInterleave(t, 0)
 	const hang = 5 * time.Second // far more than either needs; only a wait for the lock reaches it
 
-	e, err, ok := within(x, hang, func() (*holds.Entry, error) { return x.windowOther(t.Context()) })
+	e, err, ok := within(x, hang, func() (*coord.Entry, error) { return x.windowOther(t.Context()) })
 	switch {
 	case !ok:
 		t.Errorf("window other/gc did not end within %s while store.registry was being stopped: it waits for the state lock", hang)

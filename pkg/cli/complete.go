@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -60,7 +60,7 @@ func addCompletions(root *cobra.Command, env *Env) {
 		if len(args) > 0 || d == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		_, hist, err := holds.Read(d.Read)
+		_, hist, err := coord.ReadHolds(d.Read)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
@@ -120,7 +120,7 @@ func addCompletions(root *cobra.Command, env *Env) {
 		if d == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}
-		_, hist, err := holds.Read(d.Read)
+		_, hist, err := coord.ReadHolds(d.Read)
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -33,18 +32,6 @@ func interruptible[T any](ctx context.Context, what string, f func() (T, error))
 		var zero T
 		return zero, fmt.Errorf("interrupted while %s: %w", what, ctx.Err())
 	}
-}
-
-// loadMesh reads and decodes the mesh file at path ("-": stdin),
-// interruptibly: its input may never end, its decode may take long.
-func loadMesh(ctx context.Context, path string, stdin io.Reader) (*mesh.File, error) {
-	name := path
-	if path == "-" {
-		name = "stdin"
-	}
-	return interruptible(ctx, "reading the mesh file "+name, func() (*mesh.File, error) {
-		return mesh.LoadContext(ctx, path, stdin)
-	})
 }
 
 // A command interrupted by a signal ends at once where it waits on a

@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"text/tabwriter"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -54,11 +53,7 @@ func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step str
 // bring everything back keeps it); a file that cannot be read counts as
 // kept.
 func holdKept(d *state.Dir, module string) bool {
-	doc, _, err := holds.Read(d.Read)
-	if err != nil {
-		return true
-	}
-	return slices.ContainsFunc(doc.Holds, func(h holds.Hold) bool { return h.Module == module && h.PID == os.Getpid() })
+	return coord.HoldKept(d, module, os.Getpid())
 }
 
 // forgetWait bounds forgetting released windows on the mesh: an etcd that
@@ -71,20 +66,13 @@ const forgetWait = 3 * time.Second
 // effort, within forgetWait: only where the ledger is etcd and a hold went,
 // so an apply that needs no artifact still never contacts etcd otherwise,
 // and a dry run, which releases nothing, forgets nothing.
-func forgetReleasedWindows(env *Env, d *state.Dir, released []holds.View) {
+func forgetReleasedWindows(env *Env, d *state.Dir, released []coord.View) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil || len(released) == 0 {
 		return
 	}
-	doc, _, err := holds.Read(d.Read)
-	if err != nil {
-		return
-	}
-	released = slices.DeleteFunc(slices.Clone(released), func(v holds.View) bool {
-		_, held := doc.Find(v.ID)
-		return held
-	})
-	if len(released) == 0 {
+	released, err = coord.Gone(d, released)
+	if err != nil || len(released) == 0 {
 		return
 	}
 	l, err := openLedgerStore(cfg, nil)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/etcdtest"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -61,13 +61,13 @@ func TestWindowPublicationFollowsTheHold(t *testing.T) {
 
 	end = publishWindow(ctx, env, d, "store", "gc")
 	now := time.Now().UTC()
-	kept := holds.Hold{ID: "w-kept", Module: "store", Step: "gc", PID: os.Getpid(), Containers: []string{"store.registry"},
+	kept := coord.Hold{ID: "w-kept", Module: "store", Step: "gc", PID: os.Getpid(), Containers: []string{"store.registry"},
 		Restart: map[string]string{"store.registry": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}
-	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = lock.Write(holds.File, &holds.Doc{Holds: []holds.Hold{kept}})
+	err = lock.Write(coord.HoldsFile, &coord.HoldsDoc{Holds: []coord.Hold{kept}})
 	lock.Unlock()
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
-	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/metrics"
 	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
 )
 
@@ -60,7 +57,9 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	if err != nil || !d.Exists() {
 		return snap, err
 	}
-	doc, hist, err := holds.Read(d.Read)
+	// Each hold's state as status gives it (coord.ClassifySnapshot). An
+	// engine that cannot be had leaves a dead window's hold unknown.
+	classified, hist, _, err := coord.ClassifySnapshot(ctx, d, e.Engine, e.Now())
 	if err != nil {
 		return snap, err
 	}
@@ -75,10 +74,6 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 			snap.Windows = append(snap.Windows, w)
 		}
 	}
-	classified, err := e.classifyHolds(ctx, d, &doc)
-	if err != nil {
-		return snap, err
-	}
 	for _, c := range classified {
 		snap.Holds[c.State]++
 	}
@@ -90,30 +85,6 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	}
 	snap.Builds = e.buildMetrics(ctx)
 	return snap, nil
-}
-
-// classifyHolds gives each hold its state as status does: every window's
-// lock, then, only where a hold exists, one listing of the step containers;
-// an engine that cannot be had leaves a dead window's hold unknown, as it is.
-func (e *Env) classifyHolds(ctx context.Context, d *state.Dir, doc *holds.Doc) ([]holds.Classified, error) {
-	if len(doc.Holds) == 0 {
-		return nil, nil
-	}
-	steps := func() (func(string) bool, error) {
-		eng, err := e.Engine()
-		if err != nil {
-			return nil, err
-		}
-		defer eng.Close()
-		scope, err := lifecycle.PeekScope(d)
-		if err != nil {
-			return nil, err
-		}
-		var observed []engine.Container
-		return lifecycle.Observe(ctx, eng, scope, &observed)()
-	}
-	classified, _, err := holds.Liveness{Dir: d}.Classify(doc, e.Now(), steps)
-	return classified, err
 }
 
 // lastApplyMetrics is the last apply's outcome, its containers counted by

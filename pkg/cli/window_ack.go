@@ -3,7 +3,7 @@ package cli
 import (
 	"context"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
@@ -39,7 +39,7 @@ that the applied mesh file no longer has.
 }
 
 type windowAckJSON struct {
-	Acked []holds.Entry `json:"acked"`
+	Acked []coord.Entry `json:"acked"`
 }
 
 func runWindowAck(ctx context.Context, env *Env, ids []string) error {
@@ -53,7 +53,7 @@ func runWindowAck(ctx context.Context, env *Env, ids []string) error {
 	}
 	if env.JSON() {
 		if acked == nil {
-			acked = []holds.Entry{}
+			acked = []coord.Entry{}
 		}
 		return env.PrintJSON(windowAckJSON{Acked: acked})
 	}

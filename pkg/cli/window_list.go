@@ -6,7 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
@@ -54,8 +54,8 @@ it, bringing its containers back as the close would).`,
 }
 
 type windowListJSON struct {
-	Windows []holds.View  `json:"windows"`
-	History []holds.Entry `json:"history"`
+	Windows []coord.View  `json:"windows"`
+	History []coord.Entry `json:"history"`
 }
 
 func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error {

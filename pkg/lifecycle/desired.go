@@ -53,9 +53,21 @@ func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".mesh
 
 // RetiringName is the name a start-first recreate gives the old container
 // once its replacement has passed the health gate: it still runs, and goes
-// once it has drained (HealDead carries such a recreate through).
+// once it has drained (coord.HealClaims carries such a recreate through).
 func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-retiring" }
 
 // NewName is the name a replacement is created under, before the container
 // it replaces stops (Executor.Recreate).
 func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }
+
+// RestartPolicies returns the restart policy each desired container is
+// created with, by engine name. A later list wins over an earlier one.
+func RestartPolicies(scope string, desired ...[]Desired) map[string]string {
+	out := map[string]string{}
+	for _, list := range desired {
+		for i := range list {
+			out[list[i].Name] = list[i].EngineSpec(scope).Restart
+		}
+	}
+	return out
+}

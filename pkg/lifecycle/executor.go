@@ -57,7 +57,7 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 	if err != nil {
 		// A container that cannot start, or never becomes healthy, is not
 		// left behind half-made: the next apply tries again.
-		rmErr := x.Engine.Remove(cleanupContext(ctx), id)
+		rmErr := x.Engine.Remove(CleanupContext(ctx), id)
 		return errors.Join(err, wrapErr("remove the new "+d.Name, rmErr))
 	}
 	return nil
@@ -120,7 +120,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 	}
 	aside := old
 	aside.Name = OldName(d.Name)
-	err = x.rename(ctx, id, d.Name)
+	err = x.Rename(ctx, id, d.Name)
 	if err != nil {
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 	} else {
@@ -132,7 +132,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		}
 		return fmt.Errorf("%w; the old container was put back", err)
 	}
-	if err := x.removeGone(ctx, old.ID); err != nil {
+	if err := x.RemoveGone(ctx, old.ID); err != nil {
 		return &OldLeftError{Name: d.Name, Err: err}
 	}
 	return nil
@@ -158,7 +158,7 @@ func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec)
 	if ierr != nil || left.Labels[LabelManaged] != x.Scope {
 		return "", err
 	}
-	if rerr := x.removeGone(ctx, left.ID); rerr != nil {
+	if rerr := x.RemoveGone(ctx, left.ID); rerr != nil {
 		return "", errors.Join(err, fmt.Errorf("remove leftover %s: %w", tmp, rerr))
 	}
 	return x.Engine.Create(ctx, tmp, spec)
@@ -167,10 +167,10 @@ func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec)
 // RemoveNew removes the container id made under name's temporary name
 // (NewName), which never passed a health gate under the name: a recreate
 // that failed before the new one took the name, and apply's
-// healInterrupted, for one whose recreate died, call it before starting
+// coord.HealClaims, for one whose recreate died, call it before starting
 // any old container. It runs even after a signal.
 func (x Executor) RemoveNew(ctx context.Context, name, id string) error {
-	return wrapErr("remove the new "+NewName(name), x.removeGone(cleanupContext(ctx), id))
+	return wrapErr("remove the new "+NewName(name), x.RemoveGone(CleanupContext(ctx), id))
 }
 
 // StartOld starts old, the container under name that a recreate which died
@@ -191,7 +191,7 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 	// did though it said otherwise (or could not say) would have the old
 	// one start under the aside name, beside the service the next apply
 	// creates. The engine says under which name it is.
-	if nerr := x.nameBack(ctx, name, old.ID); nerr != nil {
+	if nerr := x.putBackName(ctx, name, old.ID); nerr != nil {
 		return notPutBack(name, errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name)))
 	}
 	if rerr := x.restart(ctx, name, old); rerr != nil {
@@ -200,10 +200,10 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 	return fmt.Errorf("%w; the old container was put back", err)
 }
 
-// nameBack makes sure container id is under name, renaming it back when
-// the engine says it is not.
-func (x Executor) nameBack(ctx context.Context, name, id string) error {
-	ctx = cleanupContext(ctx)
+// putBackName puts container id back under name. It renames only when the
+// engine says id is under another name.
+func (x Executor) putBackName(ctx context.Context, name, id string) error {
+	ctx = CleanupContext(ctx)
 	c, err := x.Engine.Inspect(ctx, id)
 	if err != nil {
 		return fmt.Errorf("look up the old %s: %w", name, err)
@@ -211,14 +211,14 @@ func (x Executor) nameBack(ctx context.Context, name, id string) error {
 	if c.Name == name {
 		return nil
 	}
-	return wrapErr("rename the old "+name+" back from "+c.Name, x.rename(ctx, id, name))
+	return wrapErr("rename the old "+name+" back from "+c.Name, x.Rename(ctx, id, name))
 }
 
 // OldLeftError is a recreate that replaced its container (the new one runs,
 // healthy, under the name) but could not remove the old one, left aside and
 // stopped as NAME.meshctl-old (or, start-first, Aside: NAME.meshctl-retiring):
 // nothing may start it again, or two copies of the service would run. The
-// next apply's heal removes it (HealDead), as does the next recreate of the
+// next apply's heal removes it (coord.HealClaims), as does the next recreate of the
 // name.
 type OldLeftError struct {
 	Name  string
@@ -236,10 +236,10 @@ func (e *OldLeftError) Error() string {
 
 func (e *OldLeftError) Unwrap() error { return e.Err }
 
-// removeGone removes container id and makes sure it is gone: an engine that
+// RemoveGone removes container id and makes sure it is gone: an engine that
 // refused once (or whose answer was lost) is asked again, and then asked
 // whether the container still exists, before anyone acts on it.
-func (x Executor) removeGone(ctx context.Context, id string) error {
+func (x Executor) RemoveGone(ctx context.Context, id string) error {
 	err := x.Engine.Remove(ctx, id)
 	if err == nil || engine.IsNotFound(err) {
 		return nil
@@ -253,17 +253,17 @@ func (x Executor) removeGone(ctx context.Context, id string) error {
 	return err
 }
 
-// rename renames container id to, and makes sure of the outcome: a rename
+// Rename renames container id to, and makes sure of the outcome: a rename
 // the engine refused, or whose answer was lost, is looked up by its new
 // name, and one the engine did all the same is no error. Every path that
 // renames a service (aside, back, to its name) decides what to start next
 // from it.
-func (x Executor) rename(ctx context.Context, id, to string) error {
+func (x Executor) Rename(ctx context.Context, id, to string) error {
 	err := x.Engine.Rename(ctx, id, to)
 	if err == nil {
 		return nil
 	}
-	if c, ierr := x.Engine.Inspect(cleanupContext(ctx), to); ierr == nil && c.ID == id {
+	if c, ierr := x.Engine.Inspect(CleanupContext(ctx), to); ierr == nil && c.ID == id {
 		return nil
 	}
 	return err
@@ -280,7 +280,7 @@ func (x Executor) renameAside(ctx context.Context, name string, old engine.Conta
 // recreate that died or failed half way (the service itself is old, which
 // exists): if it is ours, it goes.
 func (x Executor) moveAside(ctx context.Context, old engine.Container, aside string) error {
-	err := x.rename(ctx, old.ID, aside)
+	err := x.Rename(ctx, old.ID, aside)
 	if err == nil {
 		return nil
 	}
@@ -291,14 +291,14 @@ func (x Executor) moveAside(ctx context.Context, old engine.Container, aside str
 	if rerr := x.Engine.Remove(ctx, left.ID); rerr != nil {
 		return errors.Join(err, fmt.Errorf("remove leftover %s: %w", aside, rerr))
 	}
-	return x.rename(ctx, old.ID, aside)
+	return x.Rename(ctx, old.ID, aside)
 }
 
 // stopped asks the engine whether container id is stopped (or gone): after
 // a stop that failed, or whose answer was lost, the engine may have done it
 // all the same.
 func (x Executor) stopped(ctx context.Context, id string) bool {
-	c, err := x.Engine.Inspect(cleanupContext(ctx), id)
+	c, err := x.Engine.Inspect(CleanupContext(ctx), id)
 	return engine.IsNotFound(err) || err == nil && !c.Running
 }
 
@@ -306,20 +306,20 @@ func (x Executor) stopped(ctx context.Context, id string) bool {
 // container newID ("" when none was made), renames old, the container set
 // aside, back to name, and starts it if it ran (old.Running). A failed
 // recreate calls it, and so does the next apply for one whose apply died
-// mid-way (apply's healInterrupted). It runs even after a signal.
+// mid-way (coord.HealClaims). It runs even after a signal.
 //
 // Each step is taken only once the engine has said the one before it is
 // done: while the failed new container may still hold the name, the old one
 // is neither renamed back nor started, so that never two copies of the
 // service run (fail closed: it stays aside, stopped, for the next apply).
 func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Container) error {
-	ctx = cleanupContext(ctx)
+	ctx = CleanupContext(ctx)
 	if newID != "" {
-		if err := x.removeGone(ctx, newID); err != nil {
+		if err := x.RemoveGone(ctx, newID); err != nil {
 			return notPutBack(name, fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name)))
 		}
 	}
-	if err := x.rename(ctx, old.ID, name); err != nil {
+	if err := x.Rename(ctx, old.ID, name); err != nil {
 		return notPutBack(name, fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name)))
 	}
 	if err := x.restart(ctx, name, old); err != nil {
@@ -330,8 +330,8 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 
 // NotPutBackError is a put-back of Name that could not leave the old
 // container as it was (under its name, running if it ran): it stays aside,
-// or stopped. An apply keeps its claim on Name (claims.Held.Keep), so that
-// the next command's heal (HealDead) finishes the put-back.
+// or stopped. An apply keeps its claim on Name (coord.HeldClaim.Keep), so that
+// the next command's heal (coord.HealClaims) finishes the put-back.
 type NotPutBackError struct {
 	Name string
 	Err  error
@@ -346,7 +346,7 @@ func (x Executor) restart(ctx context.Context, name string, old engine.Container
 	if !old.Running {
 		return nil
 	}
-	return wrapErr("start the old "+name+" again", x.Engine.Start(cleanupContext(ctx), old.ID))
+	return wrapErr("start the old "+name+" again", x.Engine.Start(CleanupContext(ctx), old.ID))
 }
 
 // Remove stops and removes c. Its named volumes stay.
@@ -362,10 +362,10 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 	return nil
 }
 
-// cleanupContext returns a context that survives ctx's cancellation, bounded
+// CleanupContext returns a context that survives ctx's cancellation, bounded
 // by cleanupTimeout from now, and by SignalGrace after a signal (Cleanup):
 // cleanup after SIGINT must still happen, but not forever. Make it at the moment of the cleanup, never earlier.
-func cleanupContext(ctx context.Context) context.Context {
+func CleanupContext(ctx context.Context) context.Context {
 	c, cancel := Cleanup(ctx, cleanupTimeout)
 	_ = cancel // released by its timer; the context lives as long as the cleanup
 	return c

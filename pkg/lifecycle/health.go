@@ -133,7 +133,7 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 // with its last log lines.
 func (x Executor) unhealthy(ctx context.Context, id, name, health, reason string) (string, error) {
 	e := &HealthError{Name: name, Health: health, Reason: reason}
-	if out, err := x.Engine.Tail(cleanupContext(ctx), id, logLines); err == nil {
+	if out, err := x.Engine.Tail(CleanupContext(ctx), id, logLines); err == nil {
 		for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 			if l = strings.TrimRight(l, "\r"); l != "" {
 				e.Log = append(e.Log, l)

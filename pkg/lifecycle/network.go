@@ -85,9 +85,9 @@ func (e *MissingNetworkError) Error() string {
 	return fmt.Sprintf("network %s does not exist: it is external, and meshctl never creates one; create it (docker network create %s) or drop it from the mesh file", e.Name, e.Name)
 }
 
-// recordedNetworks are the networks c was created to join, from its
+// RecordedNetworks are the networks c was created to join, from its
 // recorded spec.
-func recordedNetworks(c engine.Container) map[string]mesh.SpecNetwork {
+func RecordedNetworks(c engine.Container) map[string]mesh.SpecNetwork {
 	s, err := mesh.DecodeSpec(c.Labels[LabelSpec])
 	if err != nil {
 		return nil
@@ -97,7 +97,7 @@ func recordedNetworks(c engine.Container) map[string]mesh.SpecNetwork {
 
 // JoinsNetwork reports whether c was created to join the network name.
 func JoinsNetwork(c engine.Container, name string) bool {
-	_, ok := recordedNetworks(c)[name]
+	_, ok := RecordedNetworks(c)[name]
 	return ok
 }
 
@@ -105,7 +105,7 @@ func JoinsNetwork(c engine.Container, name string) bool {
 // its recorded spec: its name in its module, its engine name, its aliases.
 func RecordedAliases(c engine.Container, name string) []string {
 	aliases := []string{c.Labels[LabelContainer], c.Name}
-	for _, a := range recordedNetworks(c)[name].Aliases {
+	for _, a := range RecordedNetworks(c)[name].Aliases {
 		if !slices.Contains(aliases, a) {
 			aliases = append(aliases, a)
 		}

@@ -18,7 +18,7 @@ import (
 // (WaitHealthy), and only then given the service's aliases there. A new
 // one that fails the gate is removed and the old one never touched. Once the new one is healthy, the old one
 // is renamed RetiringName (while it still runs: the mark that the new one
-// passed its gate, for HealDead), the new one takes the name, and the old
+// passed its gate, for coord.HealClaims), the new one takes the name, and the old
 // one leaves the aliases (it is taken off d's networks), drains for d's
 // drain period, stops and goes.
 func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine.Container) error {
@@ -47,7 +47,7 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 	if err != nil {
 		// Off the aliases first, so that a client's next lookup finds only
 		// the old one; then it goes.
-		_ = x.leaveNetworks(cleanupContext(ctx), d, id)
+		_ = x.leaveNetworks(CleanupContext(ctx), d, id)
 		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
 	}
 	if err := x.moveAside(ctx, old, RetiringName(d.Name)); err != nil {
@@ -57,21 +57,21 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			return errors.Join(err, rerr)
 		}
-		if nerr := x.nameBack(ctx, d.Name, old.ID); nerr != nil {
+		if nerr := x.putBackName(ctx, d.Name, old.ID); nerr != nil {
 			return notPutBack(d.Name, errors.Join(err, nerr))
 		}
 		return errors.Join(err, errors.New("the old container was left as it was"))
 	}
-	if err := x.rename(ctx, id, d.Name); err != nil {
+	if err := x.Rename(ctx, id, d.Name); err != nil {
 		// The old one still runs, on its networks: it takes its name back.
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
-		cctx := cleanupContext(ctx)
+		cctx := CleanupContext(ctx)
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			// The old one runs on as RetiringName: the heal carries the
 			// recreate through (the new one passed its gate).
 			return notPutBack(d.Name, errors.Join(err, rerr))
 		}
-		if rerr := x.rename(cctx, old.ID, d.Name); rerr != nil {
+		if rerr := x.Rename(cctx, old.ID, d.Name); rerr != nil {
 			return notPutBack(d.Name, errors.Join(err, wrapErr("rename "+RetiringName(d.Name)+" back", rerr)))
 		}
 		return err
@@ -95,12 +95,12 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 			drain.Stop()
 		}
 	}
-	cctx := cleanupContext(ctx)
+	cctx := CleanupContext(ctx)
 	// A stop the engine did though it said otherwise (its answer lost) is
 	// asked of it: the old one goes all the same.
 	if err := StopThrough(cctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil && !x.stopped(cctx, old.ID) {
 		errs = append(errs, fmt.Errorf("stop the old %s: %w", d.Name, err))
-	} else if err := x.removeGone(cctx, old.ID); err != nil {
+	} else if err := x.RemoveGone(cctx, old.ID); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -79,69 +78,6 @@ func TestRecreateStartFirstUnhealthy(t *testing.T) {
 	cs := f.Containers()
 	if len(cs) != 1 || cs[0].ID != old.ID || !cs[0].Running {
 		t.Errorf("containers %+v: want the old m.c alone, running", cs)
-	}
-}
-
-// TestHealStartFirstAtEveryInstant: a start-first recreate that died at any
-// instant is healed by HealDead: before the new one passed its gate, the
-// unverified new one goes and the old one runs on, untouched; after (the
-// old one retiring), the recreate is carried through: the new one, under
-// the name, is the only one left.
-func TestHealStartFirstAtEveryInstant(t *testing.T) {
-	type step func(ctx context.Context, f *enginetest.Fake, oldID, newID string)
-	created := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {}
-	started := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) { f.Start(ctx, newID) }
-	retiring := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
-		started(ctx, f, oldID, newID)
-		f.Rename(ctx, oldID, "m.c.meshctl-retiring")
-	}
-	named := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
-		retiring(ctx, f, oldID, newID)
-		f.Rename(ctx, newID, "m.c")
-	}
-	offNet := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
-		named(ctx, f, oldID, newID)
-		f.DisconnectNetwork(ctx, "meshctl.m.net", oldID)
-	}
-	stopped := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
-		offNet(ctx, f, oldID, newID)
-		f.Stop(ctx, oldID, 0)
-	}
-	for _, tt := range []struct {
-		instant string
-		die     step
-		want    string // the image m.c runs after the heal
-	}{
-		{"new created", created, "old:1"},
-		{"new started", started, "old:1"},
-		{"old retiring", retiring, "new:1"},
-		{"new under the name", named, "new:1"},
-		{"old off the network", offNet, "new:1"},
-		{"old stopped", stopped, "new:1"},
-	} {
-		t.Run(tt.instant, func(t *testing.T) {
-			ctx := context.Background()
-			f, x := startFirstHost(t)
-			old, _ := f.Get("m.c")
-			newID, err := f.Create(ctx, "m.c.meshctl-new", startFirstOf(t, "new:1", nil).EngineSpec("s"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			tt.die(ctx, f, old.ID, newID)
-			observed, err := f.List(ctx, Managed("s"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}}}
-			kept, _, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, t.Logf)
-			if err != nil || len(kept) != 0 {
-				t.Fatalf("HealDead: kept %v, %v", kept, err)
-			}
-			cs := f.Containers()
-			if len(cs) != 1 || cs[0].Name != "m.c" || !cs[0].Running || cs[0].Spec.Image != tt.want {
-				t.Errorf("containers %+v: want m.c alone, running %s", cs, tt.want)
-			}
-		})
 	}
 }
 

@@ -14,9 +14,9 @@ const stopMargin = 10 * time.Second
 // StopThrough stops container id, giving it timeout to stop gracefully,
 // and sees the engine's stop through even when ctx is cancelled meanwhile
 // (SIGINT, SIGTERM): a graceful stop, once asked, goes on in the engine, so
-// a caller that gave up on it would restore a container that then stops
+// a caller that gave up on it would bring back a container that then stops
 // for good. Its own context is bounded: the grace period and stopMargin.
-// The caller checks ctx afterwards and restores what it stopped.
+// The caller checks ctx afterwards and brings back what it stopped.
 func StopThrough(ctx context.Context, eng engine.Client, id string, timeout time.Duration) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // not asked yet: nothing to see through

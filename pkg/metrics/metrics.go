@@ -23,18 +23,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 )
 
 // HoldStates are the states a hold is counted in. Each is always written, 0
 // when none. So an alert on one never sees the series vanish.
-var HoldStates = []string{holds.Open, holds.Overdue, holds.Orphaned, holds.Unknown, holds.Stale}
+var HoldStates = []string{coord.Open, coord.Overdue, coord.Orphaned, coord.Unknown, coord.Stale}
 
 // Snapshot is what the metrics file reports.
 type Snapshot struct {
 	// Windows is the history of closed windows, oldest first. It covers the
 	// steps the applied state has.
-	Windows []holds.Entry
+	Windows []coord.Entry
 	// Holds counts the open windows' holds by state.
 	Holds map[string]int
 	// Apply is the last apply, nil before the first.
@@ -76,11 +76,11 @@ type stepKey struct{ module, step string }
 
 // stepWindows is what the history says of one step.
 type stepWindows struct {
-	last        holds.Entry
+	last        coord.Entry
 	lastSuccess time.Time
 }
 
-func renderWindows(b *bytes.Buffer, history []holds.Entry) {
+func renderWindows(b *bytes.Buffer, history []coord.Entry) {
 	steps := map[stepKey]*stepWindows{}
 	for _, e := range history {
 		k := stepKey{e.Module, e.Step}

@@ -10,19 +10,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 )
 
 var t0 = time.Date(2026, 12, 1, 3, 30, 0, 0, time.UTC)
 
 func sampleSnapshot() Snapshot {
 	return Snapshot{
-		Windows: []holds.Entry{
+		Windows: []coord.Entry{
 			{ID: "w-1", Module: "store", Step: "garbage-collect", OpenedAt: t0, ClosedAt: t0.Add(90 * time.Second), Result: "ok"},
 			{ID: "w-2", Module: "store", Step: "garbage-collect", OpenedAt: t0.Add(24 * time.Hour), ClosedAt: t0.Add(24*time.Hour + 2500*time.Millisecond), Result: "failed"},
 			{ID: "w-3", Module: "db", Step: "vacuum", OpenedAt: t0, ClosedAt: t0.Add(time.Second), Result: "stale"},
 		},
-		Holds: map[string]int{holds.Orphaned: 1},
+		Holds: map[string]int{coord.Orphaned: 1},
 		Apply: &Apply{FinishedAt: t0.Add(time.Hour), OK: false, Actions: map[string]int{"unchanged": 3, "failed": 1}},
 		Builds: []Build{
 			{Module: "web", Current: "b-01JX", RequestedAt: t0, Pending: 2},

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -247,10 +247,10 @@ type Report struct {
 	DryRun      bool              `json:"dry_run"`
 	EngineCalls int64             `json:"engine_calls"`
 	Containers  []ContainerReport `json:"containers"`
-	Windows     []holds.View      `json:"windows"`
+	Windows     []coord.View      `json:"windows"`
 	// Released are stale holds this apply released, of windows that died
 	// without closing.
-	Released []holds.View `json:"released,omitempty"`
+	Released []coord.View `json:"released,omitempty"`
 	// Networks are the module networks the apply planned. It is empty when no
 	// module has any.
 	Networks []NetworkReport `json:"networks,omitempty"`

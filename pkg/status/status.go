@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -33,13 +33,13 @@ type Report struct {
 	// wrong.
 	Summary    string       `json:"summary"`
 	Containers []Container  `json:"containers"`
-	Windows    []holds.View `json:"windows"`
+	Windows    []coord.View `json:"windows"`
 	Builds     []Build      `json:"builds"`
 	LastApply  *LastApply   `json:"last_apply"`
 	// FailedWindows hold the last window of each module and step, when it
 	// did not end ok. Such a window failed, timed out, was interrupted, or
 	// was released stale.
-	FailedWindows []holds.Entry `json:"failed_windows"`
+	FailedWindows []coord.Entry `json:"failed_windows"`
 	// Problems are what needs a person, one line each (status --check).
 	Problems []string `json:"problems"`
 }
@@ -89,7 +89,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			return nil, err
 		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
-			Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{}, FailedWindows: []holds.Entry{}, Problems: []string{}}, nil
+			Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{}, FailedWindows: []coord.Entry{}, Problems: []string{}}, nil
 	}
 	app, appliedOK, err := record.LoadApplied(d)
 	if err != nil {
@@ -108,8 +108,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// Window locks first, then the one engine listing. The dead windows are
 	// reported, not released, since status changes nothing.
-	ws, err := lifecycle.ObserveWindows(ctx, d, d.Read, eng, scope, now)
-	if le := (*lifecycle.ListingError)(nil); errors.As(err, &le) {
+	ws, err := coord.Observe(ctx, d, d.Read, eng, scope, now)
+	if le := (*coord.ListingError)(nil); errors.As(err, &le) {
 		return nil, le.Err
 	}
 	if err != nil {
@@ -121,13 +121,13 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			byName[c.Name] = c
 		}
 	}
-	rep := &Report{Containers: []Container{}, Windows: []holds.View{}, Builds: []Build{},
+	rep := &Report{Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{},
 		FailedWindows: failedWindows(ws.History.Windows, app.HasStep), Problems: []string{}}
-	heldBy := map[string]holds.View{}
+	heldBy := map[string]coord.View{}
 	for _, c := range ws.Classified {
-		v := holds.ViewOf(c.Hold, c.State)
+		v := coord.ViewOf(c.Hold, c.State)
 		rep.Windows = append(rep.Windows, v)
-		if holds.Honoured(c.State) {
+		if coord.Honoured(c.State) {
 			for _, n := range c.Containers {
 				heldBy[n] = v
 			}
@@ -159,7 +159,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 // container, and every managed one the applied state does not name. It
 // returns the modules whose builds the report shows. Those are the desired
 // containers' modules and the artifacts they run.
-func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View, unreadable map[string]error) map[string]bool {
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]coord.View, unreadable map[string]error) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
 	for i := range desired {
@@ -211,12 +211,12 @@ func builds(modules map[string]bool, current func(module string) (ledger.Build, 
 // step the applied state still has. The history is oldest first. A window is
 // returned when it did not end ok and no one acknowledged it (meshctl window
 // ack).
-func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) []holds.Entry {
-	last := map[string]holds.Entry{}
+func failedWindows(hist []coord.Entry, hasStep func(module, step string) bool) []coord.Entry {
+	last := map[string]coord.Entry{}
 	for _, e := range hist {
 		last[e.Module+"/"+e.Step] = e
 	}
-	out := []holds.Entry{}
+	out := []coord.Entry{}
 	for _, k := range slices.Sorted(maps.Keys(last)) {
 		if e := last[k]; e.Failed() && e.AckedAt == nil && hasStep(e.Module, e.Step) {
 			out = append(out, e)
@@ -246,9 +246,9 @@ func problems(rep *Report) []string {
 	}
 	for _, w := range rep.Windows {
 		switch w.State {
-		case holds.Stale:
+		case coord.Stale:
 			out = append(out, fmt.Sprintf("window %s %s/%s is stale (its process is gone): meshctl apply --last releases it and brings %s back", w.ID, w.Module, w.Step, strings.Join(w.Containers, ", ")))
-		case holds.Overdue:
+		case coord.Overdue:
 			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, state.When(w.Deadline)))
 		}
 	}
@@ -276,7 +276,7 @@ func firstLine(s string) string {
 // containerState is the state of container name. c is the container as the
 // engine has it, nil when missing. d is what the applied state wants, nil
 // when it is not in it.
-func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
+func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]coord.View) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -309,7 +309,7 @@ func summary(rep *Report) string {
 	}
 	var open []string
 	for _, w := range rep.Windows {
-		if holds.Honoured(w.State) {
+		if coord.Honoured(w.State) {
 			open = append(open, fmt.Sprintf("window %s %s/%s %s", w.ID, w.Module, w.Step, w.State))
 		}
 	}

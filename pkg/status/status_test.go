@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -98,7 +98,7 @@ func newFixture(t *testing.T, src string) *fixture {
 
 func (fx *fixture) write(t *testing.T, name string, doc state.Document) {
 	t.Helper()
-	l, err := fx.d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	l, err := fx.d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,13 +124,13 @@ func (fx *fixture) step(name string, running bool) engine.Container {
 		lifecycle.LabelManaged: fx.scope, lifecycle.LabelRole: lifecycle.RoleStep, lifecycle.LabelModule: "store"}}
 }
 
-func (fx *fixture) hold(t *testing.T, live bool, stepContainer string) holds.Hold {
+func (fx *fixture) hold(t *testing.T, live bool, stepContainer string) coord.Hold {
 	t.Helper()
-	h := holds.Hold{ID: "w-20260301T033002-abcdef", Module: "store", Step: "gc", PID: 4242,
+	h := coord.Hold{ID: "w-20260301T033002-abcdef", Module: "store", Step: "gc", PID: 4242,
 		Containers: []string{"store.registry"}, OpenedAt: t0, Deadline: t0.Add(time.Hour), StepContainer: stepContainer}
-	fx.write(t, holds.File, &holds.Doc{Holds: []holds.Hold{h}})
+	fx.write(t, coord.HoldsFile, &coord.HoldsDoc{Holds: []coord.Hold{h}})
 	if live {
-		l, err := fx.d.Lock(context.Background(), holds.LockName(h.ID), state.LockOptions{})
+		l, err := fx.d.Lock(context.Background(), coord.WindowLock(h.ID), state.LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestWindowOpenReadsWorking(t *testing.T) {
 	if !strings.HasPrefix(rep.Summary, "working: ") || !strings.Contains(rep.Summary, h.ID) || !strings.Contains(rep.Summary, "store/gc open") {
 		t.Errorf("summary %q", rep.Summary)
 	}
-	if len(rep.Windows) != 1 || rep.Windows[0].State != holds.Open || rep.Windows[0].ID != h.ID {
+	if len(rep.Windows) != 1 || rep.Windows[0].State != coord.Open || rep.Windows[0].ID != h.ID {
 		t.Errorf("windows %+v", rep.Windows)
 	}
 
@@ -228,7 +228,7 @@ func TestStaleWindowReadsBroken(t *testing.T) {
 			if !strings.HasPrefix(rep.Summary, "attention: ") {
 				t.Errorf("summary %q", rep.Summary)
 			}
-			if len(rep.Windows) != 1 || rep.Windows[0].State != holds.Stale {
+			if len(rep.Windows) != 1 || rep.Windows[0].State != coord.Stale {
 				t.Errorf("windows %+v", rep.Windows)
 			}
 		})

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -16,21 +16,21 @@ import (
 // returns the windows it acknowledged now; one acknowledged before is
 // returned as it was. An unknown id, or a window that ended ok, is a
 // UsageError, and nothing is written.
-func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string, now time.Time) ([]holds.Entry, error) {
-	lock, err := d.Lock(ctx, holds.StateLock, opts)
+func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string, now time.Time) ([]coord.Entry, error) {
+	lock, err := d.Lock(ctx, coord.StateLock, opts)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
-	var hist holds.History
-	if _, err := lock.Read(holds.HistoryFile, &hist); err != nil {
+	hist, err := coord.ReadHistory(lock.Read)
+	if err != nil {
 		return nil, err
 	}
 	idx, err := ackTargets(&hist, ids)
 	if err != nil {
 		return nil, err
 	}
-	var out []holds.Entry
+	var out []coord.Entry
 	changed := false
 	for _, i := range idx {
 		if hist.Windows[i].AckedAt == nil {
@@ -41,7 +41,7 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 		out = append(out, hist.Windows[i])
 	}
 	if changed {
-		if err := lock.Write(holds.HistoryFile, &hist); err != nil {
+		if err := coord.WriteHistory(lock, &hist); err != nil {
 			return nil, err
 		}
 	}
@@ -50,8 +50,8 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 
 // LastFailed returns, of history (oldest first), each step's last window
 // when it failed, in the order the steps first appear.
-func LastFailed(history []holds.Entry) []holds.Entry {
-	var out []holds.Entry
+func LastFailed(history []coord.Entry) []coord.Entry {
+	var out []coord.Entry
 	for _, i := range lastFailed(history) {
 		out = append(out, history[i])
 	}
@@ -59,7 +59,7 @@ func LastFailed(history []holds.Entry) []holds.Entry {
 }
 
 // lastFailed is LastFailed as indexes into history.
-func lastFailed(history []holds.Entry) []int {
+func lastFailed(history []coord.Entry) []int {
 	last := map[string]int{}
 	var order []string
 	for i, e := range history {
@@ -79,7 +79,7 @@ func lastFailed(history []holds.Entry) []int {
 }
 
 // ackTargets returns the indexes in hist of the windows to acknowledge.
-func ackTargets(hist *holds.History, ids []string) ([]int, error) {
+func ackTargets(hist *coord.History, ids []string) ([]int, error) {
 	if len(ids) == 0 {
 		return lastFailed(hist.Windows), nil
 	}
@@ -97,7 +97,7 @@ func ackTargets(hist *holds.History, ids []string) ([]int, error) {
 			for _, e := range hist.Windows {
 				known = append(known, e.ID)
 			}
-			return nil, &UsageError{Msg: fmt.Sprintf("no window %s in the history (the last %d closed windows)%s", id, holds.HistoryLimit, didYouMean(id, known))}
+			return nil, &UsageError{Msg: fmt.Sprintf("no window %s in the history (the last %d closed windows)%s", id, coord.HistoryLimit, didYouMean(id, known))}
 		case !hist.Windows[i].Failed():
 			return nil, &UsageError{Msg: fmt.Sprintf("window %s ended ok: there is nothing to acknowledge", id)}
 		}

@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/claims"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -30,12 +29,12 @@ const bringBackTimeout = 10 * time.Minute
 const closeRounds = 3
 
 // close runs on every path. With the state lock released it brings each
-// held container to what the most recent apply wants and restores its
+// held container to what the most recent apply wants and sets its
 // restart policy; then, under the lock, it re-checks that no apply deferred
 // a newer change meanwhile, drops the hold and appends the window to the
 // history. While it works the window still lives, so its hold is honoured:
 // no apply touches the containers it is bringing back.
-func (w *window) close(ctx context.Context) (*holds.Entry, error) {
+func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 	interrupted := ctx.Err() != nil
 	// A run: step whose container still runs, or of which the engine cannot
 	// say, may still be sweeping: bringing the held containers back now is
@@ -90,7 +89,7 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		// An apply that deferred a change to a held container and still
 		// carries out the rest of its plan records the change only once it
 		// is done: wait for it, or the change would be lost with the hold.
-		c, deferring, err := claims.Deferring(w.d, lock.Read, w.held)
+		c, deferring, err := coord.Deferring(w.d, lock.Read, w.held)
 		if err != nil {
 			lock.Unlock()
 			return nil, nil, err
@@ -131,10 +130,10 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 // that deferred a change to a held container: once it ends, the apply has
 // recorded the change for the close to carry out (waited). A signalled
 // window does not wait: it closes, and the next apply converges the change.
-func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool, err error) {
+func (w *window) waitDeferring(ctx context.Context, c coord.Claim) (waited bool, err error) {
 	if ctx.Err() == nil {
 		w.opts.Progress("waiting for apply (pid %d), which deferred a change to %s, to record it\n", c.PID, strings.Join(c.Defers, ", "))
-		err = claims.Wait(ctx, w.d, c, max(w.opts.Wait, claimWait))
+		err = coord.WaitClaim(ctx, w.d, c, max(w.opts.Wait, claimWait))
 		if err == nil {
 			return true, nil
 		}
@@ -150,13 +149,9 @@ func (w *window) waitDeferring(ctx context.Context, c claims.Claim) (waited bool
 // containers that did not come back) and appends the window to the
 // history. It returns the entry, and the window's failure: its open's,
 // its step's, and the containers' that did not come back as they should.
-func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.Entry, error, error) {
-	hd, hist, err := holds.Read(lock.Read)
-	if err != nil {
-		return nil, nil, err
-	}
+func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.Entry, error, error) {
 	now := w.opts.Now()
-	e := holds.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
+	e := coord.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
 	var convergeErrs []error
 	var notBack []string
@@ -182,20 +177,9 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*holds.En
 	// A container that did not come back keeps its hold: once this process
 	// is gone the hold reads stale, and the next apply or window brings the
 	// container back as this close would have (same container, restart
-	// policy restored), then converges it.
-	if h, ok := hd.Find(w.id); ok && len(notBack) > 0 {
-		hd.Drop(w.id)
-		h.Containers, h.StepContainer = notBack, ""
-		hd.Holds = append(hd.Holds, h)
-	} else {
-		hd.Drop(w.id)
-	}
-	hist.Append(e)
-	if err := lock.Write(holds.File, &hd); err != nil {
-		return &e, nil, err
-	}
-	if err := lock.Write(holds.HistoryFile, &hist); err != nil {
-		return &e, nil, err
+	// policy set back), then converges it.
+	if recorded, err := coord.CloseHold(lock, e, notBack); err != nil {
+		return recorded, nil, err
 	}
 	w.opts.Progress("window %s closed after %s: %s\n", w.id, now.Sub(w.openedAt).Round(time.Millisecond), e.Result)
 	return &e, failure, nil
@@ -208,7 +192,7 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 	wait := max(w.opts.Lock.Timeout, closeLockWait)
 	lockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Minute)
 	defer cancel()
-	lock, err := w.d.Lock(lockCtx, holds.StateLock, state.LockOptions{Timeout: wait, What: "state lock"})
+	lock, err := w.d.Lock(lockCtx, coord.StateLock, state.LockOptions{Timeout: wait, What: "state lock"})
 	if err != nil {
 		return nil, fmt.Errorf("close window %s: %w; its containers are back, but its hold stays recorded until the next apply or window releases it", w.id, err)
 	}
@@ -257,7 +241,7 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 
 // stepStopped returns nil once this window's run: step container is known
 // not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (lifecycle.StepRunning); an engine that
+// question apply and status ask too (coord.StepsRunning); an engine that
 // cannot answer keeps the hold (fail closed).
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
@@ -265,8 +249,7 @@ func (w *window) stepStopped(ctx context.Context) error {
 	}
 	ctx, cancel := lifecycle.Cleanup(ctx, time.Minute)
 	defer cancel()
-	var observed []engine.Container
-	running, err := lifecycle.Observe(ctx, w.eng, w.scope, &observed)()
+	running, err := coord.StepsRunning(ctx, w.eng, w.scope)
 	keep := fmt.Sprintf("the hold stays so nothing is started mid-step; once it has exited, the next apply or window releases the hold and brings %s back",
 		strings.Join(w.held, ", "))
 	switch {
@@ -286,13 +269,13 @@ var errPutBack = errors.New("the old container was put back")
 
 // bringBack brings each held container back, with the state lock released,
 // in depends-on order: with bringOne, the rule that decides what a window's
-// close starts. It starts the same container (restart policy restored),
+// close starts. It starts the same container (restart policy set back),
 // unless an apply deferred a change to it during this window, which it
 // carries out (recreate, pulling the image if it is still missing), or
 // creates it where it went missing. A spec that drifted before the window
 // opened (an earlier apply that failed) is not the window's to change: the
 // same container is started and the drift reported. After a signal, the
-// same containers are started as they are (startAsWas) and nothing is
+// same containers are started as they are (bringBackAsIs) and nothing is
 // created or recreated: the next apply does that. It returns each
 // container's error.
 func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
@@ -340,7 +323,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		var err error
 		switch {
 		case exists && signalled:
-			err = w.startAsWas(cctx, x, name, c, d)
+			err = w.bringBackAsIs(cctx, x, name, c, d)
 		case exists:
 			err = w.bringOne(cctx, x, name, c, d)
 		case signalled:
@@ -373,7 +356,7 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 }
 
 // bringOne brings one held container, c, back when no signal came (see
-// bringBack): the same container is started (startAsWas), unless an apply
+// bringBack): the same container is started (bringBackAsIs), unless an apply
 // deferred a change to it during the window: then it is recreated, and
 // put back running if the recreate fails (carryOutDeferred).
 func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
@@ -381,7 +364,7 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
 		return w.carryOutDeferred(ctx, x, name, c, d)
 	}
-	return w.startAsWas(ctx, x, name, c, d)
+	return w.bringBackAsIs(ctx, x, name, c, d)
 }
 
 // drift says how held container c differs from the last apply's wish (d;
@@ -422,18 +405,18 @@ func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, nam
 	if ierr != nil || back.ID != c.ID {
 		return fmt.Errorf("%w; %s is not back under its name, so nothing is started", err, name)
 	}
-	if rerr := x.Resume(ctx, c, w.hold.Restart[name]); rerr != nil {
+	if rerr := coord.BringBack(ctx, x, c, w.hold.Restart[name]); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	return fmt.Errorf("%w, and runs: %w", errPutBack, err)
 }
 
-// startAsWas starts held container c again as it is, with the restart
-// policy the last apply wants (d; without one, the policy recorded at
-// open). A difference from d, a change an apply deferred during a
-// signalled window or one c had before the window, is left to the next
-// apply.
-func (w *window) startAsWas(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
+// bringBackAsIs brings held container c back as it is (coord.BringBack).
+// Its restart policy is the one the last apply wants (d), else the one
+// recorded at open. A difference from d is left to the next apply. That is
+// a change an apply deferred during a signalled window, or one c had
+// before the window.
+func (w *window) bringBackAsIs(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	policy := w.hold.Restart[name]
 	if d != nil {
 		policy = d.EngineSpec(w.scope).Restart
@@ -445,7 +428,7 @@ func (w *window) startAsWas(ctx context.Context, x lifecycle.Executor, name stri
 		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
 			name, strings.Join(diff, ", "))
 	}
-	if err := x.Resume(ctx, c, policy); err != nil {
+	if err := coord.BringBack(ctx, x, c, policy); err != nil {
 		return err
 	}
 	// Back means back and healthy: a container that runs but fails its

@@ -9,9 +9,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -77,7 +77,7 @@ func (e *backEngine) Start(_ context.Context, id string) error {
 func closingWindow(t *testing.T, d *state.Dir, eng engine.Client, scope string, names ...string) *window {
 	t.Helper()
 	now := time.Date(2026, 11, 29, 3, 30, 0, 0, time.UTC)
-	h := holds.Hold{ID: "w-1", Module: "store", Step: "gc", PID: 1, Containers: names,
+	h := coord.Hold{ID: "w-1", Module: "store", Step: "gc", PID: 1, Containers: names,
 		Restart: map[string]string{}, OpenedAt: now, Deadline: now.Add(time.Hour)}
 	for _, n := range names {
 		h.Restart[n] = "always"
@@ -118,12 +118,12 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 	if !eng.ctrs["store.cache"].Running || eng.ctrs["store.cache"].RestartPolicy != "always" {
 		t.Errorf("store.cache: %+v, want running with its policy restored", *eng.ctrs["store.cache"])
 	}
-	var hd holds.Doc
-	var hist holds.History
-	if _, err := d.Read(holds.File, &hd); err != nil {
+	var hd coord.HoldsDoc
+	var hist coord.History
+	if _, err := d.Read(coord.HoldsFile, &hd); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Read(holds.HistoryFile, &hist); err != nil {
+	if _, err := d.Read(coord.HistoryFile, &hist); err != nil {
 		t.Fatal(err)
 	}
 	h, ok := hd.Find("w-1")
@@ -134,21 +134,21 @@ func TestCloseKeepsHoldOfWhatDidNotComeBack(t *testing.T) {
 	// The window's process is gone (its lock was never held here): the next
 	// apply releases the hold as the close would have.
 	delete(eng.startErr, "store.registry")
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, time.Now(), func() (func(string) bool, error) {
+	classified, _, err := coord.Liveness{Dir: d}.Classify(&hd, time.Now(), func() (func(string) bool, error) {
 		return func(string) bool { return false }, nil
 	})
-	if err != nil || classified[0].State != holds.Stale {
+	if err != nil || classified[0].State != coord.Stale {
 		t.Fatalf("classified %+v, %v; want stale", classified, err)
 	}
-	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
 	observed, _ := eng.List(context.Background(), nil)
-	ws := &lifecycle.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
-	released, err := ws.Release(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope},
-		func() map[string]string { return map[string]string{} }, time.Now(), func(string, ...any) {})
+	ws := &coord.Windows{Holds: hd, History: hist, Classified: classified, Observed: observed}
+	released, err := coord.ReleaseStale(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope}, ws,
+		map[string]string{}, time.Now(), func(string, ...any) {})
 	if err != nil || released != 1 || !runs(ws.Observed, "store.registry") {
 		t.Fatalf("release: %d released, %+v, %v", released, ws.Observed, err)
 	}
@@ -180,7 +180,7 @@ func TestCloseWaitsForTheLockAsDocumented(t *testing.T) {
 		}
 		eng := newBackEngine(scope, "store.registry")
 		w := closingWindow(t, d, eng, scope, "store.registry")
-		busy, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+		busy, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,14 +206,14 @@ func TestCloseWaitsForTheLockAsDocumented(t *testing.T) {
 
 // writeHold records h in the state directory's holds file, as a window's
 // open does.
-func writeHold(t *testing.T, d *state.Dir, h holds.Hold) {
+func writeHold(t *testing.T, d *state.Dir, h coord.Hold) {
 	t.Helper()
-	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Unlock()
-	if err := l.Write(holds.File, &holds.Doc{Holds: []holds.Hold{h}}); err != nil {
+	if err := l.Write(coord.HoldsFile, &coord.HoldsDoc{Holds: []coord.Hold{h}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -50,7 +50,7 @@ func TestCloseKeepsHoldWhileStepRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := time.Date(2026, 11, 29, 3, 30, 0, 0, time.UTC)
-			h := holds.Hold{ID: "w-1", Module: "store", Step: "gc", PID: 1, Containers: []string{"store.registry"},
+			h := coord.Hold{ID: "w-1", Module: "store", Step: "gc", PID: 1, Containers: []string{"store.registry"},
 				OpenedAt: now, Deadline: now.Add(time.Hour), StepContainer: StepContainerName("store", "gc")}
 			writeHold(t, d, h)
 
@@ -67,8 +67,8 @@ func TestCloseKeepsHoldWhileStepRuns(t *testing.T) {
 			if entry != nil {
 				t.Fatalf("close wrote a history entry for a window that is not closed: %+v", entry)
 			}
-			var doc holds.Doc
-			if _, err := d.Read(holds.File, &doc); err != nil {
+			var doc coord.HoldsDoc
+			if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
 				t.Fatal(err)
 			}
 			if _, ok := doc.Find("w-1"); !ok {

@@ -9,10 +9,12 @@
 // held container to what the most recent apply wants and drops the hold.
 //
 // The files: window.go (Run, resolving the step), open.go (recording the
-// hold: the release of dead windows is lifecycle's, shared with apply),
-// claims.go (waiting for an apply's claim), steprunner.go and stepexec.go
+// hold: the heal of dead applies and the release of dead windows are
+// package coord's, shared with apply), claims.go (waiting for an apply's
+// claim), steprunner.go and stepexec.go
 // (the step runner: an exec: step as argv, a run: step as a one-off
 // container), ack.go (acknowledging failed windows), close.go
-// (bringBack and bringOne: what a close starts, and how), list.go and
+// (bringBack and bringOne: what a close starts; coord.BringBack: how),
+// list.go and
 // logs.go (window list and window logs).
 package window

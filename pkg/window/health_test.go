@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
@@ -58,8 +58,8 @@ func TestCloseWaitsForHealth(t *testing.T) {
 	if c, _ := f.Get("store.registry"); !c.Running {
 		t.Errorf("store.registry does not run")
 	}
-	var doc holds.Doc
-	if _, err := d.Read(holds.File, &doc); err != nil {
+	var doc coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
 		t.Fatal(err)
 	}
 	if len(doc.Holds) != 0 {

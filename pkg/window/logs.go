@@ -7,9 +7,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
 
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -47,7 +47,7 @@ func (e *LogError) Fault() fault.Kind { return fault.BadInput }
 // ReadLog returns the kept step output of window id, or of the last
 // window that closed when id is "".
 func ReadLog(d *state.Dir, id string) (*Log, error) {
-	_, hist, err := holds.Read(d.Read)
+	_, hist, err := coord.ReadHolds(d.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +77,7 @@ func ReadLog(d *state.Dir, id string) (*Log, error) {
 // saveLog keeps a window's step output beside the history, under the state
 // lock, and removes the logs of windows the history no longer has.
 func saveLog(ctx context.Context, d *state.Dir, opts state.LockOptions, l *Log) error {
-	lock, err := d.Lock(ctx, holds.StateLock, opts)
+	lock, err := d.Lock(ctx, coord.StateLock, opts)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func saveLog(ctx context.Context, d *state.Dir, opts state.LockOptions, l *Log) 
 	if err := lock.Write(logName(l.ID), l); err != nil {
 		return err
 	}
-	_, hist, err := holds.Read(lock.Read)
+	_, hist, err := coord.ReadHolds(lock.Read)
 	if err != nil {
 		return err
 	}

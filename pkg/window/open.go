@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -62,14 +62,14 @@ func (w *window) open(ctx context.Context) error {
 // windows, bringing their containers back, and re-checks that no window on
 // this module is still honoured.
 func (w *window) record(ctx context.Context) ([]engine.Container, error) {
-	lock, err := w.d.Lock(ctx, holds.StateLock, w.opts.Lock)
+	lock, err := w.d.Lock(ctx, coord.StateLock, w.opts.Lock)
 	if err != nil {
 		return nil, err
 	}
 	defer lock.Unlock()
 	// An apply carrying out its plan on these containers finishes first:
 	// recordUnclaimed waits for it, then comes back here.
-	if err := w.checkClaims(lock.Read); err != nil {
+	if err := coord.CheckClaims(w.d, lock.Read, w.held); err != nil {
 		return nil, err
 	}
 	var a record.Applied
@@ -88,31 +88,37 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	now := w.opts.Now()
-	ws, err := lifecycle.ObserveWindows(ctx, w.d, lock.Read, w.eng, w.scope, now)
+	ws, err := coord.Observe(ctx, w.d, lock.Read, w.eng, w.scope, now)
 	if err != nil {
 		return nil, err
 	}
 	// Re-check under the state lock: a dead window's step container may
 	// still be sweeping; its hold stays honoured.
 	for _, c := range ws.Classified {
-		if c.Module == w.module && holds.Honoured(c.State) {
+		if c.Module == w.module && coord.Honoured(c.State) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
 		}
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
-	if err := w.healDead(ctx, lock, x, ws); err != nil {
-		return nil, err
+	// What dead applies left on the held containers is healed first. Held
+	// as it is, the window would hold an unverified new container, while
+	// the last good one waits aside. Their parts on other containers stay
+	// for the next apply.
+	if err := coord.HealClaims(ctx, lock, x, ws, w.held, w.opts.Progress); err != nil {
+		return nil, fmt.Errorf("nothing held: %w", err)
 	}
-	policies := func() map[string]string { return lifecycle.RestartPolicies(w.scope, all) }
-	if _, err := ws.Release(ctx, lock, x, policies, now, w.opts.Progress); err != nil {
+	var policies map[string]string
+	if ws.StaleCount() > 0 {
+		policies = lifecycle.RestartPolicies(w.scope, all)
+	}
+	if _, err := coord.ReleaseStale(ctx, lock, x, ws, policies, now, w.opts.Progress); err != nil {
 		return nil, err
 	}
 	h, stop, err := w.holdOf(ctx, ws.Observed, now)
 	if err != nil {
 		return nil, err
 	}
-	ws.Holds.Holds = append(ws.Holds.Holds, h)
-	if err := lock.Write(holds.File, &ws.Holds); err != nil {
+	if err := coord.AddHold(lock, ws, h); err != nil {
 		return nil, err
 	}
 	w.hold, w.openedAt = &h, now
@@ -131,14 +137,14 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 // holdOf returns this window's hold, with the restart policy of each held
 // container, and the held containers to stop. A held container that does
 // not exist is created by the close.
-func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (holds.Hold, []engine.Container, error) {
+func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (coord.Hold, []engine.Container, error) {
 	services := map[string]engine.Container{}
 	for _, c := range observed {
 		if lifecycle.IsService(c, w.scope) {
 			services[c.Name] = c
 		}
 	}
-	h := holds.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
+	h := coord.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
 		Restart: map[string]string{}, OpenedAt: now.UTC(), Deadline: now.Add(w.timeout).UTC()}
 	if w.def.Run != nil {
 		h.StepContainer = StepContainerName(w.module, w.step)

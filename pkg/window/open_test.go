@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -179,11 +178,11 @@ func TestOpenHealsADeadClaim(t *testing.T) {
 	eng := enginetest.NewFake(enginetest.Image)
 	ctx := context.Background()
 	applyFresh(t, d, eng, f)
-	l, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := claims.Take(l, claims.Claim{Containers: []string{"store.registry", "other.web"}}, time.Now())
+	h, err := coord.TakeClaim(l, coord.Claim{Containers: []string{"store.registry", "other.web"}}, time.Now())
 	l.Unlock()
 	if err != nil {
 		t.Fatal(err)
@@ -215,8 +214,8 @@ func TestOpenHealsADeadClaim(t *testing.T) {
 	if _, err := eng.Inspect(ctx, id); err == nil {
 		t.Error("the unverified new store.registry is still there")
 	}
-	var doc claims.Doc
-	if _, err := d.Read(claims.File, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"other.web"}) {
+	var doc coord.ClaimsDoc
+	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"other.web"}) {
 		t.Errorf("claims.json = %+v, %v; want the dead claim's part on other.web kept", doc, err)
 	}
 }

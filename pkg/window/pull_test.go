@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -29,7 +29,7 @@ modules:
 func recordPulled(t *testing.T, d *state.Dir, id string) {
 	t.Helper()
 	f := decode(t, pullAlwaysYAML)
-	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -76,8 +76,8 @@ func TestWindowCronBackgroundChild(t *testing.T) {
 	if c, _ := eng.Get("m.app"); !c.Running {
 		t.Error("m.app does not run again")
 	}
-	var hd holds.Doc
-	if _, err := d.Read(holds.File, &hd); err != nil {
+	var hd coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &hd); err != nil {
 		t.Fatal(err)
 	}
 	if len(hd.Holds) != 0 {
@@ -117,8 +117,8 @@ func TestWindowStepCheckedBeforeOpen(t *testing.T) {
 	if c, _ := eng.Get("m.app"); !c.Running {
 		t.Error("m.app was stopped")
 	}
-	var hd holds.Doc
-	if _, err := d.Read(holds.File, &hd); err != nil {
+	var hd coord.HoldsDoc
+	if _, err := d.Read(coord.HoldsFile, &hd); err != nil {
 		t.Fatal(err)
 	}
 	if len(hd.Holds) != 0 {

@@ -16,8 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -151,7 +151,7 @@ func containerWindow(eng engine.Client, timeout time.Duration, out io.Writer) *w
 		opts: Options{StepOutput: out, Progress: func(format string, args ...any) { fmt.Fprintf(out, format, args...) }},
 		plan: &plan{module: "m", step: "s", timeout: timeout, held: []string{"m.db"},
 			def: &mesh.Step{WhileStopped: []string{"db"}, Run: &mesh.RunStep{Image: "gc:1"}}},
-		hold: &holds.Hold{StepContainer: StepContainerName("m", "s")},
+		hold: &coord.Hold{StepContainer: StepContainerName("m", "s")},
 	}
 }
 

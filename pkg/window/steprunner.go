@@ -12,40 +12,9 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
-	"github.com/meshctl/meshctl/pkg/state"
 )
-
-// window is one window's progress from open to close.
-type window struct {
-	d    *state.Dir
-	eng  engine.Client
-	opts Options
-	*plan
-	id string
-	// scope is the state directory's ID (lifecycle.LabelManaged).
-	scope string
-
-	hold     *holds.Hold
-	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
-	openedAt time.Time
-	openErr  error
-
-	stepStart time.Time
-	stepEnd   time.Time
-	stepCode  *int
-	stepErr   error
-	result    string
-
-	// stepStarted says that the step's process or container started: only
-	// then is there output to keep (window logs).
-	stepStarted bool
-	// guard leads an exec: step's process group; started before the hold
-	// is recorded, so that the hold names the group (holds.Hold.StepGroup).
-	guard *guard
-}
 
 // Bounds of what a step's end does with the engine and its output. Each is
 // counted from the moment that operation starts, never from the step's

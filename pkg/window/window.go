@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -77,7 +77,7 @@ func (e *BusyError) Fault() fault.Kind { return fault.Busy }
 // FailedError is a window that closed, but whose step failed or whose
 // containers did not all run again (exit 1, or 130 when interrupted).
 type FailedError struct {
-	Entry       holds.Entry
+	Entry       coord.Entry
 	Err         error
 	Interrupted bool
 }
@@ -101,6 +101,35 @@ const (
 	ResultInterrupted = "interrupted"
 )
 
+// window is one window's progress from open to close.
+type window struct {
+	d    *state.Dir
+	eng  engine.Client
+	opts Options
+	*plan
+	id string
+	// scope is the state directory's ID (lifecycle.LabelManaged).
+	scope string
+
+	hold     *coord.Hold
+	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
+	openedAt time.Time
+	openErr  error
+
+	stepStart time.Time
+	stepEnd   time.Time
+	stepCode  *int
+	stepErr   error
+	result    string
+
+	// stepStarted says that the step's process or container started: only
+	// then is there output to keep (window logs).
+	stepStarted bool
+	// guard leads an exec: step's process group; started before the hold
+	// is recorded, so that the hold names the group (coord.Hold.StepGroup).
+	guard *guard
+}
+
 // plan is what a window will do, resolved before it opens.
 type plan struct {
 	module, step string
@@ -112,7 +141,7 @@ type plan struct {
 
 // Run opens a window, runs the step and closes the window. It returns the
 // window's history entry, also when the step failed.
-func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*holds.Entry, error) {
+func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*coord.Entry, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -140,7 +169,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 
 	// One window per module: this lock is held for the window's life.
 	waitUntil := time.Now().Add(opts.Wait)
-	modLock, err := d.Lock(ctx, holds.ModuleLockName(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
+	modLock, err := d.Lock(ctx, coord.ModuleLock(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
 	var busy *state.BusyError
 	if errors.As(err, &busy) {
 		return nil, &BusyError{Module: p.module, Why: "held by " + busy.Holder.String()}
@@ -153,7 +182,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*h
 	id := newID(opts.Now())
 	// The window's liveness: held until the window has closed. A hold whose
 	// lock is free belongs to a dead window.
-	winLock, err := d.Lock(ctx, holds.LockName(id), state.LockOptions{})
+	winLock, err := d.Lock(ctx, coord.WindowLock(id), state.LockOptions{})
 	if err != nil {
 		return nil, err
 	}

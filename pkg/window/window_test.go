@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -86,7 +86,7 @@ func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	for _, x := range desired {
 		images[x.Name] = record.Resolved{Image: x.Image}
 	}
-	l, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package holds
+package coord
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ func openTemp(t *testing.T) *state.Dir {
 // window does, until the test ends or the returned func is called.
 func lockWindow(t *testing.T, d *state.Dir, id string) func() {
 	t.Helper()
-	l, err := d.Lock(context.Background(), LockName(id), state.LockOptions{})
+	l, err := d.Lock(context.Background(), WindowLock(id), state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestClassifyStates(t *testing.T) {
 					return tt.running(name)
 				}, nil
 			}
-			got, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{tt.hold}}, tt.now, steps)
+			got, _, err := Liveness{Dir: d}.Classify(&HoldsDoc{Holds: []Hold{tt.hold}}, tt.now, steps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestClassifyLocksBeforeEngine(t *testing.T) {
 		release() // the window dies while the engine is being listed
 		return func(string) bool { return false }, nil
 	}
-	got, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{h, hold("w-other")}}, t0, steps)
+	got, _, err := Liveness{Dir: d}.Classify(&HoldsDoc{Holds: []Hold{h, hold("w-other")}}, t0, steps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestHelperHoldWindowLock(t *testing.T) {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
-	if _, err := d.Lock(context.Background(), LockName(id), state.LockOptions{}); err != nil {
+	if _, err := d.Lock(context.Background(), WindowLock(id), state.LockOptions{}); err != nil {
 		fmt.Println("error:", err)
 		os.Exit(1)
 	}
@@ -184,7 +184,7 @@ func TestKilledWindowTurnsStale(t *testing.T) {
 	}
 
 	stateOf := func(h Hold) (string, error) {
-		c, _, err := Liveness{Dir: d}.Classify(&Doc{Holds: []Hold{h}}, t0, func() (func(string) bool, error) {
+		c, _, err := Liveness{Dir: d}.Classify(&HoldsDoc{Holds: []Hold{h}}, t0, func() (func(string) bool, error) {
 			return func(string) bool { return false }, nil
 		})
 		if err != nil {
@@ -218,7 +218,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 	overdue.Deadline = t0.Add(-time.Second)
 	stale := hold("w-stale")
 	stale.Module, stale.PID = "third", 777
-	doc := &Doc{Holds: []Hold{hold("w-open"), overdue, orphan, stale}}
+	doc := &HoldsDoc{Holds: []Hold{hold("w-open"), overdue, orphan, stale}}
 
 	live := Liveness{Dir: d}
 	steps := func() (func(string) bool, error) {
@@ -239,7 +239,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 
 	hist := &History{}
 	now := t0.Add(5 * time.Minute)
-	released := ReleaseStale(doc, hist, classified, now)
+	released := dropStale(doc, hist, classified, now)
 	if len(released) != 1 || released[0].ID != "w-stale" {
 		t.Fatalf("released %v, want w-stale only", released)
 	}
@@ -266,7 +266,7 @@ func TestClassifyAndReleaseStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again := ReleaseStale(doc, hist, classified, now); len(again) != 0 {
+	if again := dropStale(doc, hist, classified, now); len(again) != 0 {
 		t.Errorf("released again: %v", again)
 	}
 }
@@ -323,7 +323,7 @@ func TestHistoryBoundedOnDisk(t *testing.T) {
 }
 
 func TestDocFindDrop(t *testing.T) {
-	doc := &Doc{Holds: []Hold{hold("w-a"), hold("w-b"), hold("w-c")}}
+	doc := &HoldsDoc{Holds: []Hold{hold("w-a"), hold("w-b"), hold("w-c")}}
 	if h, ok := doc.Find("w-b"); !ok || h.ID != "w-b" {
 		t.Fatalf("Find(w-b) = %v, %v", h, ok)
 	}

@@ -1,4 +1,4 @@
-package holds
+package coord
 
 import (
 	"bytes"
@@ -12,15 +12,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// Files and locks in the state directory.
-const (
-	File        = "holds.json"
-	HistoryFile = "windows-history.json"
-	// StateLock is the lock that apply and window's open and close take.
-	StateLock = "state"
-	// HistoryLimit is how many closed windows the history keeps.
-	HistoryLimit = 200
-)
+// HistoryLimit is how many closed windows the history keeps.
+const HistoryLimit = 200
 
 // Hold is one open window's record.
 type Hold struct {
@@ -30,37 +23,31 @@ type Hold struct {
 	PID    int    `json:"pid"`
 	// Containers are the engine names of the held containers.
 	Containers []string `json:"containers"`
-	// Restart is each held container's restart policy before the window,
-	// put back at close.
+	// Restart is each held container's restart policy before the window. The
+	// close sets it back.
 	Restart  map[string]string `json:"restart,omitempty"`
 	OpenedAt time.Time         `json:"opened_at"`
 	Deadline time.Time         `json:"deadline"`
-	// StepContainer is the engine name of a run: step's one-off container.
+	// StepContainer is the engine name of a run step's one-off container.
 	StepContainer string `json:"step_container,omitempty"`
-	// StepGroup is the process group an exec: step runs in (its guard's),
-	// on this host: a window that died while processes of it still run is
+	// StepGroup is the process group an exec step runs in on this host, its
+	// guard's. A window that died while processes of it still run is
 	// orphaned, as one whose step container runs.
 	StepGroup int `json:"step_group,omitempty"`
 }
 
-// LockName is the OS lock the window's process holds for its whole life.
-func LockName(id string) string { return "window-" + id }
-
-// ModuleLockName is the OS lock that makes a window exclusive on its module.
-func ModuleLockName(module string) string { return "window-module-" + module }
-
-// Doc is the holds file.
-type Doc struct {
+// HoldsDoc is the holds file.
+type HoldsDoc struct {
 	state.Header
 	Holds []Hold `json:"holds"`
 }
 
-// Read reads the holds file and the history with read: a state lock's Read
-// for the bookkeeping of apply and window, or Dir.Read for a snapshot.
-func Read(read func(string, state.Document) (bool, error)) (Doc, History, error) {
-	var hd Doc
+// ReadHolds reads the holds file and the history with read. read is a
+// state lock's Read for apply and window, or Dir.Read for a snapshot.
+func ReadHolds(read func(string, state.Document) (bool, error)) (HoldsDoc, History, error) {
+	var hd HoldsDoc
 	var hist History
-	if _, err := read(File, &hd); err != nil {
+	if _, err := read(HoldsFile, &hd); err != nil {
 		return hd, hist, err
 	}
 	_, err := read(HistoryFile, &hist)
@@ -68,7 +55,7 @@ func Read(read func(string, state.Document) (bool, error)) (Doc, History, error)
 }
 
 // Find returns the hold with the given id.
-func (d *Doc) Find(id string) (Hold, bool) {
+func (d *HoldsDoc) Find(id string) (Hold, bool) {
 	for _, h := range d.Holds {
 		if h.ID == id {
 			return h, true
@@ -78,7 +65,7 @@ func (d *Doc) Find(id string) (Hold, bool) {
 }
 
 // Drop removes the hold with the given id.
-func (d *Doc) Drop(id string) {
+func (d *HoldsDoc) Drop(id string) {
 	out := d.Holds[:0]
 	for _, h := range d.Holds {
 		if h.ID != id {
@@ -95,20 +82,21 @@ type Entry struct {
 	Step     string    `json:"step"`
 	OpenedAt time.Time `json:"opened_at"`
 	ClosedAt time.Time `json:"closed_at"`
-	// Result is ok, failed, timeout, interrupted, or stale (released by
-	// another process after the window died).
+	// Result is ok, failed, timeout, interrupted, or stale. Stale means
+	// another process released the hold after the window died.
 	Result       string `json:"result"`
 	StepExitCode *int   `json:"step_exit_code"`
 	Error        string `json:"error,omitempty"`
 	// AckedAt is when a person acknowledged this window's failure (meshctl
-	// window ack): it is no longer a problem for status --check.
+	// window ack). It is then no longer a problem for status --check.
 	AckedAt *time.Time `json:"acked_at,omitempty"`
 }
 
 // Failed reports whether the window did not end ok.
 func (e Entry) Failed() bool { return e.Result != "ok" }
 
-// History is the history file: oldest first, at most HistoryLimit entries.
+// History is the history file, oldest first, at most HistoryLimit
+// entries.
 type History struct {
 	state.Header
 	Windows []Entry `json:"windows"`
@@ -135,12 +123,13 @@ func (h *History) Append(e Entry) {
 // Window states, as apply, status and window list report them.
 const (
 	Open     = "open"
-	Overdue  = "overdue"  // alive past its deadline: still honoured
-	Orphaned = "orphaned" // its process is gone, its step (container or processes) still runs: still honoured
+	Overdue  = "overdue"  // alive past its deadline, still honoured
+	Orphaned = "orphaned" // its process is gone, its step still runs, still honoured
 	// Unknown is a window whose process is gone while the engine could not
-	// say whether its step container runs: still honoured (fail closed).
+	// say whether its step container runs. It is still honoured (fail
+	// closed).
 	Unknown = "unknown"
-	Stale   = "stale" // its process is gone and no step container runs: released
+	Stale   = "stale" // its process is gone and no step runs, so it is released
 )
 
 // View is how a hold is reported (CONTRACT §5 and §6).
@@ -153,8 +142,8 @@ type View struct {
 	Containers []string  `json:"containers"`
 	OpenedAt   time.Time `json:"opened_at"`
 	Deadline   time.Time `json:"deadline"`
-	// execStep says the step is exec: (processes on the host), not a
-	// container, for Describe's words.
+	// execStep says the step is exec, processes on the host, not a
+	// container. Describe words it so.
 	execStep bool
 }
 
@@ -164,19 +153,19 @@ func Honoured(st string) bool {
 	return st == Open || st == Overdue || st == Orphaned || st == Unknown
 }
 
-// StepsFunc lists the step containers that run, once, and returns whether a
-// named one does; an error means the engine could not say.
+// StepsFunc lists the step containers that run, once. It returns whether
+// a named one does. An error means the engine could not say.
 type StepsFunc func() (running func(name string) bool, err error)
 
-// Liveness answers the two questions that decide a hold's state: does the
-// window's process live (its lock), and does its step container run (the
-// engine).
+// Liveness answers the two questions that decide a hold's state. Does the
+// window's process live, by its lock? Does its step container run, by
+// the engine?
 type Liveness struct {
 	Dir *state.Dir
 }
 
-// stateOf classifies h at time now from whether its window lives and, for a
-// dead window with a step container, what the engine said of it.
+// stateOf classifies h at time now. It reads whether its window lives
+// and, for a dead window with a step container, what the engine said.
 func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now time.Time) string {
 	switch {
 	case alive && now.After(h.Deadline):
@@ -196,11 +185,11 @@ func stateOf(h Hold, alive bool, running func(string) bool, stepsErr error, now 
 	}
 }
 
-// groupRuns reports whether a process of process group pgid still runs:
-// the guard kills its group when its window dies, a moment after the
-// window's locks are free. A zombie does not run (it waits for its reaper,
-// which on a host without a reaping init may be never). When it cannot
-// tell, it says it runs, as far as a hold is concerned (fail closed).
+// groupRuns reports whether a process of process group pgid still runs.
+// The guard kills its group when its window dies, a moment after the
+// window's locks are free. A zombie does not run. It waits for its
+// reaper, which on a host without a reaping init may be never. When it
+// cannot tell, it says the group runs (fail closed).
 func groupRuns(pgid int) bool {
 	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
 		return false
@@ -217,7 +206,7 @@ func groupRuns(pgid int) bool {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		// pid (comm) state ppid pgrp …; comm may hold spaces and ')'.
+		// The fields are pid (comm) state ppid pgrp. comm may hold ')'.
 		i := bytes.LastIndexByte(stat, ')')
 		if i < 0 {
 			return true
@@ -239,8 +228,8 @@ func ViewOf(h Hold, st string) View {
 		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, execStep: h.StepGroup != 0}
 }
 
-// Describe is the one-line text form: "window w-… store/garbage-collect open
-// since 03:30:02, holds store.registry".
+// Describe is the one-line text form, such as "window w-…
+// store/garbage-collect open since 03:30:02, holds store.registry".
 func (v View) Describe() string {
 	held := strings.Join(v.Containers, ", ")
 	if held == "" {
@@ -266,16 +255,16 @@ type Classified struct {
 }
 
 // Classify gives each hold of doc its state. It checks every window's lock
-// first and only then calls steps, exactly once: a window that starts its
-// step container and then dies has done both before its lock reads free, so
-// a listing made after that check sees the container, where one made before
-// it could miss it. When steps fails, a dead window with a step container
-// reads Unknown and stays honoured; stepsErr returns that error so a caller
-// that needs the listing can fail.
-func (l Liveness) Classify(doc *Doc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
+// first and only then calls steps, exactly once. A window that starts its
+// step container and then dies has done both before its lock reads free.
+// So a listing made after that check sees the container, where one made
+// before could miss it. When steps fails, a dead window with a step
+// container reads Unknown and stays honoured. stepsErr returns that error,
+// so a caller that needs the listing can fail.
+func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
 	alive := make([]bool, len(doc.Holds))
 	for i, h := range doc.Holds {
-		if alive[i], err = l.Dir.Held(LockName(h.ID)); err != nil {
+		if alive[i], err = l.Dir.Held(WindowLock(h.ID)); err != nil {
 			return nil, nil, fmt.Errorf("window %s: %w", h.ID, err)
 		}
 	}
@@ -289,9 +278,9 @@ func (l Liveness) Classify(doc *Doc, now time.Time, steps StepsFunc) (out []Clas
 	return out, stepsErr, nil
 }
 
-// ReleaseStale drops the stale holds from doc and appends each to hist; it
-// returns them. Call it under the state lock and write both files after.
-func ReleaseStale(doc *Doc, hist *History, classified []Classified, now time.Time) []Classified {
+// dropStale drops the stale holds from doc, appends each to hist, and
+// returns them. Call it under the state lock, and write both files after.
+func dropStale(doc *HoldsDoc, hist *History, classified []Classified, now time.Time) []Classified {
 	var released []Classified
 	for _, c := range classified {
 		if c.State != Stale {
@@ -300,7 +289,7 @@ func ReleaseStale(doc *Doc, hist *History, classified []Classified, now time.Tim
 		doc.Drop(c.ID)
 		if hist.Has(c.ID) {
 			// A window that closed but could not bring everything back left
-			// its hold for the next apply to heal; its entry is written.
+			// its hold for the next apply. Its entry is written already.
 			released = append(released, c)
 			continue
 		}

@@ -1,4 +1,4 @@
-package lifecycle
+package coord
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/holds"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -17,26 +17,26 @@ import (
 // container m.c stopped with restart policy "no", the step container
 // created but not (yet) running, and the window's hold, stale by its free
 // lock and the listing. It returns the hold classified and the listing.
-func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope string) (holds.Doc, []holds.Classified, []engine.Container) {
+func deadWindowMidStart(t *testing.T, d *state.Dir, eng engine.Client, scope string) (HoldsDoc, []Classified, []engine.Container) {
 	t.Helper()
 	ctx := context.Background()
 	svc, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Labels: map[string]string{
-		LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}})
+		lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService, lifecycle.LabelModule: "m", lifecycle.LabelContainer: "c"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_ = svc
 	const step = "meshctl-window.m.s"
 	if _, err := eng.Create(ctx, step, engine.Spec{Image: busybox, Labels: map[string]string{
-		LabelManaged: scope, LabelRole: RoleStep, LabelModule: "m"}}); err != nil {
+		lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleStep, lifecycle.LabelModule: "m"}}); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+	hd := HoldsDoc{Holds: []Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
 		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour), StepContainer: step}}}
 	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+	classified, _, err := Liveness{Dir: d}.Classify(&hd, now, listSteps(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != Stale {
 		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
 	}
 	return hd, classified, observed
@@ -61,13 +61,13 @@ func TestReleaseRemovesTheStepFirst(t *testing.T) {
 			_, stepThere = eng.Get("meshctl-window.m.s")
 		}
 	}
-	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(context.Background(), StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
 	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-	n, err := w.Release(context.Background(), lock, Executor{Engine: eng, Scope: scope}, noPolicies, time.Now(), func(string, ...any) {})
+	n, err := ReleaseStale(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope}, w, noPolicies(), time.Now(), func(string, ...any) {})
 	if err != nil || n != 1 || !runs(w.Observed, "m.c") {
 		t.Fatalf("release: %d released, %+v, %v", n, w.Observed, err)
 	}
@@ -99,24 +99,24 @@ func TestReleaseKeepsTheHoldWhenTheStepStays(t *testing.T) {
 		t.Fatal(err)
 	}
 	hd, classified, observed := deadWindowMidStart(t, d, eng, scope)
-	lock, err := d.Lock(context.Background(), holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(context.Background(), StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
-	if err := lock.Write(holds.File, &hd); err != nil {
+	if err := lock.Write(HoldsFile, &hd); err != nil {
 		t.Fatal(err)
 	}
 	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-	_, err = w.Release(context.Background(), lock, Executor{Engine: eng, Scope: scope}, noPolicies, time.Now(), func(string, ...any) {})
+	_, err = ReleaseStale(context.Background(), lock, lifecycle.Executor{Engine: eng, Scope: scope}, w, noPolicies(), time.Now(), func(string, ...any) {})
 	if err == nil {
 		t.Fatal("release succeeded with the step container still there")
 	}
 	if c, _ := fake.Get("m.c"); c.Running {
 		t.Error("m.c was started with the dead window's step container still there")
 	}
-	var onDisk holds.Doc
-	if _, err := d.Read(holds.File, &onDisk); err != nil || len(onDisk.Holds) != 1 {
+	var onDisk HoldsDoc
+	if _, err := d.Read(HoldsFile, &onDisk); err != nil || len(onDisk.Holds) != 1 {
 		t.Errorf("holds file: %+v, %v; want the hold still there", onDisk, err)
 	}
 }
@@ -170,7 +170,7 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			labels := map[string]string{LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}
+			labels := map[string]string{lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService, lifecycle.LabelModule: "m", lifecycle.LabelContainer: "c"}
 			oldID, err := eng.Create(ctx, tc.oldAs, engine.Spec{Image: busybox, Restart: "no", Labels: labels})
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +230,7 @@ func TestReleaseFinishesADeadWindowsStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Labels: map[string]string{
-		LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}})
+		lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService, lifecycle.LabelModule: "m", lifecycle.LabelContainer: "c"}})
 	if err == nil {
 		err = eng.Start(ctx, id)
 	}
@@ -261,20 +261,20 @@ func releaseDeadHold(t *testing.T, d *state.Dir, eng engine.Client, scope string
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	hd := holds.Doc{Holds: []holds.Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
+	hd := HoldsDoc{Holds: []Hold{{ID: "w-1", Module: "m", Step: "s", PID: 1, Containers: []string{"m.c"},
 		Restart: map[string]string{"m.c": "always"}, OpenedAt: now, Deadline: now.Add(time.Hour)}}}
 	var observed []engine.Container
-	classified, _, err := holds.Liveness{Dir: d}.Classify(&hd, now, Observe(ctx, eng, scope, &observed))
-	if err != nil || len(classified) != 1 || classified[0].State != holds.Stale {
+	classified, _, err := Liveness{Dir: d}.Classify(&hd, now, listSteps(ctx, eng, scope, &observed))
+	if err != nil || len(classified) != 1 || classified[0].State != Stale {
 		t.Fatalf("classified %+v, %v; want the hold stale", classified, err)
 	}
-	lock, err := d.Lock(ctx, holds.StateLock, state.LockOptions{})
+	lock, err := d.Lock(ctx, StateLock, state.LockOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lock.Unlock()
 	w := &Windows{Holds: hd, Classified: classified, Observed: observed}
-	if n, err := w.Release(ctx, lock, Executor{Engine: eng, Scope: scope}, noPolicies, now, func(string, ...any) {}); err != nil || n != 1 {
+	if n, err := ReleaseStale(ctx, lock, lifecycle.Executor{Engine: eng, Scope: scope}, w, noPolicies(), now, func(string, ...any) {}); err != nil || n != 1 {
 		t.Fatalf("release: %d released, %v", n, err)
 	}
 	return w

@@ -1,4 +1,4 @@
-package holds
+package coord
 
 import (
 	"errors"
@@ -34,12 +34,12 @@ func FuzzHolds(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for name, data := range map[string][]byte{File: holdsFile, HistoryFile: historyFile} {
+		for name, data := range map[string][]byte{HoldsFile: holdsFile, HistoryFile: historyFile} {
 			if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
-		hd, hist, err := Read(d.Read)
+		hd, hist, err := ReadHolds(d.Read)
 		if err != nil {
 			fuzzWantExit2(t, err)
 			return
@@ -63,7 +63,7 @@ func FuzzHolds(f *testing.F) {
 			}
 		}
 		n := len(hist.Windows)
-		released := ReleaseStale(&hd, &hist, classified, now)
+		released := dropStale(&hd, &hist, classified, now)
 		if len(hist.Windows) < min(n, HistoryLimit) {
 			t.Fatalf("history of %d entries became %d", n, len(hist.Windows))
 		}
@@ -78,10 +78,10 @@ func FuzzHolds(f *testing.F) {
 			t.Fatal(err)
 		}
 		defer lock.Unlock()
-		if err := errors.Join(lock.Write(File, &hd), lock.Write(HistoryFile, &hist)); err != nil {
+		if err := errors.Join(lock.Write(HoldsFile, &hd), lock.Write(HistoryFile, &hist)); err != nil {
 			t.Fatalf("write back: %v", err)
 		}
-		if _, _, err := Read(d.Read); err != nil {
+		if _, _, err := ReadHolds(d.Read); err != nil {
 			t.Fatalf("read back: %v", err)
 		}
 	})

@@ -1,4 +1,4 @@
-package lifecycle
+package coord
 
 import (
 	"context"
@@ -6,8 +6,9 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
-	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
 // inFlight is an engine with a stop or a start of one container that a
@@ -77,7 +78,7 @@ func TestHealDeadSettlesWhatWasInFlight(t *testing.T) {
 		t.Run(tc.op+"-in-flight", func(t *testing.T) {
 			ctx := context.Background()
 			f := enginetest.NewFake("old:1")
-			x0 := Executor{Engine: f, Scope: "s"}
+			x0 := lifecycle.Executor{Engine: f, Scope: "s"}
 			if err := x0.Create(ctx, desiredOf(t, "old:1", nil)); err != nil {
 				t.Fatal(err)
 			}
@@ -86,18 +87,18 @@ func TestHealDeadSettlesWhatWasInFlight(t *testing.T) {
 				_ = f.Stop(ctx, old.ID, 0)
 			}
 			eng := &inFlight{Fake: f, id: old.ID, op: tc.op}
-			x := Executor{Engine: eng, Scope: "s"}
-			observed, err := eng.List(ctx, Managed("s"))
+			x := lifecycle.Executor{Engine: eng, Scope: "s"}
+			observed, err := eng.List(ctx, lifecycle.Managed("s"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}}}
-			kept, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {})
+			dead := []Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}}}
+			kept, changed, err := healDead(ctx, x, observed, dead, func(string) bool { return true }, func(string, ...any) {})
 			if err != nil || len(kept) != 0 {
-				t.Fatalf("HealDead: kept %+v, %v", kept, err)
+				t.Fatalf("healDead: kept %+v, %v", kept, err)
 			}
 			if !changed {
-				t.Error("HealDead reports no change: the caller would plan from its stale listing")
+				t.Error("healDead reports no change: the caller would plan from its stale listing")
 			}
 			if eng.op != "" {
 				t.Errorf("the %s in flight is still pending after the heal: the plan would read m.c wrong", tc.op)
@@ -116,18 +117,18 @@ func TestHealDeadSettlesWhatWasInFlight(t *testing.T) {
 func TestHealDeadLeavesAReplacedContainer(t *testing.T) {
 	ctx := context.Background()
 	f := enginetest.NewFake("new:1")
-	x := Executor{Engine: f, Scope: "s"}
+	x := lifecycle.Executor{Engine: f, Scope: "s"}
 	if err := x.Create(ctx, desiredOf(t, "new:1", nil)); err != nil {
 		t.Fatal(err)
 	}
 	f.Changes()
-	observed, err := f.List(ctx, Managed("s"))
+	observed, err := f.List(ctx, lifecycle.Managed("s"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := []claims.Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
-	if _, changed, err := x.HealDead(ctx, observed, dead, func(string) bool { return true }, func(string, ...any) {}); err != nil || changed {
-		t.Fatalf("HealDead: changed %v, %v; want nothing done", changed, err)
+	dead := []Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
+	if _, changed, err := healDead(ctx, x, observed, dead, func(string) bool { return true }, func(string, ...any) {}); err != nil || changed {
+		t.Fatalf("healDead: changed %v, %v; want nothing done", changed, err)
 	}
 	if ch := f.Changes(); len(ch) != 0 {
 		t.Errorf("engine changes %q, want none", ch)
@@ -149,7 +150,7 @@ func TestReleaseSettlesADeadClosesStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{LabelManaged: scope, LabelRole: RoleService, LabelModule: "m", LabelContainer: "c"}
+	labels := map[string]string{lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleService, lifecycle.LabelModule: "m", lifecycle.LabelContainer: "c"}
 	oldID, err := f.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "always", Labels: labels})
 	if err != nil {
 		t.Fatal(err)
@@ -190,30 +191,124 @@ func TestHealRemovesALeftAside(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			f := enginetest.NewFake("old:1", "new:1")
-			x := Executor{Engine: f, Scope: "s"}
+			x := lifecycle.Executor{Engine: f, Scope: "s"}
 			if err := x.Create(ctx, desiredOf(t, "old:1", nil)); err != nil {
 				t.Fatal(err)
 			}
 			old, _ := f.Get("m.c")
 			_ = f.Stop(ctx, old.ID, 0)
-			_ = f.Rename(ctx, old.ID, OldName("m.c"))
+			_ = f.Rename(ctx, old.ID, lifecycle.OldName("m.c"))
 			if tc.withNew {
 				if err := x.Create(ctx, desiredOf(t, "new:1", nil)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			observed, err := f.List(ctx, Managed("s"))
+			observed, err := f.List(ctx, lifecycle.Managed("s"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, changed, err := x.HealDead(ctx, observed, nil, func(string) bool { return tc.mine }, func(string, ...any) {})
+			_, changed, err := healDead(ctx, x, observed, nil, func(string) bool { return tc.mine }, func(string, ...any) {})
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, there := f.Get(OldName("m.c"))
+			_, there := f.Get(lifecycle.OldName("m.c"))
 			if there == tc.wantGone || changed != tc.wantGone {
 				t.Errorf("m.c.meshctl-old there: %v, changed: %v; want it gone: %v", there, changed, tc.wantGone)
 			}
 		})
 	}
+}
+
+// TestHealStartFirstAtEveryInstant: a start-first recreate that died at any
+// instant is healed by healDead: before the new one passed its gate, the
+// unverified new one goes and the old one runs on, untouched; after (the
+// old one retiring), the recreate is carried through: the new one, under
+// the name, is the only one left.
+func TestHealStartFirstAtEveryInstant(t *testing.T) {
+	type step func(ctx context.Context, f *enginetest.Fake, oldID, newID string)
+	created := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {}
+	started := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) { f.Start(ctx, newID) }
+	retiring := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		started(ctx, f, oldID, newID)
+		f.Rename(ctx, oldID, "m.c.meshctl-retiring")
+	}
+	named := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		retiring(ctx, f, oldID, newID)
+		f.Rename(ctx, newID, "m.c")
+	}
+	offNet := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		named(ctx, f, oldID, newID)
+		f.DisconnectNetwork(ctx, "meshctl.m.net", oldID)
+	}
+	stopped := func(ctx context.Context, f *enginetest.Fake, oldID, newID string) {
+		offNet(ctx, f, oldID, newID)
+		f.Stop(ctx, oldID, 0)
+	}
+	for _, tt := range []struct {
+		instant string
+		die     step
+		want    string // the image m.c runs after the heal
+	}{
+		{"new created", created, "old:1"},
+		{"new started", started, "old:1"},
+		{"old retiring", retiring, "new:1"},
+		{"new under the name", named, "new:1"},
+		{"old off the network", offNet, "new:1"},
+		{"old stopped", stopped, "new:1"},
+	} {
+		t.Run(tt.instant, func(t *testing.T) {
+			ctx := context.Background()
+			f, x := startFirstHost(t)
+			old, _ := f.Get("m.c")
+			newID, err := f.Create(ctx, "m.c.meshctl-new", startFirstOf(t, "new:1", nil).EngineSpec("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.die(ctx, f, old.ID, newID)
+			observed, err := f.List(ctx, lifecycle.Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			dead := []Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}}}
+			kept, _, err := healDead(ctx, x, observed, dead, func(string) bool { return true }, t.Logf)
+			if err != nil || len(kept) != 0 {
+				t.Fatalf("healDead: kept %v, %v", kept, err)
+			}
+			cs := f.Containers()
+			if len(cs) != 1 || cs[0].Name != "m.c" || !cs[0].Running || cs[0].Spec.Image != tt.want {
+				t.Errorf("containers %+v: want m.c alone, running %s", cs, tt.want)
+			}
+		})
+	}
+}
+
+// desiredOf is m.c of module m on image, with health as its healthcheck.
+func desiredOf(t *testing.T, image string, health *mesh.Healthcheck) *lifecycle.Desired {
+	t.Helper()
+	c := &mesh.Container{Image: image}
+	c.Healthcheck = health
+	return &lifecycle.Desired{Name: "m.c", Module: "m", Container: "c", Def: *c, Image: image, Spec: c.Spec(image)}
+}
+
+// startFirstOf is m.c on the module network meshctl.m.net, start-first,
+// with a drain of 1ms.
+func startFirstOf(t *testing.T, image string, health *mesh.Healthcheck) *lifecycle.Desired {
+	t.Helper()
+	d := desiredOf(t, image, health)
+	d.Def.UpdateOrder = mesh.StartFirst
+	d.Def.Drain = mesh.Duration(time.Millisecond)
+	d.Spec.Networks = map[string]mesh.SpecNetwork{"meshctl.m.net": {}}
+	return d
+}
+
+// startFirstHost is a fake engine where m.c (old:1) runs on meshctl.m.net.
+func startFirstHost(t *testing.T) (*enginetest.Fake, lifecycle.Executor) {
+	t.Helper()
+	f := enginetest.NewFake("old:1", "new:1")
+	x := lifecycle.Executor{Engine: f, Scope: "s"}
+	if err := x.Create(context.Background(), startFirstOf(t, "old:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	f.Changes()
+	return f, x
 }

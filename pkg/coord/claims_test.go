@@ -1,7 +1,8 @@
-package claims
+package coord
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -28,24 +29,25 @@ func TestClaimLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	l := lockState(t, d)
-	h, err := Take(l, Claim{Containers: []string{"m.a", "m.b"}, Creates: []string{"m.b"}}, time.Now())
+	h, err := TakeClaim(l, Claim{Containers: []string{"m.a", "m.b"}, Creates: []string{"m.b"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, _ := Covering(d, l.Read, []string{"m.c"}); ok {
-		t.Error("m.c reads claimed")
+	if err := CheckClaims(d, l.Read, []string{"m.c"}); err != nil {
+		t.Errorf("m.c reads claimed: %v", err)
 	}
-	if c, ok, _ := Covering(d, l.Read, []string{"m.c", "m.b"}); !ok || c.ID != h.ID {
-		t.Errorf("m.b not claimed by %s: %+v %v", h.ID, c, ok)
+	var ce *ClaimedError
+	if err := CheckClaims(d, l.Read, []string{"m.c", "m.b"}); !errors.As(err, &ce) || ce.Claim.ID != h.ID {
+		t.Errorf("m.b not claimed by %s: %v", h.ID, err)
 	}
 	l.Unlock()
 
-	// Wait returns once the claim ends.
+	// WaitClaim returns once the claim ends.
 	done := make(chan error, 1)
-	go func() { done <- Wait(context.Background(), d, h.Claim, time.Minute) }()
+	go func() { done <- WaitClaim(context.Background(), d, h.Claim, time.Minute) }()
 	select {
 	case err := <-done:
-		t.Fatalf("Wait returned while the claim lives: %v", err)
+		t.Fatalf("WaitClaim returned while the claim lives: %v", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	h.Abandon() // killed: nothing recorded
@@ -55,22 +57,22 @@ func TestClaimLifecycle(t *testing.T) {
 
 	l = lockState(t, d)
 	defer l.Unlock()
-	if live, err := Live(d, l.Read); err != nil || len(live) != 0 {
-		t.Errorf("Live = %+v, %v; want the dead claim ignored", live, err)
+	if live, err := LiveClaims(d, l.Read); err != nil || len(live) != 0 {
+		t.Errorf("LiveClaims = %+v, %v; want the dead claim ignored", live, err)
 	}
-	h2, err := Take(l, Claim{Containers: []string{"m.c"}}, time.Now())
+	h2, err := TakeClaim(l, Claim{Containers: []string{"m.c"}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc Doc
-	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 2 || doc.Claims[0].ID != h.ID || doc.Claims[1].ID != h2.ID ||
+	var doc ClaimsDoc
+	if _, err := l.Read(ClaimsFile, &doc); err != nil || len(doc.Claims) != 2 || doc.Claims[0].ID != h.ID || doc.Claims[1].ID != h2.ID ||
 		!slices.Equal(doc.Claims[0].Creates, []string{"m.b"}) {
 		t.Errorf("claims.json = %+v, want the dead claim (creating m.b) and the new one", doc)
 	}
 	if err := h2.Release(l); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Read(File, &doc); err != nil || len(doc.Claims) != 1 || doc.Claims[0].ID != h.ID {
+	if _, err := l.Read(ClaimsFile, &doc); err != nil || len(doc.Claims) != 1 || doc.Claims[0].ID != h.ID {
 		t.Errorf("claims.json after Release = %+v, want the dead claim alone", doc)
 	}
 }

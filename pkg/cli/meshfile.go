@@ -1,0 +1,20 @@
+package cli
+
+import (
+	"context"
+	"io"
+
+	"github.com/meshctl/meshctl/pkg/mesh"
+)
+
+// loadMesh reads and decodes the mesh file at path ("-": stdin),
+// interruptibly: its input may never end, its decode may take long.
+func loadMesh(ctx context.Context, path string, stdin io.Reader) (*mesh.File, error) {
+	name := path
+	if path == "-" {
+		name = "stdin"
+	}
+	return interruptible(ctx, "reading the mesh file "+name, func() (*mesh.File, error) {
+		return mesh.LoadContext(ctx, path, stdin)
+	})
+}
