@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/claims"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -164,7 +164,7 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 		}
 	}
 	a.in = Input{Desired: a.desired, Observed: a.windows.Observed, Holds: held, Prune: a.opts.Prune, Scope: a.scope,
-		Modules: map[string]bool{}, Remove: map[string]bool{}}
+		Modules: map[string]bool{}, Remove: map[string]bool{}, Now: a.now}
 	for m := range a.file.Modules {
 		a.in.Modules[m] = true
 	}

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
@@ -41,9 +42,9 @@ func ConflictReason(name, owner string) string {
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
 
-// ReasonRestarting is the reason for recreating a container the engine is
-// restarting: it crashed, and the engine's "running" (which counts
-// restarting) says nothing of its health.
+// ReasonRestarting is the reason for recreating a restarting container
+// (engine.StateOf). It crashed, and the engine's "running" says nothing of
+// its health.
 const ReasonRestarting = "restarting"
 
 // HoldRef says which live window holds a container.
@@ -83,6 +84,8 @@ type Input struct {
 	// Remove are the modules removed whole (--remove-module): their
 	// containers are removed, with or without Prune.
 	Remove map[string]bool
+	// Now is when Observed was listed, for engine.StateOf.
+	Now time.Time
 }
 
 // Plan returns one item per desired or managed container, in name order.
@@ -157,7 +160,7 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 		it.Action, it.Reasons = heldAction(hold, c, diff)
 		return it
 	}
-	switch why := mustRecreate(c, diff); {
+	switch why := mustRecreate(c, diff, in.Now); {
 	case c == nil:
 		it.Action = Create
 	case len(why) > 0:
@@ -197,15 +200,18 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []str
 // returns why c must be replaced, none when it need not. It must when it
 // differs from what the file wants (diff), or when it does not run: on
 // this host, stopped means broken, and so does restarting (a crash loop).
-func mustRecreate(c *engine.Container, diff []string) []string {
-	switch {
-	case c == nil:
+// engine.StateOf says which it is at now.
+func mustRecreate(c *engine.Container, diff []string, now time.Time) []string {
+	if c == nil {
 		return nil
-	case len(diff) > 0:
+	}
+	if len(diff) > 0 {
 		return diff
-	case !c.Running:
+	}
+	switch engine.StateOf(*c, now) {
+	case engine.Stopped:
 		return []string{ReasonNotRunning}
-	case c.State == "restarting":
+	case engine.Restarting:
 		return []string{ReasonRestarting}
 	default:
 		return nil

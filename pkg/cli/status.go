@@ -16,9 +16,10 @@ func newStatusCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what runs, what is held and why, builds and the last apply",
-		Long: `Show each managed container's state (running, stopped, held by a window,
-missing, drifted from the last applied spec), the windows not yet closed, each
-module's current build, and the last apply's time and result.
+		Long: `Show each managed container's state (running, restarting, stopped, held by
+a window, missing, drifted from the last applied spec), the windows not yet
+closed, each module's current build, and the last apply's time and result. A
+container the engine restarted reads restarting until it has run for 3s.
 
 A host with a window open reads as working: its held containers are stopped on
 purpose and come back when the window closes.
@@ -26,8 +27,8 @@ purpose and come back when the window closes.
 --check is for monitoring (Nagios-style checks, cron mail): it prints one line
 per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
-end ok, a stale hold, an overdue window, or a container drifted, missing or
-stopped that no window holds.`,
+end ok, a stale hold, an overdue window, or a container drifted, missing,
+stopped or restarting that no window holds.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
   */5 * * * * meshctl status --check -q          # cron mails only problems

@@ -103,8 +103,9 @@ type Container struct {
 	// running, which includes paused and restarting, as in docker inspect.
 	State   string
 	Running bool
-	// ExitCode, RestartPolicy, StartedAt and FinishedAt are known from
-	// Inspect only; List leaves them zero.
+	// ExitCode, RestartPolicy and FinishedAt are known from Inspect only.
+	// List leaves them zero. It knows StartedAt only for a container that
+	// has run less than Settle since a restart.
 	ExitCode      int
 	Labels        map[string]string
 	RestartPolicy string
@@ -112,8 +113,9 @@ type Container struct {
 	FinishedAt    time.Time
 	// Health is the healthcheck's verdict: starting, healthy or unhealthy;
 	// "" for a container without one. HealthOutput is the last probe's
-	// output. Restarting, RestartCount and Healthcheck (the probe in
-	// effect, the image's included) are known from Inspect only.
+	// output. Healthcheck (the probe in effect, the image's included) is
+	// known from Inspect only. List knows Restarting and RestartCount only
+	// for a container that has run less than Settle since a restart.
 	Health       string
 	HealthOutput string
 	Restarting   bool

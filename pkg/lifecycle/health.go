@@ -29,7 +29,7 @@ const (
 
 // DefaultSettle is how long a container without a healthcheck must keep
 // running, not restarting, to count as started (apply --settle).
-const DefaultSettle = 3 * time.Second
+const DefaultSettle = engine.Settle
 
 // healthPoll is how often a health wait asks the engine.
 const healthPoll = 200 * time.Millisecond

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
@@ -13,7 +14,7 @@ import (
 func StepRunning(observed []engine.Container, scope string) func(name string) bool {
 	running := map[string]bool{}
 	for _, c := range observed {
-		if c.Labels[LabelManaged] == scope && c.Labels[LabelRole] == RoleStep && c.Running {
+		if c.Labels[LabelManaged] == scope && c.Labels[LabelRole] == RoleStep && engine.StateOf(c, time.Time{}) != engine.Stopped {
 			running[c.Name] = true
 		}
 	}

@@ -10,21 +10,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// Container states.
+// Container states. Running, Restarting and Stopped are engine.StateOf's.
 const (
-	Running = "running"
-	Stopped = "stopped"
-	Held    = "held"
-	Missing = "missing"
-	Drifted = "drifted"
+	Running    = string(engine.Running)
+	Restarting = string(engine.Restarting)
+	Stopped    = string(engine.Stopped)
+	Held       = "held"
+	Missing    = "missing"
+	Drifted    = "drifted"
 )
 
 // Report is the status of a host.
@@ -131,7 +132,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		}
 	}
 
-	modules := containers(rep, desired, byName, heldBy, unreadable)
+	modules := containers(rep, desired, byName, heldBy, unreadable, now)
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
@@ -156,7 +157,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 // and every managed one the applied state does not name. It returns the
 // modules whose builds the report shows: the desired containers' and the
 // artifacts they run.
-func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View, unreadable map[string]error) map[string]bool {
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]holds.View, unreadable map[string]error, now time.Time) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
 	for i := range desired {
@@ -170,12 +171,12 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 		if o, ok := byName[dc.Name]; ok {
 			c = &o
 		}
-		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy))
+		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy, now))
 	}
 	for name, c := range byName {
 		if !seen[name] {
 			module := c.Labels[lifecycle.LabelModule]
-			st := containerState(name, module, &c, nil, heldBy)
+			st := containerState(name, module, &c, nil, heldBy, now)
 			if _, ok := unreadable[module]; ok {
 				st.Reasons = append(st.Reasons, "not checked: its module's applied spec cannot be read")
 			} else {
@@ -222,8 +223,8 @@ func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) [
 }
 
 // problems lists what needs a person: a failed last apply or window, a
-// stale hold, an overdue window, a container drifted or not running that
-// no window holds. Each line says what to do.
+// stale hold, an overdue window, a container drifted, restarting or not
+// running that no window holds. Each line says what to do.
 func problems(rep *Report) []string {
 	out := []string{}
 	if l := rep.LastApply; l != nil && l.Result != "ok" {
@@ -253,6 +254,8 @@ func problems(rep *Report) []string {
 			out = append(out, fmt.Sprintf("container %s runs but is unhealthy; see docker logs %s", c.Name, c.Name))
 		}
 		switch c.State {
+		case Restarting:
+			out = append(out, fmt.Sprintf("container %s is restarting: it exits and the engine starts it again; see docker logs %s", c.Name, c.Name))
 		case Drifted, Missing, Stopped:
 			msg := fmt.Sprintf("container %s is %s", c.Name, c.State)
 			if len(c.Reasons) > 0 {
@@ -271,7 +274,7 @@ func firstLine(s string) string {
 
 // containerState is the state of container name: c as the engine has it
 // (nil: missing), d as the applied state wants it (nil: not in it).
-func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View) Container {
+func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]holds.View, now time.Time) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -287,10 +290,11 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 		st.State = Missing
 	case len(diff) > 0:
 		st.State, st.Reasons = Drifted, diff
-	case c.Running:
-		st.State, st.Health = Running, c.Health
 	default:
-		st.State = Stopped
+		st.State = string(engine.StateOf(*c, now))
+		if st.State == Running {
+			st.Health = c.Health
+		}
 	}
 	return st
 }

@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/holds"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -38,7 +38,7 @@ func (w *window) open(ctx context.Context) error {
 		// killed mid-recreate sent it), which the engine carries out before
 		// this stop. A stop of a stopped container changes nothing.
 		// (docs/model/README.md, "A new container's start in flight".)
-		if c.Running {
+		if engine.StateOf(c, w.openedAt) != engine.Stopped {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
 		// Seen through after a signal: the close then starts it again once
