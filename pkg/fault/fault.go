@@ -3,6 +3,8 @@
 // to an exit status (CONTRACT §3), so no other package knows those numbers.
 package fault
 
+import "fmt"
+
 // Kind is a kind of failure, as the user acts on it.
 type Kind string
 
@@ -21,3 +23,20 @@ const (
 	// Interrupted: stopped by SIGINT or SIGTERM, after cleaning up.
 	Interrupted Kind = "interrupted"
 )
+
+// Error is a failure that carries only its kind and its message.
+// An error with nothing else to say needs no type of its own.
+type Error struct {
+	Kind Kind
+	Msg  string
+}
+
+// New returns an *Error of kind with the message format makes of args.
+func New(kind Kind, format string, args ...any) error {
+	return &Error{Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *Error) Error() string { return e.Msg }
+
+// Fault returns the error's kind.
+func (e *Error) Fault() Kind { return e.Kind }
