@@ -156,10 +156,10 @@ func missingImages(ctx context.Context, eng engine.Client, items []Item, tried m
 		if err != nil {
 			return nil, nil, fmt.Errorf("image %s: %w", ref, err)
 		}
-		switch {
+		switch refused := it.Desired.Def.PullRefused(); {
 		case present:
-		case policy == "never":
-			absent[ref] = "image missing and pull: never"
+		case refused != nil:
+			absent[ref] = refused.Error()
 		default:
 			missing = append(missing, ref)
 		}

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"time"
 
 	"github.com/docker/go-units"
@@ -44,6 +45,19 @@ func (c *Container) PullPolicy() string {
 		return DefaultPull
 	}
 	return c.Pull
+}
+
+// ErrNeverPull is why an image that is missing is not pulled (pull: never).
+var ErrNeverPull = errors.New("image missing and pull: never")
+
+// PullRefused is the one rule for a missing image under pull: never.
+// It returns ErrNeverPull when c's policy forbids the pull, else nil.
+// Apply and a window's close both ask it, so both say the same.
+func (c *Container) PullRefused() error {
+	if c.PullPolicy() == "never" {
+		return ErrNeverPull
+	}
+	return nil
 }
 
 // ContainerFields are the fields a container takes beyond its image,
