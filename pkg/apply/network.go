@@ -17,14 +17,14 @@ import (
 
 // Kept is a network apply would remove but leaves, because a container is
 // still attached to it.
-const Kept = "kept"
+const Kept Action = "kept"
 
 // NetItem is the plan for one network meshctl creates (external ones are
 // never planned: meshctl neither creates nor removes them).
 type NetItem struct {
 	Name     string // engine name
 	Module   string
-	Action   string // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
+	Action   Action // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
 	Reasons  []string
 	Desired  *mesh.DesiredNetwork
 	Observed *engine.Network

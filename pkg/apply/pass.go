@@ -403,9 +403,9 @@ func writeRecord(lock *state.Lock, a *record.Applied, rep *record.Report, opts O
 			return err
 		}
 	}
-	last := &record.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	last := &record.LastReport{FinishedAt: now, Source: opts.Source, Result: record.ResultOK, Report: rep}
 	if runErr != nil {
-		last.Result, last.Error = "failed", runErr.Error()
+		last.Result, last.Error = record.ResultFailed, runErr.Error()
 	}
 	return lock.Write(record.ReportFile, last)
 }

@@ -8,24 +8,29 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 )
+
+// Action is what a plan does to a container or a network (CONTRACT §5).
+// It is the report's type: an item's action becomes its report line's.
+type Action = record.Action
 
 // Actions a plan gives a container (CONTRACT §5).
 const (
-	Create    = "create"
-	Unchanged = "unchanged"
-	Recreate  = "recreate"
-	Held      = "held"
-	Deferred  = "deferred"
-	Orphan    = "orphan"
-	Remove    = "remove"
-	Conflict  = "conflict"
+	Create    Action = "create"
+	Unchanged Action = "unchanged"
+	Recreate  Action = "recreate"
+	Held      Action = "held"
+	Deferred  Action = "deferred"
+	Orphan    Action = "orphan"
+	Remove    Action = "remove"
+	Conflict  Action = "conflict"
 	// Failed is what an action becomes when carrying it out failed.
-	Failed = "failed"
+	Failed Action = "failed"
 	// Released is an unchanged container that this apply's release of a
 	// dead window's hold started again (the plan, made after it, finds it
 	// running as wanted).
-	Released = "released"
+	Released Action = "released"
 )
 
 // ConflictReason says why name cannot be created: a container meshctl does
@@ -57,7 +62,7 @@ type Item struct {
 	Name      string
 	Module    string
 	Container string
-	Action    string
+	Action    Action
 	Reasons   []string
 	Window    string
 	Desired   *lifecycle.Desired // nil for orphans
@@ -135,7 +140,7 @@ func Plan(in Input) []Item {
 // unlisted is what becomes of a container or network of module that the
 // mesh file no longer names: removed with its module (removed) or by
 // --prune (prune), else an orphan, reported.
-func unlisted(module string, removed, prune bool) (string, []string) {
+func unlisted(module string, removed, prune bool) (Action, []string) {
 	switch {
 	case removed:
 		return Remove, []string{"module " + module + " removed"}
@@ -184,7 +189,7 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 // touched. It stays held, or, where it differs from what the file wants
 // (diff) or is missing, the change is deferred until the window's close,
 // which carries it out.
-func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []string) {
+func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []string) {
 	by := "held by window " + hold.Window
 	switch {
 	case c == nil:
@@ -226,7 +231,7 @@ func (it Item) ChangesEngine() bool { return changesEngine(it.Action) }
 // recreate or a removal, of a container or of a network. Every other
 // action leaves the engine as it is: this is what a claim covers, what
 // execute carries out and what makes a report "changed".
-func changesEngine(action string) bool {
+func changesEngine(action Action) bool {
 	return action == Create || action == Recreate || action == Remove
 }
 

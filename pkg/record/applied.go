@@ -228,12 +228,21 @@ func (a *Applied) DesiredEach(key []byte) (desired []lifecycle.Desired, errs map
 	return desired, errs
 }
 
+// Result is how an apply ended, as last-apply.json says.
+type Result string
+
+// The results of an apply.
+const (
+	ResultOK     Result = "ok"
+	ResultFailed Result = "failed"
+)
+
 // LastReport is the last-apply.json document.
 type LastReport struct {
 	state.Header
 	FinishedAt time.Time `json:"finished_at"`
 	Source     string    `json:"source"`
-	Result     string    `json:"result"` // ok or failed
+	Result     Result    `json:"result"` // ok or failed
 	Error      string    `json:"error,omitempty"`
 	Report     *Report   `json:"report"`
 }
@@ -253,12 +262,16 @@ type Report struct {
 	Networks []NetworkReport `json:"networks,omitempty"`
 }
 
+// Action is what an apply did to a container or a network, as its report
+// says. Package apply names the actions (apply.Create and the others).
+type Action string
+
 // NetworkReport is one network's line of the report: create, unchanged,
 // remove, orphan, kept (in use, so not removed) or failed.
 type NetworkReport struct {
 	Name    string   `json:"name"`
 	Module  string   `json:"module"`
-	Action  string   `json:"action"`
+	Action  Action   `json:"action"`
 	Reasons []string `json:"reasons"`
 }
 
@@ -267,7 +280,7 @@ type ContainerReport struct {
 	Name      string   `json:"name"`
 	Module    string   `json:"module"`
 	Container string   `json:"container"`
-	Action    string   `json:"action"`
+	Action    Action   `json:"action"`
 	Reasons   []string `json:"reasons"`
 	Window    string   `json:"window,omitempty"`
 	// Build is the build id the container runs, for an artifact: container.

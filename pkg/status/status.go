@@ -68,10 +68,10 @@ type Build struct {
 
 // LastApply is when the last apply finished and how.
 type LastApply struct {
-	FinishedAt time.Time `json:"finished_at"`
-	Result     string    `json:"result"`
-	Source     string    `json:"source"`
-	Error      string    `json:"error,omitempty"`
+	FinishedAt time.Time     `json:"finished_at"`
+	Result     record.Result `json:"result"`
+	Source     string        `json:"source"`
+	Error      string        `json:"error,omitempty"`
 }
 
 // Get reads the state directory's snapshots (no lock) and lists the managed
@@ -227,7 +227,7 @@ func failedWindows(hist []holds.Entry, hasStep func(module, step string) bool) [
 // running that no window holds. Each line says what to do.
 func problems(rep *Report) []string {
 	out := []string{}
-	if l := rep.LastApply; l != nil && l.Result != "ok" {
+	if l := rep.LastApply; l != nil && l.Result != record.ResultOK {
 		msg := fmt.Sprintf("the last apply failed (%s, %s)", state.When(l.FinishedAt), l.Source)
 		if l.Error != "" {
 			msg += ": " + firstLine(l.Error)
@@ -317,7 +317,7 @@ func summary(rep *Report) string {
 		return "attention: some containers are not running as the last apply wants; run meshctl apply --last"
 	case len(open) > 0:
 		return "working: " + strings.Join(open, "; ") + "; its held containers come back when it closes"
-	case rep.LastApply != nil && rep.LastApply.Result != "ok":
+	case rep.LastApply != nil && rep.LastApply.Result != record.ResultOK:
 		return "attention: the last apply failed"
 	case len(rep.FailedWindows) > 0:
 		return "attention: a window failed"
