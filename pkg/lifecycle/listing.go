@@ -14,7 +14,7 @@ import (
 func StepRunning(observed []engine.Container, scope string) func(name string) bool {
 	running := map[string]bool{}
 	for _, c := range observed {
-		if c.Labels[LabelManaged] == scope && c.Labels[LabelRole] == RoleStep && engine.StateOf(c, time.Time{}) != engine.Stopped {
+		if IsStep(c, scope) && engine.StateOf(c, time.Time{}) != engine.Stopped {
 			running[c.Name] = true
 		}
 	}

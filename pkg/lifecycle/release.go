@@ -253,7 +253,7 @@ func (x Executor) stepExits(ctx context.Context, released []holds.Classified, ob
 			continue
 		}
 		for _, o := range observed {
-			if o.Name != r.StepContainer || o.Labels[LabelManaged] != x.Scope || o.Labels[LabelRole] != RoleStep || o.Running {
+			if o.Name != r.StepContainer || !IsStep(o, x.Scope) || o.Running {
 				continue
 			}
 			ictx, cancel := Cleanup(ctx, resumeTimeout)
@@ -359,7 +359,7 @@ func (x Executor) removeDeadSteps(ctx context.Context, released []holds.Classifi
 			continue
 		}
 		for _, o := range observed {
-			if o.Name == c.StepContainer && o.Labels[LabelManaged] == x.Scope && o.Labels[LabelRole] == RoleStep && !o.Running {
+			if o.Name == c.StepContainer && IsStep(o, x.Scope) && !o.Running {
 				if err := x.Engine.Remove(cleanupContext(ctx), o.ID); err != nil && !engine.IsNotFound(err) {
 					return fmt.Errorf("remove the step container %s of dead window %s, which may still start: %w; its hold stays, and %s with it",
 						o.Name, c.ID, err, strings.Join(c.Containers, ", "))

@@ -115,7 +115,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range ws.Observed {
-		if c.Labels[lifecycle.LabelRole] != lifecycle.RoleStep {
+		if !lifecycle.IsStep(c, scope) {
 			byName[c.Name] = c
 		}
 	}

@@ -337,7 +337,7 @@ func (w *window) clearLeftoverStep(ctx context.Context, name string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("inspect %s: %w", name, err)
-	case old.Labels[lifecycle.LabelManaged] != w.scope || old.Labels[lifecycle.LabelRole] != lifecycle.RoleStep:
+	case !lifecycle.IsStep(old, w.scope):
 		return fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
 	}
 	if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {
