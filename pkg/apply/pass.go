@@ -280,9 +280,8 @@ func markReleased(rep *record.Report) {
 // modules merged in, wants.
 func (a *pass) policies() map[string]string {
 	// A module left out keeps the policy recorded at open; the key only
-	// hashes, and a restart policy needs no hash.
-	key, _ := record.PeekSecretKey(a.d, a.recorded.File)
-	all, _ := a.recorded.DesiredEach(key)
+	// hashes, and a restart policy needs no hash, so no error counts.
+	all, _, _ := a.recorded.DesiredFor(a.d, "")
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
 

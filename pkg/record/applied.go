@@ -204,6 +204,22 @@ func (a *Applied) Desired(key []byte) ([]lifecycle.Desired, error) {
 	}, a.Images, key)
 }
 
+// DesiredFor is the one way to read what the applied record wants.
+// It returns every module's desired containers, hashed with d's secret key.
+// A module whose files cannot be read is left out, and errs says why.
+// Only module's own failure fails the call; "" names no module.
+func (a *Applied) DesiredFor(d *state.Dir, module string) (desired []lifecycle.Desired, errs map[string]error, err error) {
+	key, err := PeekSecretKey(d, a.File)
+	if err != nil {
+		return nil, nil, err
+	}
+	desired, errs = a.DesiredEach(key)
+	if err := errs[module]; err != nil {
+		return nil, errs, err
+	}
+	return desired, errs, nil
+}
+
 // DesiredEach is Desired module by module: a module whose containers cannot
 // be resolved (an env-file that cannot be read: a secret being rotated) is
 // left out, and errs says why, by module, while the other modules' are

@@ -95,11 +95,10 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// A module whose env-file cannot be read is reported, not the end of
 	// the report: the other modules' status does not depend on its files.
-	key, err := record.PeekSecretKey(d, app.File)
+	desired, unreadable, err := app.DesiredFor(d, "")
 	if err != nil {
 		return nil, err
 	}
-	desired, unreadable := app.DesiredEach(key)
 	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err

@@ -79,12 +79,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// Another module's unreadable env-file is not this window's concern:
 	// its containers only lose their policy for a dead window's release,
 	// which then keeps the one recorded at that window's open.
-	key, err := record.PeekSecretKey(w.d, a.File)
+	all, _, err := a.DesiredFor(w.d, w.module)
 	if err != nil {
-		return nil, err
-	}
-	all, errs := a.DesiredEach(key)
-	if err := errs[w.module]; err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
@@ -201,15 +197,11 @@ func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied. Only module's own files can fail
-// it (DesiredEach). d is the state directory, whose secret key hashes
+// it (record.Applied.DesiredFor). d is the state directory, whose secret key hashes
 // secret files.
 func desiredByName(d *state.Dir, a *record.Applied, module string) (map[string]*lifecycle.Desired, error) {
-	key, err := record.PeekSecretKey(d, a.File)
+	all, _, err := a.DesiredFor(d, module)
 	if err != nil {
-		return nil, err
-	}
-	all, errs := a.DesiredEach(key)
-	if err := errs[module]; err != nil {
 		return nil, err
 	}
 	return byName(all), nil

@@ -258,13 +258,9 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		key, err := record.PeekSecretKey(d, a.File)
+		desired, _, err := a.DesiredFor(d, opts.Module) // only this module's own files count
 		if err != nil {
 			return nil, err
-		}
-		desired, errs := a.DesiredEach(key)
-		if err := errs[opts.Module]; err != nil {
-			return nil, err // only this module's own files count
 		}
 		for i := range desired {
 			if slices.Contains(p.held, desired[i].Name) {
