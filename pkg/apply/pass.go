@@ -103,7 +103,7 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	a.file = a.opts.File
 	if a.opts.Last {
 		if a.prev.File == nil {
-			return nil, &NothingAppliedError{Dir: a.d.Path()}
+			return nil, nothingApplied(a.d.Path())
 		}
 		// apply --last --remove-module M: every applied module but M.
 		a.file = withoutModules(a.prev.File, a.opts.RemoveModules)
@@ -180,7 +180,7 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	a.items = Plan(a.in)
 	for _, it := range a.items {
 		if a.in.Remove[it.Module] && it.Action == Held {
-			return nil, &HeldModuleError{Module: it.Module, Window: it.Window}
+			return nil, heldModule(it.Module, it.Window)
 		}
 	}
 	var err error
@@ -389,7 +389,7 @@ func checkRemovable(m string, prev *record.Applied, observed []engine.Container,
 			return nil
 		}
 	}
-	return &UnknownModuleError{Module: m, Applied: prev.ModuleNames()}
+	return unknownModule(m, prev.ModuleNames())
 }
 
 // writeRecord writes the applied desired state, a's modules merged with this

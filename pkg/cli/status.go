@@ -50,18 +50,13 @@ stopped or restarting that no window holds.`,
 	return writesMetrics(cmd)
 }
 
-// ProblemsError is a status --check that found problems (exit 1).
-type ProblemsError struct{ N int }
-
-func (e *ProblemsError) Error() string {
-	if e.N == 1 {
-		return "1 problem needs a person"
+// problemsError is a status --check that found n problems (exit 1).
+func problemsError(n int) error {
+	if n == 1 {
+		return fault.New(fault.Failed, "1 problem needs a person")
 	}
-	return fmt.Sprintf("%d problems need a person", e.N)
+	return fault.New(fault.Failed, "%d problems need a person", n)
 }
-
-// Fault says found problems are a failure.
-func (e *ProblemsError) Fault() fault.Kind { return fault.Failed }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.
@@ -76,7 +71,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	var problems error
 	if check && len(rep.Problems) > 0 {
-		problems = &ProblemsError{N: len(rep.Problems)}
+		problems = problemsError(len(rep.Problems))
 	}
 	if env.JSON() {
 		if err := env.PrintJSON(rep); err != nil {

@@ -178,22 +178,17 @@ func (w *window) checkAbsent(ctx context.Context, name string) error {
 	}
 	owner := c.Labels[lifecycle.LabelManaged]
 	if owner != "" && owner != w.scope {
-		return &ForeignError{Name: name, Why: "is managed by another meshctl state directory (id " + owner + "); check --state-dir"}
+		return foreign(name, "is managed by another meshctl state directory (id "+owner+"); check --state-dir")
 	}
-	return &ForeignError{Name: name, Why: "exists and meshctl does not manage it (started by hand?); rename or remove it, then run the window again"}
+	return foreign(name, "exists and meshctl does not manage it (started by hand?); rename or remove it, then run the window again")
 }
 
-// ForeignError is a window refused because a container it would hold has
-// that name but is not this state directory's (exit 1): the step would run
-// with it up.
-type ForeignError struct{ Name, Why string }
-
-func (e *ForeignError) Error() string {
-	return fmt.Sprintf("nothing held: a container named %s %s", e.Name, e.Why)
+// foreign is a window refused because a container it would hold is not
+// this state directory's, though it has that name (exit 1). The step would
+// run with it up.
+func foreign(name, why string) error {
+	return fault.New(fault.Failed, "nothing held: a container named %s %s", name, why)
 }
-
-// Fault says it is a failure.
-func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied. Only module's own files can fail
