@@ -10,7 +10,7 @@ import (
 // Renderer draws progress on a terminal as the Docker CLI does.
 // Each item has a line of its own, updated in place.
 // It lives here so that only this package imports the Docker module.
-// Its methods are not safe for concurrent use: the caller serializes them.
+// Its methods are not safe for concurrent use. The caller serializes them.
 type Renderer struct {
 	// Messages go through a pipe to one jsonmessage renderer.
 	// It keeps track of the lines it can update.
@@ -26,7 +26,7 @@ func NewRenderer(out io.Writer, fd uintptr) *Renderer {
 		defer close(r.done)
 		if err := jsonmessage.DisplayJSONMessagesStream(pr, out, fd, true, nil); err != nil {
 			// A renderer that failed (a closed terminal) must not block
-			// the work: drain what comes.
+			// the work. Drain what comes.
 			_, _ = io.Copy(io.Discard, pr)
 		}
 	}()

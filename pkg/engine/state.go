@@ -11,11 +11,11 @@ type RunState string
 
 // The states a container can be in.
 const (
-	// Running: it runs, and it has not just been restarted.
+	// Running is a container that runs and was not just restarted.
 	Running RunState = "running"
-	// Restarting: the engine restarts it, or restarted it a moment ago.
+	// Restarting is one the engine restarts, or restarted a moment ago.
 	Restarting RunState = "restarting"
-	// Stopped: it does not run.
+	// Stopped is one that does not run.
 	Stopped RunState = "stopped"
 )
 
