@@ -42,13 +42,15 @@ func StateOf(c Container, now time.Time) RunState {
 }
 
 // restartedLately reports whether a list entry may be a young restart.
-// It has run less than Settle, and its start came well after its creation.
-// Only such an entry needs an inspect to know its restart count.
-// A container just created and started needs none: the next apply costs
-// two requests still.
+// It has run less than Settle, and it started Settle or more after its
+// creation. Only such an entry needs an inspect to know its restart count.
+// A container just created and started needs none, so the next apply costs
+// two requests still, even on a loaded host.
 func restartedLately(status string, created, now time.Time) bool {
 	up, ok := upFor(status)
-	return ok && up < Settle && now.Sub(created)-up > Settle
+	// The list gives both times in whole seconds, rounded down. The gap
+	// it shows can thus be up to 2s more than the real one.
+	return ok && up < Settle && now.Sub(created)-up > Settle+2*time.Second
 }
 
 // upFor reads how long a list entry's status says it has run, in seconds.
