@@ -10,9 +10,11 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/cli"
 	"github.com/meshctl/meshctl/pkg/convert"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 func main() {
+	window.MaybeStepGuard()
 	cli.Converter = convert.Project
 	os.Exit(cli.Main())
 }

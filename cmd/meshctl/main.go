@@ -6,9 +6,11 @@ import (
 	"runtime/debug"
 
 	"github.com/meshctl/meshctl/pkg/cli"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 func main() {
+	window.MaybeStepGuard()
 	tuneGC()
 	os.Exit(cli.Main())
 }

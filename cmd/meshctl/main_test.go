@@ -12,13 +12,16 @@ import (
 	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/cli"
 	"github.com/meshctl/meshctl/pkg/convert"
+	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
 // TestMain lets the scripts run meshctl as a real process: "exec meshctl …"
 // runs this test binary as meshctl, and as meshctl-convert (its main's
-// body), which meshctl convert runs from PATH.
+// body), which meshctl convert runs from PATH. A window's exec: step runs
+// it as the step's guard too.
 func TestMain(m *testing.M) {
+	window.MaybeStepGuard()
 	testscript.Main(m, map[string]func(){
 		"meshctl": func() { os.Exit(cli.Main()) },
 		"meshctl-convert": func() {

@@ -67,7 +67,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 			return nil, err
 		}
 		if !ok || a.File == nil {
-			return nil, &NothingAppliedError{Dir: d.Path()}
+			return nil, nothingApplied(d.Path())
 		}
 		opts.File = withoutModules(a.File, opts.RemoveModules)
 	}

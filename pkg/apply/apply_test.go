@@ -56,8 +56,8 @@ func run(t testing.TB, d *state.Dir, eng engine.Client, f *mesh.File, mod func(*
 	return Run(context.Background(), d, eng, opts)
 }
 
-func actions(rep *record.Report) map[string]string {
-	out := map[string]string{}
+func actions(rep *record.Report) map[string]Action {
+	out := map[string]Action{}
 	for _, c := range rep.Containers {
 		out[c.Name] = c.Action
 	}
@@ -193,7 +193,7 @@ func TestRecreateRollsBack(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := map[bool]string{false: Unchanged, true: Recreate}[tt.oldStopped]; actions(rep)["m.a"] != want {
+			if want := map[bool]Action{false: Unchanged, true: Recreate}[tt.oldStopped]; actions(rep)["m.a"] != want {
 				t.Errorf("the good file then plans m.a: %s, want %s", actions(rep)["m.a"], want)
 			}
 		})
@@ -283,7 +283,7 @@ func TestRunDryRunChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"m.a": Recreate, "m.b": Recreate, "m.c": Create}
+	want := map[string]Action{"m.a": Recreate, "m.b": Recreate, "m.c": Create}
 	if got := actions(rep); !maps.Equal(got, want) || !rep.Changed || !rep.DryRun {
 		t.Errorf("dry run report: %v changed %v dry_run %v; want %v, true, true", got, rep.Changed, rep.DryRun, want)
 	}

@@ -34,49 +34,29 @@ func (e *ConflictError) Error() string {
 	return "nothing changed: " + strings.Join(msgs, "; ")
 }
 
-// NothingAppliedError is an apply --last where nothing was applied yet
-// (exit 2).
-type NothingAppliedError struct{ Dir string }
-
-func (e *NothingAppliedError) Error() string {
-	return "nothing was applied in " + e.Dir + " yet, so there is no last applied state: run meshctl apply -f FILE"
+// nothingApplied is an apply --last where nothing was applied yet (exit 2).
+func nothingApplied(dir string) error {
+	return fault.New(fault.BadInput, "nothing was applied in %s yet, so there is no last applied state: run meshctl apply -f FILE", dir)
 }
 
-// Fault says it is bad input.
-func (e *NothingAppliedError) Fault() fault.Kind { return fault.BadInput }
-
-// UnknownModuleError is a --remove-module naming a module this state
-// directory neither applied nor has containers of (exit 2).
-type UnknownModuleError struct {
-	Module  string
-	Applied []string
-}
-
-func (e *UnknownModuleError) Error() string {
-	msg := fmt.Sprintf("module %q was never applied here and has no containers", e.Module)
-	if s := mesh.Suggest(e.Module, e.Applied); s != "" {
+// unknownModule is a --remove-module naming a module this state directory
+// neither applied nor has containers of (exit 2).
+func unknownModule(module string, applied []string) error {
+	msg := fmt.Sprintf("module %q was never applied here and has no containers", module)
+	if s := mesh.Suggest(module, applied); s != "" {
 		msg += fmt.Sprintf("; did you mean %q?", s)
 	}
-	if len(e.Applied) > 0 {
-		msg += " (applied modules: " + strings.Join(e.Applied, ", ") + ")"
+	if len(applied) > 0 {
+		msg += " (applied modules: " + strings.Join(applied, ", ") + ")"
 	}
-	return msg
+	return fault.New(fault.BadInput, "%s", msg)
 }
 
-// Fault says it is bad input.
-func (e *UnknownModuleError) Fault() fault.Kind { return fault.BadInput }
-
-// HeldModuleError is a --remove-module of a module whose containers a live
-// window holds (exit 3): held containers are never touched, so the module
-// cannot go until the window closes.
-type HeldModuleError struct{ Module, Window string }
-
-func (e *HeldModuleError) Error() string {
-	return fmt.Sprintf("nothing changed: module %s is held by window %s; remove it once the window has closed", e.Module, e.Window)
+// heldModule is a --remove-module of a module a live window holds (exit 3).
+// Held containers are never touched, so the module waits for the close.
+func heldModule(module, window string) error {
+	return fault.New(fault.Busy, "nothing changed: module %s is held by window %s; remove it once the window has closed", module, window)
 }
-
-// Fault says it is busy.
-func (e *HeldModuleError) Fault() fault.Kind { return fault.Busy }
 
 // Fault says a conflict is a failure.
 func (e *ConflictError) Fault() fault.Kind { return fault.Failed }
@@ -114,13 +94,8 @@ func (e *ChangedNetworkError) Error() string {
 		e.Name, e.Module, e.Change, e.Why)
 }
 
-// MissingJoinError is a container that joins a network that does not
-// exist and that this apply does not create (exit 2).
-type MissingJoinError struct{ Container, Network, Hint string }
-
-func (e *MissingJoinError) Error() string {
-	return "nothing changed: " + e.Container + " joins network " + e.Network + ", which does not exist; " + e.Hint
+// missingJoin is a container that joins a network that does not exist and
+// that this apply does not create (exit 2).
+func missingJoin(container, network, hint string) error {
+	return fault.New(fault.BadInput, "nothing changed: %s joins network %s, which does not exist; %s", container, network, hint)
 }
-
-// Fault says it is bad input.
-func (e *MissingJoinError) Fault() fault.Kind { return fault.BadInput }

@@ -98,7 +98,7 @@ func (r *execution) carryOut(ctx context.Context, i int) {
 	switch _, imageAbsent := r.absent[imageOf(it)]; {
 	case err != nil:
 	case failedDep != "":
-		err = &lifecycle.DependencyError{Dep: failedDep, Action: it.Action}
+		err = &lifecycle.DependencyError{Dep: failedDep, Action: string(it.Action)}
 	case imageAbsent && it.Action != Remove:
 		err = fmt.Errorf("image %s: %s; %s", it.Desired.Image, r.absent[imageOf(it)], untouched[it.Action])
 	default:
@@ -161,7 +161,7 @@ func (r *execution) failed(i int, err error) {
 		cr.Log = he.Log
 		msg = strings.TrimLeft(strings.TrimPrefix(err.Error(), he.Reason), "; ")
 	}
-	cr.Reasons = append(cr.Reasons, it.Action+" failed")
+	cr.Reasons = append(cr.Reasons, string(it.Action)+" failed")
 	cr.Action, cr.Error = Failed, msg
 }
 
@@ -183,7 +183,7 @@ func orderOf(items []Item) *lifecycle.Order {
 }
 
 // untouched says what became of a container whose image is absent.
-var untouched = map[string]string{Create: "not created", Recreate: "the old container was left as it was"}
+var untouched = map[Action]string{Create: "not created", Recreate: "the old container was left as it was"}
 
 func imageOf(it *Item) string {
 	if it.Desired == nil {
@@ -193,10 +193,10 @@ func imageOf(it *Item) string {
 }
 
 // doneWord is a container's line once its action is done.
-func doneWord(action string, err error) string {
+func doneWord(action Action, err error) string {
 	switch {
 	case err != nil:
-		return action + " failed"
+		return string(action) + " failed"
 	case action == Create:
 		return "created"
 	case action == Recreate:
@@ -206,7 +206,7 @@ func doneWord(action string, err error) string {
 	}
 }
 
-func progressVerb(action string) string {
+func progressVerb(action Action) string {
 	switch action {
 	case Create:
 		return "creating"

@@ -17,14 +17,14 @@ import (
 
 // Kept is a network apply would remove but leaves, because a container is
 // still attached to it.
-const Kept = "kept"
+const Kept Action = "kept"
 
 // NetItem is the plan for one network meshctl creates (external ones are
 // never planned: meshctl neither creates nor removes them).
 type NetItem struct {
 	Name     string // engine name
 	Module   string
-	Action   string // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
+	Action   Action // Create, Unchanged, Recreate, Remove or Orphan; Kept or Failed once carried out
 	Reasons  []string
 	Desired  *mesh.DesiredNetwork
 	Observed *engine.Network
@@ -164,11 +164,11 @@ func (a *pass) checkJoined(ctx context.Context, have map[string]bool) error {
 				return err
 			case strings.HasPrefix(name, "meshctl."):
 				owner, net, _ := mesh.NetworkOwner(name)
-				return &MissingJoinError{Container: it.Name, Network: name,
-					Hint: fmt.Sprintf("it is module %s's network %s, which is not applied here: apply module %s first", owner, net, owner)}
+				return missingJoin(it.Name, name,
+					fmt.Sprintf("it is module %s's network %s, which is not applied here: apply module %s first", owner, net, owner))
 			default:
-				return &MissingJoinError{Container: it.Name, Network: name,
-					Hint: fmt.Sprintf("it is external, and meshctl never creates one: create it (docker network create %s) or drop it from the mesh file", name)}
+				return missingJoin(it.Name, name,
+					fmt.Sprintf("it is external, and meshctl never creates one: create it (docker network create %s) or drop it from the mesh file", name))
 			}
 		}
 	}

@@ -28,25 +28,25 @@ func TestPlanNetworks(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		in   NetInput
-		want map[string]string // engine name → action
+		want map[string]Action // engine name → action
 	}{
 		{"missing is created", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", false)}, Modules: owns},
-			map[string]string{"meshctl.m.a": Create}},
+			map[string]Action{"meshctl.m.a": Create}},
 		{"present is unchanged", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
-			Observed: []engine.Network{have("m", "a", true)}, Modules: owns}, map[string]string{"meshctl.m.a": Unchanged}},
+			Observed: []engine.Network{have("m", "a", true)}, Modules: owns}, map[string]Action{"meshctl.m.a": Unchanged}},
 		{"changed definition is made again", NetInput{Desired: []mesh.DesiredNetwork{want("m", "a", true)},
-			Observed: []engine.Network{have("m", "a", false)}, Modules: owns}, map[string]string{"meshctl.m.a": Recreate}},
+			Observed: []engine.Network{have("m", "a", false)}, Modules: owns}, map[string]Action{"meshctl.m.a": Recreate}},
 		{"left out is an orphan", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns},
-			map[string]string{"meshctl.m.a": Orphan}},
+			map[string]Action{"meshctl.m.a": Orphan}},
 		{"left out, pruned", NetInput{Observed: []engine.Network{have("m", "a", false)}, Modules: owns, Prune: true},
-			map[string]string{"meshctl.m.a": Remove}},
+			map[string]Action{"meshctl.m.a": Remove}},
 		{"module removed", NetInput{Observed: []engine.Network{have("gone", "a", false)}, Modules: owns,
-			Remove: map[string]bool{"gone": true}}, map[string]string{"meshctl.gone.a": Remove}},
+			Remove: map[string]bool{"gone": true}}, map[string]Action{"meshctl.gone.a": Remove}},
 		{"another module's is left alone, pruned or not", NetInput{Observed: []engine.Network{have("other", "a", false)},
-			Modules: owns, Prune: true}, map[string]string{}},
+			Modules: owns, Prune: true}, map[string]Action{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			got := map[string]string{}
+			got := map[string]Action{}
 			for _, it := range PlanNetworks(tt.in) {
 				got[it.Name] = it.Action
 			}

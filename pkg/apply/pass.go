@@ -87,7 +87,7 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	a.file = a.opts.File
 	if a.opts.Last {
 		if a.prev.File == nil {
-			return nil, &NothingAppliedError{Dir: a.d.Path()}
+			return nil, nothingApplied(a.d.Path())
 		}
 		// apply --last --remove-module M: every applied module but M.
 		a.file = withoutModules(a.prev.File, a.opts.RemoveModules)
@@ -144,7 +144,7 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 		}
 	}
 	a.in = Input{Desired: a.desired, Observed: a.windows.Observed, Holds: held, Prune: a.opts.Prune, Scope: a.scope,
-		Modules: map[string]bool{}, Remove: map[string]bool{}}
+		Modules: map[string]bool{}, Remove: map[string]bool{}, Now: a.now}
 	for m := range a.file.Modules {
 		a.in.Modules[m] = true
 	}
@@ -160,7 +160,7 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	a.items = Plan(a.in)
 	for _, it := range a.items {
 		if a.in.Remove[it.Module] && it.Action == Held {
-			return nil, &HeldModuleError{Module: it.Module, Window: it.Window}
+			return nil, heldModule(it.Module, it.Window)
 		}
 	}
 	var err error
@@ -264,9 +264,8 @@ func markReleased(rep *record.Report) {
 // modules merged in, wants.
 func (a *pass) policies() map[string]string {
 	// A module left out keeps the policy recorded at open; the key only
-	// hashes, and a restart policy needs no hash.
-	key, _ := record.PeekSecretKey(a.d, a.recorded.File)
-	all, _ := a.recorded.DesiredEach(key)
+	// hashes, and a restart policy needs no hash, so no error counts.
+	all, _, _ := a.recorded.DesiredFor(a.d, "")
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
 
@@ -374,7 +373,7 @@ func checkRemovable(m string, prev *record.Applied, observed []engine.Container,
 			return nil
 		}
 	}
-	return &UnknownModuleError{Module: m, Applied: prev.ModuleNames()}
+	return unknownModule(m, prev.ModuleNames())
 }
 
 // writeRecord writes the applied desired state, a's modules merged with this
@@ -387,9 +386,9 @@ func writeRecord(lock *state.Lock, a *record.Applied, rep *record.Report, opts O
 			return err
 		}
 	}
-	last := &record.LastReport{FinishedAt: now, Source: opts.Source, Result: "ok", Report: rep}
+	last := &record.LastReport{FinishedAt: now, Source: opts.Source, Result: record.ResultOK, Report: rep}
 	if runErr != nil {
-		last.Result, last.Error = "failed", runErr.Error()
+		last.Result, last.Error = record.ResultFailed, runErr.Error()
 	}
 	return lock.Write(record.ReportFile, last)
 }

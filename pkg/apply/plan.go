@@ -4,27 +4,33 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/record"
 )
+
+// Action is what a plan does to a container or a network (CONTRACT §5).
+// It is the report's type: an item's action becomes its report line's.
+type Action = record.Action
 
 // Actions a plan gives a container (CONTRACT §5).
 const (
-	Create    = "create"
-	Unchanged = "unchanged"
-	Recreate  = "recreate"
-	Held      = "held"
-	Deferred  = "deferred"
-	Orphan    = "orphan"
-	Remove    = "remove"
-	Conflict  = "conflict"
+	Create    Action = "create"
+	Unchanged Action = "unchanged"
+	Recreate  Action = "recreate"
+	Held      Action = "held"
+	Deferred  Action = "deferred"
+	Orphan    Action = "orphan"
+	Remove    Action = "remove"
+	Conflict  Action = "conflict"
 	// Failed is what an action becomes when carrying it out failed.
-	Failed = "failed"
+	Failed Action = "failed"
 	// Released is an unchanged container that this apply's release of a
 	// dead window's hold started again (the plan, made after it, finds it
 	// running as wanted).
-	Released = "released"
+	Released Action = "released"
 )
 
 // ConflictReason says why name cannot be created: a container meshctl does
@@ -41,9 +47,9 @@ func ConflictReason(name, owner string) string {
 // window holds: on this host, stopped means broken.
 const ReasonNotRunning = "not running"
 
-// ReasonRestarting is the reason for recreating a container the engine is
-// restarting: it crashed, and the engine's "running" (which counts
-// restarting) says nothing of its health.
+// ReasonRestarting is the reason for recreating a restarting container
+// (engine.StateOf). It crashed, and the engine's "running" says nothing of
+// its health.
 const ReasonRestarting = "restarting"
 
 // HoldRef says which live window holds a container.
@@ -56,7 +62,7 @@ type Item struct {
 	Name      string
 	Module    string
 	Container string
-	Action    string
+	Action    Action
 	Reasons   []string
 	Window    string
 	Desired   *lifecycle.Desired // nil for orphans
@@ -83,6 +89,8 @@ type Input struct {
 	// Remove are the modules removed whole (--remove-module): their
 	// containers are removed, with or without Prune.
 	Remove map[string]bool
+	// Now is when Observed was listed, for engine.StateOf.
+	Now time.Time
 }
 
 // Plan returns one item per desired or managed container, in name order.
@@ -132,7 +140,7 @@ func Plan(in Input) []Item {
 // unlisted is what becomes of a container or network of module that the
 // mesh file no longer names: removed with its module (removed) or by
 // --prune (prune), else an orphan, reported.
-func unlisted(module string, removed, prune bool) (string, []string) {
+func unlisted(module string, removed, prune bool) (Action, []string) {
 	switch {
 	case removed:
 		return Remove, []string{"module " + module + " removed"}
@@ -157,7 +165,7 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 		it.Action, it.Reasons = heldAction(hold, c, diff)
 		return it
 	}
-	switch why := mustRecreate(c, diff); {
+	switch why := mustRecreate(c, diff, in.Now); {
 	case c == nil:
 		it.Action = Create
 	case len(why) > 0:
@@ -181,7 +189,7 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 // touched. It stays held, or, where it differs from what the file wants
 // (diff) or is missing, the change is deferred until the window's close,
 // which carries it out.
-func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []string) {
+func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []string) {
 	by := "held by window " + hold.Window
 	switch {
 	case c == nil:
@@ -197,15 +205,18 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (string, []str
 // returns why c must be replaced, none when it need not. It must when it
 // differs from what the file wants (diff), or when it does not run: on
 // this host, stopped means broken, and so does restarting (a crash loop).
-func mustRecreate(c *engine.Container, diff []string) []string {
-	switch {
-	case c == nil:
+// engine.StateOf says which it is at now.
+func mustRecreate(c *engine.Container, diff []string, now time.Time) []string {
+	if c == nil {
 		return nil
-	case len(diff) > 0:
+	}
+	if len(diff) > 0 {
 		return diff
-	case !c.Running:
+	}
+	switch engine.StateOf(*c, now) {
+	case engine.Stopped:
 		return []string{ReasonNotRunning}
-	case c.State == "restarting":
+	case engine.Restarting:
 		return []string{ReasonRestarting}
 	default:
 		return nil
@@ -220,7 +231,7 @@ func (it Item) ChangesEngine() bool { return changesEngine(it.Action) }
 // recreate or a removal, of a container or of a network. Every other
 // action leaves the engine as it is: this is what a claim covers, what
 // execute carries out and what makes a report "changed".
-func changesEngine(action string) bool {
+func changesEngine(action Action) bool {
 	return action == Create || action == Recreate || action == Remove
 }
 

@@ -85,9 +85,10 @@ func changed(change func(c *mesh.Container)) *mesh.Container {
 }
 
 type line struct {
-	name, action string
-	reasons      []string
-	window       string
+	name    string
+	action  Action
+	reasons []string
+	window  string
 }
 
 func (l line) String() string {
@@ -336,7 +337,7 @@ func TestPlan(t *testing.T) {
 // an env value, old or new.
 func TestPlanNeverShowsEnvValues(t *testing.T) {
 	old := running(t, "a", web())
-	for _, action := range []string{Recreate, Deferred} {
+	for _, action := range []Action{Recreate, Deferred} {
 		in := Input{
 			Desired:  want(t, map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Env["FOO"] = secret + "-new" })}),
 			Observed: []engine.Container{old},
@@ -393,7 +394,7 @@ func TestPlanEngineSpecRoundTrip(t *testing.T) {
 // TestPlanChanges checks which actions count as changing the engine, of a
 // container and of a network alike (one rule: changesEngine).
 func TestPlanChanges(t *testing.T) {
-	for action, want := range map[string]bool{
+	for action, want := range map[Action]bool{
 		Create: true, Recreate: true, Remove: true,
 		Unchanged: false, Held: false, Deferred: false, Orphan: false, Conflict: false, Kept: false, Failed: false,
 	} {

@@ -29,7 +29,7 @@ type pulls struct {
 // of f's steps.
 func (p *pulls) early(ctx context.Context, desired []lifecycle.Desired, f *mesh.File) error {
 	for i := range desired {
-		if desired[i].Def.PullPolicy() == "always" {
+		if desired[i].Def.PullPolicy() == mesh.PullAlways {
 			if err := p.pullAlways(ctx, desired[i].Image); err != nil {
 				return err
 			}
@@ -148,7 +148,7 @@ func missingImages(ctx context.Context, eng engine.Client, items []Item, tried m
 			}
 			continue
 		}
-		if policy == "always" {
+		if policy == mesh.PullAlways {
 			missing = append(missing, ref)
 			continue
 		}
@@ -156,10 +156,10 @@ func missingImages(ctx context.Context, eng engine.Client, items []Item, tried m
 		if err != nil {
 			return nil, nil, fmt.Errorf("image %s: %w", ref, err)
 		}
-		switch {
+		switch refused := it.Desired.Def.PullRefused(); {
 		case present:
-		case policy == "never":
-			absent[ref] = "image missing and pull: never"
+		case refused != nil:
+			absent[ref] = refused.Error()
 		default:
 			missing = append(missing, ref)
 		}
@@ -176,7 +176,7 @@ func (p *pulls) pinAlways(desired []lifecycle.Desired) []string {
 	var newAlways []string
 	for i := range desired {
 		dc := &desired[i]
-		if dc.Def.PullPolicy() != "always" {
+		if dc.Def.PullPolicy() != mesh.PullAlways {
 			continue
 		}
 		id, ok := p.ids[dc.Image]

@@ -206,10 +206,9 @@ func TestOnlyCoordTouchesProtocolFiles(t *testing.T) {
 		}
 	}
 	for name, src := range map[string]string{
-		"a literal file name":  `package status; const f = "holds.json"`,
-		"a coord file name":    `package status; import "github.com/meshctl/meshctl/pkg/coord"; var f = coord.ClaimsFile`,
-		"a holds document":     `package status; type doc struct { Holds []int ` + "`json:\"holds\"`" + ` }`,
-		"the old holds import": `package status; import _ "github.com/meshctl/meshctl/pkg/holds"`,
+		"a literal file name": `package status; const f = "holds.json"`,
+		"a coord file name":   `package status; import "github.com/meshctl/meshctl/pkg/coord"; var f = coord.ClaimsFile`,
+		"a holds document":    `package status; type doc struct { Holds []int ` + "`json:\"holds\"`" + ` }`,
 	} {
 		if len(protocolTouches(plant(t, fset, "pkg/status/planted.go", src))) == 0 {
 			t.Errorf("%s outside pkg/coord goes unseen", name)

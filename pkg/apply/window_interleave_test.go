@@ -220,7 +220,7 @@ func TestWindowStopOutsideTheLock(t *testing.T) {
 	case err != nil:
 		t.Errorf("apply: %v", err)
 	default:
-		actions := map[string]string{}
+		actions := map[string]apply.Action{}
 		for _, c := range rep.Containers {
 			actions[c.Name] = c.Action
 		}

@@ -51,7 +51,7 @@ func TestExitCode(t *testing.T) {
 		{"ledger conflict", nil, &ledger.ConflictError{}, 4},
 		{"engine unreachable", nil, &engine.UnreachableError{Err: errors.New("refused")}, 1},
 		{"window interrupted", nil, &window.FailedError{Err: errors.New("signal"), Interrupted: true}, 130},
-		{"status problems", nil, &ProblemsError{N: 2}, 1},
+		{"status problems", nil, problemsError(2), 1},
 	}
 	for _, tt := range tests {
 		ctx := tt.ctx

@@ -18,17 +18,12 @@ type helperExit struct{ code int }
 
 func (e *helperExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
-// HelperMissingError is a helper program found neither beside meshctl nor
-// on PATH (exit 1): an installation without it.
-type HelperMissingError struct{ Name, Dir string }
-
-func (e *HelperMissingError) Error() string {
-	return fmt.Sprintf("%s is needed for this command and is neither beside meshctl (%s) nor on PATH; "+
-		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", e.Name, e.Dir, e.Dir, e.Name)
+// helperMissing is a helper program found neither beside meshctl nor on
+// PATH (exit 1): an installation without it.
+func helperMissing(name, dir string) error {
+	return fault.New(fault.Failed, "%s is needed for this command and is neither beside meshctl (%s) nor on PATH; "+
+		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", name, dir, dir, name)
 }
-
-// Fault says a missing helper is a failure.
-func (e *HelperMissingError) Fault() fault.Kind { return fault.Failed }
 
 // runHelper runs the helper program name with this invocation's arguments,
 // on its stdin, stdout and stderr, and returns its exit status. A signal
@@ -74,5 +69,5 @@ func helperPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", &HelperMissingError{Name: name, Dir: dir}
+	return "", helperMissing(name, dir)
 }

@@ -90,10 +90,10 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 // lastApplyMetrics is the last apply's outcome, its containers counted by
 // action.
 func lastApplyMetrics(last record.LastReport) *metrics.Apply {
-	a := &metrics.Apply{FinishedAt: last.FinishedAt, OK: last.Result == "ok", Actions: map[string]int{}}
+	a := &metrics.Apply{FinishedAt: last.FinishedAt, OK: last.Result == record.ResultOK, Actions: map[string]int{}}
 	if last.Report != nil {
 		for _, c := range last.Report.Containers {
-			a.Actions[c.Action]++
+			a.Actions[string(c.Action)]++
 		}
 	}
 	return a

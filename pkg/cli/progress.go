@@ -1,55 +1,34 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"sync"
 
-	"github.com/docker/docker/pkg/jsonmessage"
+	"github.com/meshctl/meshctl/pkg/engine"
 )
 
 // progress is where a command's progress goes (stderr). Piped, it is plain
 // lines. On a terminal, each item (a container, a step) has a line of its
 // own updated in place, and pulls show the engine's layer progress: the
-// rendering is the Docker CLI's own (jsonmessage), so meshctl writes no
-// terminal codes of its own. Under -q nothing is shown.
+// rendering is the Docker CLI's own (engine.Renderer), so meshctl writes
+// no terminal codes of its own. Under -q nothing is shown.
 type progress struct {
 	mu    sync.Mutex
 	out   io.Writer
 	quiet bool
 	tty   bool
 	fd    uintptr
-	// On a terminal, messages go through a pipe to one jsonmessage
-	// renderer, which keeps track of the lines it can update.
-	pw   *io.PipeWriter
-	done chan struct{}
+	// r renders on a terminal (engine.Renderer); nil when piped or closed.
+	r *engine.Renderer
 }
 
 func newProgress(out io.Writer, fd uintptr, tty, quiet bool) *progress {
 	p := &progress{out: out, quiet: quiet, tty: tty && !quiet, fd: fd}
 	if p.tty {
-		pr, pw := io.Pipe()
-		p.pw, p.done = pw, make(chan struct{})
-		go func() {
-			defer close(p.done)
-			if err := jsonmessage.DisplayJSONMessagesStream(pr, out, fd, true, nil); err != nil {
-				// A renderer that failed (a closed terminal) must not block
-				// the work: drain what comes.
-				_, _ = io.Copy(io.Discard, pr)
-			}
-		}()
+		p.r = engine.NewRenderer(out, fd)
 	}
 	return p
-}
-
-// send renders one message and returns once it is on the terminal: the
-// blank written after it is read only when the renderer asks for more,
-// after it has displayed the message.
-func (p *progress) send(m jsonmessage.JSONMessage) {
-	b, _ := json.Marshal(m)
-	_, _ = p.pw.Write(append(b, '\n'))
-	_, _ = p.pw.Write([]byte{' '})
 }
 
 // Linef writes a line of progress.
@@ -60,7 +39,7 @@ func (p *progress) Linef(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.tty {
-		p.send(jsonmessage.JSONMessage{Stream: fmt.Sprintf(format, args...)})
+		p.r.Text(fmt.Sprintf(format, args...))
 		return
 	}
 	fmt.Fprintf(p.out, format, args...)
@@ -78,9 +57,7 @@ func (p *progress) Status(id, msg string) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	// An empty Progress makes the renderer clear the line before it
-	// writes the new status over it.
-	p.send(jsonmessage.JSONMessage{ID: id, Status: msg, Progress: &jsonmessage.JSONProgress{}})
+	p.r.Status(id, msg)
 }
 
 // Output is a writer for a step's output: on a terminal it goes through the
@@ -92,7 +69,7 @@ func (p *progress) Output(w io.Writer) io.Writer {
 	return writerFunc(func(b []byte) (int, error) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		p.send(jsonmessage.JSONMessage{Stream: string(b)})
+		p.r.Text(string(b))
 		return len(b), nil
 	})
 }
@@ -121,10 +98,9 @@ func (w *pullWriter) Terminal() (uintptr, bool) { return w.p.fd, true }
 
 // Close lets the renderer finish.
 func (p *progress) Close() {
-	if p.pw != nil {
-		p.pw.Close()
-		<-p.done
-		p.pw = nil
+	if p.r != nil {
+		p.r.Close()
+		p.r = nil
 	}
 }
 

@@ -16,9 +16,10 @@ func newStatusCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what runs, what is held and why, builds and the last apply",
-		Long: `Show each managed container's state (running, stopped, held by a window,
-missing, drifted from the last applied spec), the windows not yet closed, each
-module's current build, and the last apply's time and result.
+		Long: `Show each managed container's state (running, restarting, stopped, held by
+a window, missing, drifted from the last applied spec), the windows not yet
+closed, each module's current build, and the last apply's time and result. A
+container the engine restarted reads restarting until it has run for 3s.
 
 A host with a window open reads as working: its held containers are stopped on
 purpose and come back when the window closes.
@@ -26,8 +27,8 @@ purpose and come back when the window closes.
 --check is for monitoring (Nagios-style checks, cron mail): it prints one line
 per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
-end ok, a stale hold, an overdue window, or a container drifted, missing or
-stopped that no window holds.`,
+end ok, a stale hold, an overdue window, or a container drifted, missing,
+stopped or restarting that no window holds.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
   */5 * * * * meshctl status --check -q          # cron mails only problems
@@ -49,18 +50,13 @@ stopped that no window holds.`,
 	return writesMetrics(cmd)
 }
 
-// ProblemsError is a status --check that found problems (exit 1).
-type ProblemsError struct{ N int }
-
-func (e *ProblemsError) Error() string {
-	if e.N == 1 {
-		return "1 problem needs a person"
+// problemsError is a status --check that found n problems (exit 1).
+func problemsError(n int) error {
+	if n == 1 {
+		return fault.New(fault.Failed, "1 problem needs a person")
 	}
-	return fmt.Sprintf("%d problems need a person", e.N)
+	return fault.New(fault.Failed, "%d problems need a person", n)
 }
-
-// Fault says found problems are a failure.
-func (e *ProblemsError) Fault() fault.Kind { return fault.Failed }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
 	// Status changes nothing: not even a missing state directory is made.
@@ -75,7 +71,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	var problems error
 	if check && len(rep.Problems) > 0 {
-		problems = &ProblemsError{N: len(rep.Problems)}
+		problems = problemsError(len(rep.Problems))
 	}
 	if env.JSON() {
 		if err := env.PrintJSON(rep); err != nil {

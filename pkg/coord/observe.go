@@ -80,7 +80,7 @@ func (w *Windows) StaleCount() int {
 func stepRunning(observed []engine.Container, scope string) func(name string) bool {
 	running := map[string]bool{}
 	for _, c := range observed {
-		if c.Labels[lifecycle.LabelManaged] == scope && c.Labels[lifecycle.LabelRole] == lifecycle.RoleStep && c.Running {
+		if lifecycle.IsStep(c, scope) && engine.StateOf(c, time.Time{}) != engine.Stopped {
 			running[c.Name] = true
 		}
 	}

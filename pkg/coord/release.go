@@ -170,7 +170,7 @@ func stepExits(ctx context.Context, x lifecycle.Executor, released []Classified,
 			continue
 		}
 		for _, o := range observed {
-			if o.Name != r.StepContainer || o.Labels[lifecycle.LabelManaged] != x.Scope || o.Labels[lifecycle.LabelRole] != lifecycle.RoleStep || o.Running {
+			if o.Name != r.StepContainer || !lifecycle.IsStep(o, x.Scope) || o.Running {
 				continue
 			}
 			ictx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
@@ -276,7 +276,7 @@ func removeDeadSteps(ctx context.Context, x lifecycle.Executor, released []Class
 			continue
 		}
 		for _, o := range observed {
-			if o.Name == c.StepContainer && o.Labels[lifecycle.LabelManaged] == x.Scope && o.Labels[lifecycle.LabelRole] == lifecycle.RoleStep && !o.Running {
+			if o.Name == c.StepContainer && lifecycle.IsStep(o, x.Scope) && !o.Running {
 				if err := x.Engine.Remove(lifecycle.CleanupContext(ctx), o.ID); err != nil && !engine.IsNotFound(err) {
 					return fmt.Errorf("remove the step container %s of dead window %s, which may still start: %w; its hold stays, and %s with it",
 						o.Name, c.ID, err, strings.Join(c.Containers, ", "))

@@ -103,17 +103,19 @@ type Container struct {
 	// running, which includes paused and restarting, as in docker inspect.
 	State   string
 	Running bool
-	// ExitCode, RestartPolicy, StartedAt and FinishedAt are known from
-	// Inspect only. List leaves them zero.
+	// ExitCode, RestartPolicy and FinishedAt are known from Inspect only.
+	// List leaves them zero. It knows StartedAt only for a container that
+	// has run less than Settle since a restart.
 	ExitCode      int
 	Labels        map[string]string
 	RestartPolicy string
 	StartedAt     time.Time
 	FinishedAt    time.Time
-	// Health is the healthcheck's verdict, one of starting, healthy or
-	// unhealthy. It is "" for a container without one. HealthOutput is the
-	// last probe's output. Healthcheck is the probe in effect, the image's
-	// included. It, Restarting and RestartCount are known from Inspect only.
+	// Health is the healthcheck's verdict: starting, healthy or unhealthy;
+	// "" for a container without one. HealthOutput is the last probe's
+	// output. Healthcheck (the probe in effect, the image's included) is
+	// known from Inspect only. List knows Restarting and RestartCount only
+	// for a container that has run less than Settle since a restart.
 	Health       string
 	HealthOutput string
 	Restarting   bool

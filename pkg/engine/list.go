@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/client"
@@ -25,6 +26,7 @@ type listed struct {
 	Names   []string          `json:"Names"`
 	Image   string            `json:"Image"`
 	ImageID string            `json:"ImageID"`
+	Created int64             `json:"Created"`
 	State   string            `json:"State"`
 	Status  string            `json:"Status"`
 	Labels  map[string]string `json:"Labels"`
@@ -46,9 +48,10 @@ func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Co
 	if err != nil {
 		return nil, err
 	}
+	now := time.Now()
 	out := make([]Container, 0, len(list))
 	for _, s := range list {
-		out = append(out, Container{
+		ct := Container{
 			ID:      s.ID,
 			Name:    summaryName(s.Names),
 			Image:   s.Image,
@@ -57,10 +60,31 @@ func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Co
 			Running: s.State == "running" || s.State == "paused" || s.State == "restarting",
 			Labels:  s.Labels,
 			Health:  summaryHealth(s.Status),
-		})
+		}
+		if s.State == "running" && restartedLately(s.Status, time.Unix(s.Created, 0), now) {
+			if err := c.inspectStart(ctx, &ct); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, ct)
 	}
 	slices.SortFunc(out, func(a, b Container) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
+}
+
+// inspectStart fills in ct's restart count and start, which the list lacks.
+// StateOf needs them for a container restarted lately, and only for one.
+// A container removed since the list keeps what the list said.
+func (c *dockerClient) inspectStart(ctx context.Context, ct *Container) error {
+	full, err := c.Inspect(ctx, ct.ID)
+	if IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	ct.RestartCount, ct.StartedAt, ct.Restarting = full.RestartCount, full.StartedAt, full.Restarting
+	return nil
 }
 
 // getJSON sends GET p (all=1, and the filters args) and decodes the answer

@@ -44,6 +44,12 @@ func IsService(c engine.Container, scope string) bool {
 	return c.Labels[LabelManaged] == scope && c.Labels[LabelRole] != RoleStep
 }
 
+// IsStep reports whether c is a window's step container of the state
+// directory whose ID is scope. It is the one test for a step container.
+func IsStep(c engine.Container, scope string) bool {
+	return c.Labels[LabelManaged] == scope && c.Labels[LabelRole] == RoleStep
+}
+
 // Managed is the label filter that lists the containers of the state
 // directory whose ID is scope, in one engine call.
 func Managed(scope string) map[string]string { return map[string]string{LabelManaged: scope} }

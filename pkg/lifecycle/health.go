@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
 // Health a new or restarted container reached (the report's "health").
@@ -29,7 +30,7 @@ const (
 
 // DefaultSettle is how long a container without a healthcheck must keep
 // running, not restarting, to count as started (apply --settle).
-const DefaultSettle = 3 * time.Second
+const DefaultSettle = engine.Settle
 
 // healthPoll is how often a health wait asks the engine.
 const healthPoll = 200 * time.Millisecond
@@ -56,13 +57,13 @@ func (e *HealthError) Error() string { return e.Reason }
 func healthBudget(h *engine.Healthcheck) time.Duration {
 	interval, timeout, retries := h.Interval, h.Timeout, h.Retries
 	if interval <= 0 {
-		interval = 30 * time.Second
+		interval = mesh.DefaultHealthInterval
 	}
 	if timeout <= 0 {
-		timeout = 30 * time.Second
+		timeout = mesh.DefaultHealthTimeout
 	}
 	if retries <= 0 {
-		retries = 3
+		retries = mesh.DefaultHealthRetries
 	}
 	return h.StartPeriod + time.Duration(retries)*(interval+timeout)
 }

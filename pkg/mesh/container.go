@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"errors"
 	"time"
 
 	"github.com/docker/go-units"
@@ -40,12 +41,38 @@ type Container struct {
 	ContainerFields `yaml:",inline"`
 }
 
+// PullPolicy is when apply pulls a container's image (pull:).
+type PullPolicy string
+
+// The pull policies.
+const (
+	// PullMissing pulls an image the engine lacks; it is the default.
+	PullMissing PullPolicy = "missing"
+	// PullAlways pulls the image on every apply.
+	PullAlways PullPolicy = "always"
+	// PullNever never pulls; a missing image fails.
+	PullNever PullPolicy = "never"
+)
+
 // PullPolicy returns the container's pull policy, "missing" when unset.
-func (c *Container) PullPolicy() string {
+func (c *Container) PullPolicy() PullPolicy {
 	if c.Pull == "" {
 		return DefaultPull
 	}
-	return c.Pull
+	return PullPolicy(c.Pull)
+}
+
+// ErrNeverPull is why an image that is missing is not pulled (pull: never).
+var ErrNeverPull = errors.New("image missing and pull: never")
+
+// PullRefused is the one rule for a missing image under pull: never.
+// It returns ErrNeverPull when c's policy forbids the pull, else nil.
+// Apply and a window's close both ask it, so both say the same.
+func (c *Container) PullRefused() error {
+	if c.PullPolicy() == PullNever {
+		return ErrNeverPull
+	}
+	return nil
 }
 
 // ContainerFields are the fields a container takes beyond its image, command,

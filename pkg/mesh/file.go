@@ -46,7 +46,7 @@ type RunStep struct {
 const (
 	DefaultRestart     = "unless-stopped"
 	DefaultStepTimeout = time.Hour
-	DefaultPull        = "missing"
+	DefaultPull        = PullMissing
 )
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)

@@ -15,7 +15,7 @@ const LabelPrefix = "io.meshctl."
 
 var (
 	restartPolicies = []string{"no", "always", "unless-stopped", "on-failure"}
-	pullPolicies    = []string{"missing", "always", "never"}
+	pullPolicies    = []string{string(PullMissing), string(PullAlways), string(PullNever)}
 )
 
 // validator checks a decoded file and keeps every error with its line. So an

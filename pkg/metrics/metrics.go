@@ -92,7 +92,7 @@ func renderWindows(b *bytes.Buffer, history []coord.Entry) {
 		if e.ClosedAt.After(sw.last.ClosedAt) || sw.last.ID == "" {
 			sw.last = e
 		}
-		if e.Result == "ok" && e.ClosedAt.After(sw.lastSuccess) {
+		if !e.Failed() && e.ClosedAt.After(sw.lastSuccess) {
 			sw.lastSuccess = e.ClosedAt
 		}
 	}
@@ -112,7 +112,7 @@ func renderWindows(b *bytes.Buffer, history []coord.Entry) {
 		}
 	}
 	gauge("meshctl_window_last_success", "1 if the step's last window ended ok, else 0 (failed, timeout, interrupted, stale).",
-		func(sw *stepWindows) (float64, bool) { return boolValue(sw.last.Result == "ok"), true })
+		func(sw *stepWindows) (float64, bool) { return boolValue(!sw.last.Failed()), true })
 	gauge("meshctl_window_last_start_timestamp_seconds", "When the step's last window opened, in seconds since the epoch.",
 		func(sw *stepWindows) (float64, bool) { return seconds(sw.last.OpenedAt), true })
 	gauge("meshctl_window_last_duration_seconds", "How long the step's last window was open, in seconds.",

@@ -206,6 +206,22 @@ func (a *Applied) Desired(key []byte) ([]lifecycle.Desired, error) {
 	}, a.Images, key)
 }
 
+// DesiredFor is the one way to read what the applied record wants.
+// It returns every module's desired containers, hashed with d's secret key.
+// A module whose files cannot be read is left out, and errs says why.
+// Only module's own failure fails the call; "" names no module.
+func (a *Applied) DesiredFor(d *state.Dir, module string) (desired []lifecycle.Desired, errs map[string]error, err error) {
+	key, err := PeekSecretKey(d, a.File)
+	if err != nil {
+		return nil, nil, err
+	}
+	desired, errs = a.DesiredEach(key)
+	if err := errs[module]; err != nil {
+		return nil, errs, err
+	}
+	return desired, errs, nil
+}
+
 // DesiredEach is Desired module by module. A module whose containers cannot
 // be resolved is left out, and errs says why, by module. An env-file that
 // cannot be read while a secret is rotated is such a case. The other modules'
@@ -231,12 +247,21 @@ func (a *Applied) DesiredEach(key []byte) (desired []lifecycle.Desired, errs map
 	return desired, errs
 }
 
+// Result is how an apply ended, as last-apply.json says.
+type Result string
+
+// The results of an apply.
+const (
+	ResultOK     Result = "ok"
+	ResultFailed Result = "failed"
+)
+
 // LastReport is the last-apply.json document.
 type LastReport struct {
 	state.Header
 	FinishedAt time.Time `json:"finished_at"`
 	Source     string    `json:"source"`
-	Result     string    `json:"result"` // ok or failed
+	Result     Result    `json:"result"` // ok or failed
 	Error      string    `json:"error,omitempty"`
 	Report     *Report   `json:"report"`
 }
@@ -256,13 +281,17 @@ type Report struct {
 	Networks []NetworkReport `json:"networks,omitempty"`
 }
 
+// Action is what an apply did to a container or a network, as its report
+// says. Package apply names the actions (apply.Create and the others).
+type Action string
+
 // NetworkReport is one network's line of the report. The action is create,
 // unchanged, remove, orphan, kept or failed. A kept network is in use, so it
 // was not removed.
 type NetworkReport struct {
 	Name    string   `json:"name"`
 	Module  string   `json:"module"`
-	Action  string   `json:"action"`
+	Action  Action   `json:"action"`
 	Reasons []string `json:"reasons"`
 }
 
@@ -271,7 +300,7 @@ type ContainerReport struct {
 	Name      string   `json:"name"`
 	Module    string   `json:"module"`
 	Container string   `json:"container"`
-	Action    string   `json:"action"`
+	Action    Action   `json:"action"`
 	Reasons   []string `json:"reasons"`
 	Window    string   `json:"window,omitempty"`
 	// Build is the build id the container runs, for an `artifact:` container.

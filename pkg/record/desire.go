@@ -23,7 +23,7 @@ func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []by
 			c := m.Containers[cn]
 			d := lifecycle.Desired{Name: mesh.EngineName(mn, cn), Module: mn, Container: cn, Def: *c, Image: c.Image}
 			d.Def.UpdateOrder = mesh.UpdateOrderOf(m, c) // the module's default resolved
-			if p, ok := pinned[d.Name]; ok && c.PullPolicy() == "always" {
+			if p, ok := pinned[d.Name]; ok && c.PullPolicy() == mesh.PullAlways {
 				d.PulledID = p.PulledID
 			}
 			if p, ok := pinned[d.Name]; ok && c.Artifact != "" {

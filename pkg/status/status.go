@@ -18,13 +18,14 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// Container states.
+// Container states. Running, Restarting and Stopped are engine.StateOf's.
 const (
-	Running = "running"
-	Stopped = "stopped"
-	Held    = "held"
-	Missing = "missing"
-	Drifted = "drifted"
+	Running    = string(engine.Running)
+	Restarting = string(engine.Restarting)
+	Stopped    = string(engine.Stopped)
+	Held       = "held"
+	Missing    = "missing"
+	Drifted    = "drifted"
 )
 
 // Report is the status of a host.
@@ -69,10 +70,10 @@ type Build struct {
 
 // LastApply is when the last apply finished and how.
 type LastApply struct {
-	FinishedAt time.Time `json:"finished_at"`
-	Result     string    `json:"result"`
-	Source     string    `json:"source"`
-	Error      string    `json:"error,omitempty"`
+	FinishedAt time.Time     `json:"finished_at"`
+	Result     record.Result `json:"result"`
+	Source     string        `json:"source"`
+	Error      string        `json:"error,omitempty"`
 }
 
 // Get reads the state directory's snapshots, without a lock. It lists the
@@ -95,13 +96,12 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if err != nil {
 		return nil, err
 	}
-	// A module whose env-file cannot be read is reported, and the report goes
-	// on. The other modules' status does not depend on its files.
-	key, err := record.PeekSecretKey(d, app.File)
+	// A module whose env-file cannot be read is reported, not the end of
+	// the report: the other modules' status does not depend on its files.
+	desired, unreadable, err := app.DesiredFor(d, "")
 	if err != nil {
 		return nil, err
 	}
-	desired, unreadable := app.DesiredEach(key)
 	scope, err := lifecycle.PeekScope(d)
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	byName := map[string]engine.Container{}
 	for _, c := range ws.Observed {
-		if c.Labels[lifecycle.LabelRole] != lifecycle.RoleStep {
+		if !lifecycle.IsStep(c, scope) {
 			byName[c.Name] = c
 		}
 	}
@@ -134,7 +134,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		}
 	}
 
-	modules := containers(rep, desired, byName, heldBy, unreadable)
+	modules := containers(rep, desired, byName, heldBy, unreadable, now)
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
@@ -155,11 +155,11 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	return rep, nil
 }
 
-// containers fills rep.Containers in name order. It lists every desired
-// container, and every managed one the applied state does not name. It
-// returns the modules whose builds the report shows. Those are the desired
-// containers' modules and the artifacts they run.
-func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]coord.View, unreadable map[string]error) map[string]bool {
+// containers fills rep.Containers, in name order: every desired container
+// and every managed one the applied state does not name. It returns the
+// modules whose builds the report shows: the desired containers' and the
+// artifacts they run.
+func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]coord.View, unreadable map[string]error, now time.Time) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
 	for i := range desired {
@@ -173,12 +173,12 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 		if o, ok := byName[dc.Name]; ok {
 			c = &o
 		}
-		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy))
+		rep.Containers = append(rep.Containers, containerState(dc.Name, dc.Module, c, dc, heldBy, now))
 	}
 	for name, c := range byName {
 		if !seen[name] {
 			module := c.Labels[lifecycle.LabelModule]
-			st := containerState(name, module, &c, nil, heldBy)
+			st := containerState(name, module, &c, nil, heldBy, now)
 			if _, ok := unreadable[module]; ok {
 				st.Reasons = append(st.Reasons, "not checked: its module's applied spec cannot be read")
 			} else {
@@ -225,12 +225,12 @@ func failedWindows(hist []coord.Entry, hasStep func(module, step string) bool) [
 	return out
 }
 
-// problems lists what needs a person, and each line says what to do. A
-// problem is a failed last apply or window, a stale hold or an overdue
-// window. So is a container drifted or not running that no window holds.
+// problems lists what needs a person: a failed last apply or window, a
+// stale hold, an overdue window, a container drifted, restarting or not
+// running that no window holds. Each line says what to do.
 func problems(rep *Report) []string {
 	out := []string{}
-	if l := rep.LastApply; l != nil && l.Result != "ok" {
+	if l := rep.LastApply; l != nil && l.Result != record.ResultOK {
 		msg := fmt.Sprintf("the last apply failed (%s, %s)", state.When(l.FinishedAt), l.Source)
 		if l.Error != "" {
 			msg += ": " + firstLine(l.Error)
@@ -257,6 +257,8 @@ func problems(rep *Report) []string {
 			out = append(out, fmt.Sprintf("container %s runs but is unhealthy; see docker logs %s", c.Name, c.Name))
 		}
 		switch c.State {
+		case Restarting:
+			out = append(out, fmt.Sprintf("container %s is restarting: it exits and the engine starts it again; see docker logs %s", c.Name, c.Name))
 		case Drifted, Missing, Stopped:
 			msg := fmt.Sprintf("container %s is %s", c.Name, c.State)
 			if len(c.Reasons) > 0 {
@@ -273,10 +275,9 @@ func firstLine(s string) string {
 	return line
 }
 
-// containerState is the state of container name. c is the container as the
-// engine has it, nil when missing. d is what the applied state wants, nil
-// when it is not in it.
-func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]coord.View) Container {
+// containerState is the state of container name: c as the engine has it
+// (nil: missing), d as the applied state wants it (nil: not in it).
+func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]coord.View, now time.Time) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
@@ -292,10 +293,11 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 		st.State = Missing
 	case len(diff) > 0:
 		st.State, st.Reasons = Drifted, diff
-	case c.Running:
-		st.State, st.Health = Running, c.Health
 	default:
-		st.State = Stopped
+		st.State = string(engine.StateOf(*c, now))
+		if st.State == Running {
+			st.Health = c.Health
+		}
 	}
 	return st
 }
@@ -318,7 +320,7 @@ func summary(rep *Report) string {
 		return "attention: some containers are not running as the last apply wants; run meshctl apply --last"
 	case len(open) > 0:
 		return "working: " + strings.Join(open, "; ") + "; its held containers come back when it closes"
-	case rep.LastApply != nil && rep.LastApply.Result != "ok":
+	case rep.LastApply != nil && rep.LastApply.Result != record.ResultOK:
 		return "attention: the last apply failed"
 	case len(rep.FailedWindows) > 0:
 		return "attention: a window failed"

@@ -2,10 +2,10 @@ package window
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -97,9 +97,9 @@ func ackTargets(hist *coord.History, ids []string) ([]int, error) {
 			for _, e := range hist.Windows {
 				known = append(known, e.ID)
 			}
-			return nil, &UsageError{Msg: fmt.Sprintf("no window %s in the history (the last %d closed windows)%s", id, coord.HistoryLimit, didYouMean(id, known))}
+			return nil, fault.New(fault.BadInput, "no window %s in the history (the last %d closed windows)%s", id, coord.HistoryLimit, didYouMean(id, known))
 		case !hist.Windows[i].Failed():
-			return nil, &UsageError{Msg: fmt.Sprintf("window %s ended ok: there is nothing to acknowledge", id)}
+			return nil, fault.New(fault.BadInput, "window %s ended ok: there is nothing to acknowledge", id)
 		}
 		idx = append(idx, i)
 	}

@@ -455,8 +455,8 @@ func (w *window) ensureImage(ctx context.Context, d *lifecycle.Desired) error {
 	if present {
 		return nil
 	}
-	if d.Def.PullPolicy() == "never" {
-		return fmt.Errorf("image %s is missing and its pull policy is never", d.Image)
+	if err := d.Def.PullRefused(); err != nil {
+		return fmt.Errorf("image %s: %w", d.Image, err)
 	}
 	w.opts.Progress("pulling %s\n", d.Image)
 	if err := w.eng.Pull(ctx, d.Image, nil); err != nil {

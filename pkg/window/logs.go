@@ -2,7 +2,6 @@ package window
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -35,15 +34,6 @@ type Log struct {
 
 func logName(id string) string { return LogDir + "/" + id + ".json" }
 
-// LogError is a window log that cannot be shown: an unknown window, or one
-// that kept none (exit 2).
-type LogError struct{ Msg string }
-
-func (e *LogError) Error() string { return e.Msg }
-
-// Fault says it is bad input.
-func (e *LogError) Fault() fault.Kind { return fault.BadInput }
-
 // ReadLog returns the kept step output of window id, or of the last
 // window that closed when id is "".
 func ReadLog(d *state.Dir, id string) (*Log, error) {
@@ -53,12 +43,12 @@ func ReadLog(d *state.Dir, id string) (*Log, error) {
 	}
 	if id == "" {
 		if len(hist.Windows) == 0 {
-			return nil, &LogError{Msg: fmt.Sprintf("no window has closed in %s yet", d.Path())}
+			return nil, fault.New(fault.BadInput, "no window has closed in %s yet", d.Path())
 		}
 		id = hist.Windows[len(hist.Windows)-1].ID
 	}
 	if !strings.HasPrefix(id, "w-") || strings.ContainsAny(id, "/\\.") {
-		return nil, &LogError{Msg: fmt.Sprintf("%q is not a window id (w-…): see meshctl window list", id)}
+		return nil, fault.New(fault.BadInput, "%q is not a window id (w-…): see meshctl window list", id)
 	}
 	var l Log
 	ok, err := d.Read(logName(id), &l)
@@ -67,9 +57,9 @@ func ReadLog(d *state.Dir, id string) (*Log, error) {
 	}
 	if !ok {
 		if hist.Has(id) {
-			return nil, &LogError{Msg: fmt.Sprintf("window %s kept no step log (its step did not run, or it died before its close)", id)}
+			return nil, fault.New(fault.BadInput, "window %s kept no step log (its step did not run, or it died before its close)", id)
 		}
-		return nil, &LogError{Msg: fmt.Sprintf("unknown window %s: see meshctl window list", id)}
+		return nil, fault.New(fault.BadInput, "unknown window %s: see meshctl window list", id)
 	}
 	return &l, nil
 }

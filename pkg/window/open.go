@@ -38,7 +38,7 @@ func (w *window) open(ctx context.Context) error {
 		// killed mid-recreate sent it), which the engine carries out before
 		// this stop. A stop of a stopped container changes nothing.
 		// (docs/model/README.md, "A new container's start in flight".)
-		if c.Running {
+		if engine.StateOf(c, w.openedAt) != engine.Stopped {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
 		// Seen through after a signal: the close then starts it again once
@@ -79,12 +79,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// Another module's unreadable env-file is not this window's concern:
 	// its containers only lose their policy for a dead window's release,
 	// which then keeps the one recorded at that window's open.
-	key, err := record.PeekSecretKey(w.d, a.File)
+	all, _, err := a.DesiredFor(w.d, w.module)
 	if err != nil {
-		return nil, err
-	}
-	all, errs := a.DesiredEach(key)
-	if err := errs[w.module]; err != nil {
 		return nil, err
 	}
 	now := w.opts.Now()
@@ -188,34 +184,25 @@ func (w *window) checkAbsent(ctx context.Context, name string) error {
 	}
 	owner := c.Labels[lifecycle.LabelManaged]
 	if owner != "" && owner != w.scope {
-		return &ForeignError{Name: name, Why: "is managed by another meshctl state directory (id " + owner + "); check --state-dir"}
+		return foreign(name, "is managed by another meshctl state directory (id "+owner+"); check --state-dir")
 	}
-	return &ForeignError{Name: name, Why: "exists and meshctl does not manage it (started by hand?); rename or remove it, then run the window again"}
+	return foreign(name, "exists and meshctl does not manage it (started by hand?); rename or remove it, then run the window again")
 }
 
-// ForeignError is a window refused because a container it would hold has
-// that name but is not this state directory's (exit 1): the step would run
-// with it up.
-type ForeignError struct{ Name, Why string }
-
-func (e *ForeignError) Error() string {
-	return fmt.Sprintf("nothing held: a container named %s %s", e.Name, e.Why)
+// foreign is a window refused because a container it would hold is not
+// this state directory's, though it has that name (exit 1). The step would
+// run with it up.
+func foreign(name, why string) error {
+	return fault.New(fault.Failed, "nothing held: a container named %s %s", name, why)
 }
-
-// Fault says it is a failure.
-func (e *ForeignError) Fault() fault.Kind { return fault.Failed }
 
 // desiredByName returns the containers an applied state wants, by engine
 // name; none where nothing was applied. Only module's own files can fail
-// it (DesiredEach). d is the state directory, whose secret key hashes
+// it (record.Applied.DesiredFor). d is the state directory, whose secret key hashes
 // secret files.
 func desiredByName(d *state.Dir, a *record.Applied, module string) (map[string]*lifecycle.Desired, error) {
-	key, err := record.PeekSecretKey(d, a.File)
+	all, _, err := a.DesiredFor(d, module)
 	if err != nil {
-		return nil, err
-	}
-	all, errs := a.DesiredEach(key)
-	if err := errs[module]; err != nil {
 		return nil, err
 	}
 	return byName(all), nil

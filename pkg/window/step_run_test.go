@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -96,9 +97,9 @@ func TestWindowStepCheckedBeforeOpen(t *testing.T) {
 	}
 
 	err := run("missing")
-	var u *UsageError
-	if !errors.As(err, &u) || !strings.Contains(err.Error(), "/no/such/program") {
-		t.Errorf("exec: program missing: %v (%T), want a *UsageError naming it", err, err)
+	var u *fault.Error
+	if !errors.As(err, &u) || u.Kind != fault.BadInput || !strings.Contains(err.Error(), "/no/such/program") {
+		t.Errorf("exec: program missing: %v (%T), want bad input naming it", err, err)
 	}
 	if ch := eng.Changes(); len(ch) != 0 {
 		t.Errorf("exec: program missing: the engine was changed: %v", ch)

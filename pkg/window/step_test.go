@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
@@ -295,8 +296,8 @@ func TestPrepareStep(t *testing.T) {
 	}
 	eng.pullErr = errors.New("dial tcp 127.0.0.1:1: connection refused")
 	err := w.prepareStep(context.Background())
-	var u *UsageError
-	if err == nil || errors.As(err, &u) {
+	var u *fault.Error
+	if err == nil || errors.As(err, &u) && u.Kind == fault.BadInput {
 		t.Fatalf("image that cannot be had: %v (%T), want a plain error", err, err)
 	}
 	if want := "step m/s: image gc:1 cannot be had: dial tcp 127.0.0.1:1: connection refused; nothing was stopped"; err.Error() != want {

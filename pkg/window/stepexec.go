@@ -62,9 +62,11 @@ func lookStepPath(name string) (string, error) {
 // guardArg0 is the name meshctl runs itself under as an exec: step's guard.
 const guardArg0 = "meshctl-step-guard"
 
-func init() {
-	// meshctl (or a test binary of a package that imports this one) run as
-	// a step's guard is that and nothing else.
+// MaybeStepGuard runs this process as a step's guard when startGuard made it.
+// It returns only when the process is something else.
+// A main calls it first: meshctl's, and the TestMain of each package whose
+// tests run exec: steps, which re-run their own binary as the guard.
+func MaybeStepGuard() {
 	if filepath.Base(os.Args[0]) == guardArg0 {
 		runGuard()
 	}
@@ -108,8 +110,11 @@ func startGuard() (*guard, error) {
 		return nil, err
 	}
 	cmd := &exec.Cmd{
-		Path:  self,
-		Args:  []string{guardArg0},
+		Path: self,
+		// The guard ignores its arguments. A test binary whose TestMain
+		// forgot MaybeStepGuard reads this one and runs no test: else each
+		// guard would run the tests again, and start guards of its own.
+		Args:  []string{guardArg0, "-test.run=^$"},
 		Env:   []string{},
 		Stdin: r,
 		// Its own process group, which the step joins; no output: a guard

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
@@ -45,17 +46,17 @@ func (e *killError) Error() string {
 func (e *killError) Unwrap() error { return e.err }
 
 // prepareStep checks, before anything is stopped, that the step can run: an
-// exec: step's program exists and is executable (else a *UsageError, exit
-// 2), a run: step's image is in the engine or pulled now (else exit 1). A
+// exec: step's program exists and is executable (else a fault.BadInput
+// error, exit 2), a run: step's image is in the engine or pulled now (else exit 1). A
 // window never stops what its step cannot bring through. It takes no lock:
 // a pull may take minutes.
 func (w *window) prepareStep(ctx context.Context) error {
 	if w.def.Run == nil {
 		if len(w.def.Exec) == 0 {
-			return &UsageError{Msg: fmt.Sprintf("step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)}
+			return fault.New(fault.BadInput, "step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)
 		}
 		if _, err := lookStepPath(w.def.Exec[0]); err != nil {
-			return &UsageError{Msg: fmt.Sprintf("step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)}
+			return fault.New(fault.BadInput, "step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)
 		}
 		g, err := startGuard()
 		if err != nil {
@@ -306,7 +307,7 @@ func (w *window) clearLeftoverStep(ctx context.Context, name string) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("inspect %s: %w", name, err)
-	case old.Labels[lifecycle.LabelManaged] != w.scope || old.Labels[lifecycle.LabelRole] != lifecycle.RoleStep:
+	case !lifecycle.IsStep(old, w.scope):
 		return fmt.Errorf("a container this state directory's windows do not own is named %s; remove or rename it", name)
 	}
 	if err := w.eng.Remove(ctx, old.ID); err != nil && !engine.IsNotFound(err) {

@@ -51,15 +51,6 @@ type Options struct {
 	Opened func()
 }
 
-// UsageError is a window asked for a module or step that does not exist
-// (exit 2).
-type UsageError struct{ Msg string }
-
-func (e *UsageError) Error() string { return e.Msg }
-
-// Fault says a bad module or step is bad input.
-func (e *UsageError) Fault() fault.Kind { return fault.BadInput }
-
 // BusyError is a window refused because another window on the module is
 // open, or its step container from a dead window still runs (exit 3).
 type BusyError struct {
@@ -262,13 +253,13 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 	file := opts.File
 	if file == nil {
 		if !ok || a.File == nil {
-			return nil, &UsageError{Msg: fmt.Sprintf("nothing was applied in %s yet, so step %s/%s is unknown: pass -f FILE or run meshctl apply first", d.Path(), opts.Module, opts.Step)}
+			return nil, fault.New(fault.BadInput, "nothing was applied in %s yet, so step %s/%s is unknown: pass -f FILE or run meshctl apply first", d.Path(), opts.Module, opts.Step)
 		}
 		file = a.File
 	}
 	m, ok2 := file.Modules[opts.Module]
 	if !ok2 {
-		return nil, &UsageError{Msg: fmt.Sprintf("module %q is not in the mesh file%s (it has: %v)", opts.Module, didYouMean(opts.Module, file.ModuleNames()), file.ModuleNames())}
+		return nil, fault.New(fault.BadInput, "module %q is not in the mesh file%s (it has: %v)", opts.Module, didYouMean(opts.Module, file.ModuleNames()), file.ModuleNames())
 	}
 	def, ok2 := m.Steps[opts.Step]
 	if !ok2 {
@@ -277,7 +268,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		if len(steps) > 0 {
 			has = "its steps: " + strings.Join(steps, ", ")
 		}
-		return nil, &UsageError{Msg: fmt.Sprintf("module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)}
+		return nil, fault.New(fault.BadInput, "module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)
 	}
 	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault()}
 	if opts.Timeout > 0 {
@@ -287,13 +278,9 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {
-		key, err := record.PeekSecretKey(d, a.File)
+		desired, _, err := a.DesiredFor(d, opts.Module) // only this module's own files count
 		if err != nil {
 			return nil, err
-		}
-		desired, errs := a.DesiredEach(key)
-		if err := errs[opts.Module]; err != nil {
-			return nil, err // only this module's own files count
 		}
 		for i := range desired {
 			if slices.Contains(p.held, desired[i].Name) {

@@ -120,9 +120,9 @@ func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
 
 func usageMsg(t *testing.T, err error) string {
 	t.Helper()
-	var u *UsageError
+	var u *fault.Error
 	if !errors.As(err, &u) {
-		t.Fatalf("err = %v (%T), want a *UsageError", err, err)
+		t.Fatalf("err = %v (%T), want a *fault.Error", err, err)
 	}
 	if u.Fault() != fault.BadInput {
 		t.Fatalf("fault %q, want %q", u.Fault(), fault.BadInput)
