@@ -76,7 +76,7 @@
  * by step on engine containers that have a name (C, C.meshctl-new,
  * C.meshctl-old), a version, and run or not; every start may be in flight
  * when its sender dies. An apply killed mid-recreate leaves a dead claim:
- * the next apply's heal (HealDead), or a window's open (healDead), puts the
+ * the next apply's heal (HealClaims), or a window's open (healDead), puts the
  * last good container back. An apply that finds C held defers its change
  * (applied.json); the window's close carries it out (bringOne: the same
  * Recreate); a window killed in that recreate is healed by the stale
@@ -107,7 +107,7 @@
  *                       5407744): the change is lost
  * The code before the fixes of the bugs this configuration found (README.md,
  * "Bugs the recreate configuration found"):
- *   BROKEN_HEAL_TRUSTS_LISTING  HealDead starts the old C of a dead claim
+ *   BROKEN_HEAL_TRUSTS_LISTING  HealClaims starts the old C of a dead claim
  *                       only when it found a leftover new one and the
  *                       listing read C stopped (a start or a stop in flight
  *                       fools it; before 58067ee)
@@ -131,7 +131,7 @@
  * without the aliases, Start, the gate; passed: takeAliases, rename the
  * old one C.meshctl-retiring, the new one C, retire: leaveNetworks, the
  * drain, StopThrough, removeGone; failed: RemoveNew, the old one
- * untouched), of a stopped one the stop-first Recreate; HealDead carries a
+ * untouched), of a stopped one the stop-first Recreate; HealClaims carries a
  * dead claim's recreate whose old one is retiring through
  * (finishStartFirst), else removes the leftover new one. Properties: while
  * no apply has been killed, a container of C that passed a gate runs, not
@@ -141,7 +141,7 @@
  * gate. No window: its open stops C (a gap by design).
  *   BROKEN_RETIRE_BEFORE_GATE  the old one is retired (aliases, renames,
  *                       retire) before the new one's gate
- *   BROKEN_HEAL_DROPS_RETIRING  HealDead has no forward case: it removes
+ *   BROKEN_HEAL_DROPS_RETIRING  HealClaims has no forward case: it removes
  *                       the new one of a dead start-first recreate whose old
  *                       one is retiring (or leaves the retiring one)
  * With both, BROKEN_RETIRE_STOP_UNASKED is the code before 429d227 (README.md,
@@ -501,7 +501,7 @@ inline recreate(o, oldrun) {
 }
 #endif
 
-/* code: lifecycle.Executor.HealDead, under the state lock, when mine (the
+/* code: coord.HealClaims, under the state lock, when mine (the
  * caller may heal C): a leftover C.meshctl-new of ours is removed (begun);
  * for a dead claim on C (every recorded claim is dead here: the caller
  * checked, under this lock): one aside is put back (PutBack: the one under
@@ -625,7 +625,7 @@ inline classify() {
 }
 
 #ifdef RECREATE
-/* code: lifecycle.Windows.Release → releaseStale: removeDeadSteps;
+/* code: coord.ReleaseStale → releaseStale: removeDeadSteps;
  * removeDeadNews (a dead close's new container under its temporary name,
  * perhaps running, goes first); putBackAside (one aside: the one under C
  * removed, the one aside renamed back, stopped); finishDeadStop (settle);
@@ -672,7 +672,7 @@ inline release_stale() {
 	fi
 }
 #else
-/* code: lifecycle.Windows.Release: each stale hold's C brought back as the
+/* code: coord.ReleaseStale: each stale hold's C brought back as the
  * close would (settle, Resume), then holds.json written without them. */
 inline release_stale() {
 	if
@@ -725,18 +725,18 @@ inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0
 } }
 
 /* One apply (RECREATE): apply.runLocked. takeLock: another apply's live
- * claim → unlock, claims.Wait, again (Run); observe; heal (healInterrupted:
+ * claim → unlock, coord.WaitClaim, again (Run); observe; heal (coord.HealClaims:
  * C is the apply's unless a hold, stale or not, holds it); release; plan
  * (the release comes first here: the code plans again after it); execute:
  * C held → deferred, recorded under this lock; C at version 2 and running
- * → unchanged; else executeClaimed: claims.Take, the state lock released,
+ * → unchanged; else executeClaimed: coord.TakeClaim, the state lock released,
  * Recreate, the state lock again, record, Held.Release. */
 inline apply_pass(me) {
 	do
 	:: lock_state(me);                     /* code: d.Lock(state) */
 		if                                 /* code: takeLock: claims.LiveOf */
 #ifndef BROKEN_APPLY_NO_WAIT
-		:: me != A && (claimed[A] || claimdef[A]) && clk[A] -> atomic { unlock_state(me); w = A }; (!clk[w]); w = 0  /* code: claims.Wait */
+		:: me != A && (claimed[A] || claimdef[A]) && clk[A] -> atomic { unlock_state(me); w = A }; (!clk[w]); w = 0  /* code: coord.WaitClaim */
 		:: me != B && (claimed[B] || claimdef[B]) && clk[B] -> atomic { unlock_state(me); w = B }; (!clk[w]); w = 0
 #endif
 		:: else -> break
@@ -754,7 +754,7 @@ inline apply_pass(me) {
 	:: (h1 && !s1) || (h2 && !s2) ->       /* code: Plan: held, or deferred (version 1 under a hold) */
 #ifdef DEFER_CLAIM
 		/* code: executeClaimed: the plan also changes another container D:
-		 * claims.Take (Containers D, Defers C), the state lock released,
+		 * coord.TakeClaim (Containers D, Defers C), the state lock released,
 		 * D's recreate, the state lock again, record, Held.Release */
 		atomic { clk[me] = 1; claimdef[me] = 1; w = (h1 && !s1 -> W1 : W2) };
 		atomic { unlock_state(me); forget() };
@@ -790,7 +790,7 @@ inline apply_pass(me) {
 #endif
 		if
 		:: ver[o] != 2 || !obs_c ->        /* code: Plan: recreate (a version 1, or stopped) */
-			atomic { clk[me] = 1; claimed[me] = 1; claimran[me] = obs_c };  /* code: claims.Take: its lock, claims.json */
+			atomic { clk[me] = 1; claimed[me] = 1; claimran[me] = obs_c };  /* code: coord.TakeClaim: its lock, claims.json */
 			atomic { oldrun = obs_c; unlock_state(me); forget() };
 			recreate(o, oldrun);           /* code: execute → change → Recreate */
 			lock_state(me);                /* code: executeClaimed: d.Lock(state) again */
@@ -830,7 +830,7 @@ inline apply_pass(me) {
 	 * else stopped → recreate (the host's rule), running → unchanged. */
 	if
 	:: !((h1 && !s1) || (h2 && !s2)) && !obs_c ->
-		/* code: executeClaimed: claims.Take (the claim's lock, then
+		/* code: executeClaimed: coord.TakeClaim (the claim's lock, then
 		 * claims.json), the state lock released, execute: Recreate (the
 		 * old C reads stopped; renamed aside; a new C created and started
 		 * with the desired policy), the state lock again */
@@ -899,7 +899,7 @@ record:
 		lock_state(me);
 #ifndef BROKEN_NO_CLAIM_CHECK
 		/* code: checkClaims (claims.Covering): a live apply claim on C →
-		 * unlock, claims.Wait for its lock, record again */
+		 * unlock, coord.WaitClaim for its lock, record again */
 		if
 #ifdef RECREATE
 		:: claimed[A] && clk[A] -> unlock_state(me); (!clk[A]); goto record
@@ -1009,7 +1009,7 @@ record:
 			fi;
 			lock_state(me);                           /* code: lockToClose */
 			/* code: claims.Deferring: a live claim that defers a change to
-			 * C → unlock, claims.Wait; waited: again (round < closeRounds),
+			 * C → unlock, coord.WaitClaim; waited: again (round < closeRounds),
 			 * else lockToClose */
 #if defined(DEFER_CLAIM) && !defined(BROKEN_CLOSE_NO_DEFERRING)
 			atomic { w = (claimdef[A] && clk[A] -> A : (claimdef[B] && clk[B] -> B : 0)) };
