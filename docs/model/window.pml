@@ -118,14 +118,14 @@
  * LOST_ANSWER (with RECREATE): one engine call's answer may be lost (the
  * engine did it, the caller sees an error), once a run, on any StopThrough,
  * Start, Rename or Remove of a Recreate and its put-backs: a failed stop or
- * start leads to putBackUnmoved (RemoveNew, nameBack, restart), a rename
+ * start leads to putBackUnmoved (RemoveNew, putBackName, restart), a rename
  * asks the engine (Executor.rename), removeGone removes again; a recreate
  * that failed so makes the last apply run again (as the next cron run
  * would); a close whose recreate failed with the old one not back under C
  * starts nothing and keeps its hold.
  *   BROKEN_RENAME_LOST_UNASKED  a failed rename is taken as not done, and
  *                       putBackUnmoved does not ask under which name the old
- *                       one is (no nameBack): the code before 2793d10
+ *                       one is (no putBackName): the code before 2793d10
  * START_FIRST (with RECREATE, NO_WINDOW): C's update order is start-first:
  * a recreate of a running C is recreateStartFirst (create C.meshctl-new
  * without the aliases, Start, the gate; passed: takeAliases, rename the
@@ -365,12 +365,12 @@ inline STOPFIRST(o, oldrun) {
 #ifdef LOST_ANSWER
 /* The same Recreate where one engine call's answer may be lost (LOSE): the
  * engine did it, the caller sees an error. A StopThrough or Start that
- * fails leads to putBackUnmoved (RemoveNew; nameBack: Inspect the old one
+ * fails leads to putBackUnmoved (RemoveNew; putBackName: Inspect the old one
  * by id, renamed back to C if it is not under it; restart if it ran); a
  * rename asks the engine (Executor.rename: Inspect by the new name) and
  * one that was done is no error; removeGone removes again (not found: no
  * error). A rename aside, or to C, that fails (BROKEN_RENAME_LOST_UNASKED
- * only: the code before 2793d10, no asking, no nameBack) leads to
+ * only: the code before 2793d10, no asking, no putBackName) leads to
  * putBackUnmoved, or PutBack; a PutBack whose rename back fails returns
  * (the old one stays stopped). */
 inline LOSTFIRST(o, oldrun) {
@@ -397,7 +397,7 @@ inline LOSTFIRST(o, oldrun) {
 	:: err ->                                             /* code: putBackUnmoved: */
 		atomic { efail = 1; err = 0; remove_k(n) };       /* code: RemoveNew: removeGone(new) */
 #ifndef BROKEN_RENAME_LOST_UNASKED
-		atomic { if :: nm[o] != NAMEN -> nm[o] = NAMEN :: else fi };  /* code: nameBack: Inspect(old), Rename(old, C) if not under it */
+		atomic { if :: nm[o] != NAMEN -> nm[o] = NAMEN :: else fi };  /* code: putBackName: Inspect(old), Rename(old, C) if not under it */
 #endif
 		if :: oldrun -> start_k(o) :: else fi             /* code: restart: Start(old) if it ran */
 	:: else ->
@@ -458,7 +458,7 @@ inline recreate_start_first(o) {
 		alias[n] = 1;                                     /* code: takeAliases: ConnectNetwork with the aliases */
 #ifdef LOST_ANSWER
 		/* (the renames ask the engine: with one lost answer they succeed;
-		 * their failure paths, RemoveNew and nameBack, are not reached) */
+		 * their failure paths, RemoveNew and putBackName, are not reached) */
 		atomic { assert(nm[o] == NAMEN); nm[o] = RETN LOSE ASKED };  /* code: rename(old, C.meshctl-retiring) */
 		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN LOSE ASKED };  /* code: rename(new, C) */
 		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
@@ -629,7 +629,7 @@ inline classify() {
  * removeDeadNews (a dead close's new container under its temporary name,
  * perhaps running, goes first); putBackAside (one aside: the one under C
  * removed, the one aside renamed back, stopped); finishDeadStop (settle);
- * Resume; holds.json written. */
+ * BringBack; holds.json written. */
 inline release_stale() {
 	if
 	:: s1 || s2 ->
@@ -658,8 +658,8 @@ inline release_stale() {
 #endif
 		:: else
 		fi;
-		polno[o] = 0;                                     /* code: Resume: SetRestart */
-		start_k(o);                                       /* code: Resume: Start */
+		polno[o] = 0;                                     /* code: BringBack: SetRestart */
+		start_k(o);                                       /* code: BringBack: Start */
 		atomic {                                          /* code: lock.Write(holds.json) (and history) */
 			if :: s1 -> hold[1] = 0 :: else fi;
 			if :: s2 -> hold[2] = 0 :: else fi;
@@ -673,7 +673,7 @@ inline release_stale() {
 }
 #else
 /* code: coord.ReleaseStale: each stale hold's C brought back as the
- * close would (settle, Resume), then holds.json written without them. */
+ * close would (settle, BringBack), then holds.json written without them. */
 inline release_stale() {
 	if
 	:: s1 || s2 ->
@@ -699,8 +699,8 @@ inline release_stale() {
 		:: else
 		fi;
 #endif
-		c_pol_no = 0;                      /* code: Resume: SetRestart */
-		start_c();                         /* code: Resume: Start */
+		c_pol_no = 0;                      /* code: BringBack: SetRestart */
+		start_c();                         /* code: BringBack: Start */
 		obs_c = 1;                         /* back[C] = true */
 		atomic {                           /* code: lock.Write(holds.json) (and history) */
 			if :: s1 -> hold[1] = 0 :: else fi;
@@ -990,22 +990,22 @@ record:
 				recreate(o, oldrun);                  /* code: Recreate */
 #ifdef LOST_ANSWER
 				/* code: failed: Inspect(C): the old one back under C →
-				 * Resume; else nothing started, the hold kept */
+				 * BringBack; else nothing started, the hold kept */
 				if
-				:: nm[o] == NAMEN -> polno[o] = 0; start_k(o)  /* code: Resume: SetRestart, Start */
+				:: nm[o] == NAMEN -> polno[o] = 0; start_k(o)  /* code: BringBack: SetRestart, Start */
 				:: nm[o] == 0                         /* replaced: the old one removed */
 				:: else -> goto closed                /* not back under its name */
 				fi
 #else
 				if
 				:: !healthy2 ->                       /* code: Inspect(C): the old one is back under C */
-					polno[o] = 0; start_k(o)          /* code: Resume: SetRestart, Start */
+					polno[o] = 0; start_k(o)          /* code: BringBack: SetRestart, Start */
 				:: else
 				fi
 #endif
 			:: else ->
-				polno[o] = 0;                         /* code: Resume: SetRestart(policy) */
-				start_k(o)                            /* code: Resume: Start */
+				polno[o] = 0;                         /* code: BringBack: SetRestart(policy) */
+				start_k(o)                            /* code: BringBack: Start */
 			fi;
 			lock_state(me);                           /* code: lockToClose */
 			/* code: claims.Deferring: a live claim that defers a change to
@@ -1040,7 +1040,7 @@ nextround:
 		od;
 		atomic { closedwith[me] = want; hold[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0 }  /* code: lock.Write(holds.json) */
 #else
-		/* code: close → bringBack, no lock held: List, then Resume */
+		/* code: close → bringBack, no lock held: List, then BringBack */
 		/* code: List (no shared effect) */
 		c_pol_no = 0;                      /* code: SetRestart(policy) */
 		start_c();                         /* code: Start */
