@@ -91,7 +91,7 @@ func runBuildRecord(ctx context.Context, env *Env, opts *buildRecordOptions) err
 		return err
 	}
 	if img != nil && !img.Pinned {
-		env.Warnf("image %s is not pinned by digest: its tag may be moved to another image; record NAME@sha256:DIGEST\n", img.Ref)
+		env.Warnf("image %s is not pinned by digest: its tag may be moved to another image; record NAME@sha256:DIGEST", img.Ref)
 	}
 	if res.Again {
 		env.Log.Debug("build already recorded with this result; nothing changed", "id", res.Build.ID)

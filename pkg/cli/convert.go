@@ -108,7 +108,7 @@ beside meshctl, else on PATH): the Compose library stays out of meshctl.`,
 func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
 	file, notes, warnings, err := Converter(ctx, opts.files, opts.module, opts.profiles)
 	for _, w := range warnings {
-		env.Warnf("%s\n", w)
+		env.Warnf("%s", w)
 	}
 	if err != nil {
 		return err

@@ -221,6 +221,9 @@ func (e *Env) closeProgress() {
 // above the lines it updates in place, so that no update overwrites it.
 func (e *Env) Warnf(format string, args ...any) {
 	msg := fmt.Sprintf("warning: "+format, args...)
+	if !strings.HasSuffix(msg, "\n") {
+		msg += "\n"
+	}
 	if e.progress != nil && e.progress.Live() {
 		e.progress.Linef("%s", msg)
 		return

@@ -27,7 +27,7 @@ func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step str
 	}
 	l, err := openLedgerStore(cfg, nil)
 	if err != nil {
-		env.Warnf("window not published to the mesh: %v\n", err)
+		env.Warnf("window not published to the mesh: %v", err)
 		return func() {}
 	}
 	l.Warnf = env.Warnf
@@ -35,7 +35,7 @@ func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step str
 	p, err := l.Publish(ctx, w)
 	if err != nil {
 		l.Close()
-		env.Warnf("window not published to the mesh (it runs all the same): %v\n", err)
+		env.Warnf("window not published to the mesh (it runs all the same): %v", err)
 		return func() {}
 	}
 	return func() {
@@ -85,7 +85,7 @@ func forgetReleasedWindows(env *Env, d *state.Dir, released []coord.View) {
 	for _, v := range released {
 		w := ledger.MeshWindow{Host: env.hostName(), Module: v.Module, Step: v.Step, PID: v.PID}
 		if err := l.ForgetWindow(ctx, w); err != nil {
-			env.Warnf("window %s stays lapsed on the mesh: %v\n", v.ID, err)
+			env.Warnf("window %s stays lapsed on the mesh: %v", v.ID, err)
 		}
 	}
 }
@@ -176,7 +176,7 @@ func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (
 		var im *ledger.ImportingError
 		if errors.As(err, &u) || errors.As(err, &r) || errors.As(err, &im) {
 			failed = true
-			env.Warnf("current builds not shown: %v\n", err)
+			env.Warnf("current builds not shown: %v", err)
 			return ledger.Build{}, false, nil
 		}
 		return b, ok, err

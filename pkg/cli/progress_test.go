@@ -18,7 +18,7 @@ func TestWarningNotOverwrittenByProgress(t *testing.T) {
 	e.StderrTTY = true
 	p := e.Progress()
 	p.Status("store.registry", "pulling")
-	e.Warnf("step store/gc: image meshtest/gc:1 cannot be had\n")
+	e.Warnf("step store/gc: image meshtest/gc:1 cannot be had")
 	p.Status("store.registry", "created")
 	e.closeProgress()
 
@@ -89,4 +89,18 @@ func render(out string) []string {
 		screen[i] = strings.TrimRight(string(l), " ")
 	}
 	return screen
+}
+
+// TestWarningEndsItsLine checks that a warning ends with one newline, whether
+// or not its format has one. The metrics file's warning had none, so the
+// shell prompt followed it on the same line.
+func TestWarningEndsItsLine(t *testing.T) {
+	for _, format := range []string{"metrics file %s not written", "metrics file %s not written\n"} {
+		var out bytes.Buffer
+		e := NewEnv(strings.NewReader(""), &bytes.Buffer{}, &out)
+		e.Warnf(format, "/x.prom")
+		if got, want := out.String(), "warning: metrics file /x.prom not written\n"; got != want {
+			t.Errorf("Warnf(%q) wrote %q, want %q", format, got, want)
+		}
+	}
 }
