@@ -242,6 +242,12 @@ func problems(rep *Report) []string {
 		if e.Error != "" {
 			msg += ": " + firstLine(e.Error)
 		}
+		// A window released stale kept no step log: its process died before
+		// its close, so window logs would only say so.
+		if e.Result == coord.Stale {
+			out = append(out, msg+fmt.Sprintf("; it kept no step log: meshctl window ack %s once a person has looked", e.ID))
+			continue
+		}
 		out = append(out, msg+fmt.Sprintf("; see meshctl window logs %s, then meshctl window ack %s", e.ID, e.ID))
 	}
 	for _, w := range rep.Windows {
