@@ -37,6 +37,9 @@ type Report struct {
 	Windows    []coord.View `json:"windows"`
 	Builds     []Build      `json:"builds"`
 	LastApply  *LastApply   `json:"last_apply"`
+	// Changing are the live applies' claims: work in progress, with the time
+	// past which a claim may be stuck.
+	Changing []Changing `json:"changing"`
 	// FailedWindows hold the last window of each module and step, when it
 	// did not end ok. Such a window failed, timed out, was interrupted, or
 	// was released stale.
@@ -59,6 +62,9 @@ type Container struct {
 	// reads "". For a stopped container, the engine's "unhealthy" means
 	// nothing.
 	Health string `json:"health"`
+	// Changing is set while a live apply changes the container, within its
+	// claim's bound: its state is work in progress, not a problem.
+	Changing bool `json:"changing"`
 }
 
 // Build is a module's current build.
@@ -90,7 +96,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			return nil, err
 		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
-			Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{}, FailedWindows: []coord.Entry{}, Problems: []string{}}, nil
+			Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{}, Changing: []Changing{},
+			FailedWindows: []coord.Entry{}, Problems: []string{}}, nil
 	}
 	app, appliedOK, err := record.LoadApplied(d)
 	if err != nil {
@@ -123,6 +130,9 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	rep := &Report{Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{},
 		FailedWindows: failedWindows(ws.History.Windows, app.HasStep), Problems: []string{}}
+	if rep.Changing, err = changing(d, desired, now); err != nil {
+		return nil, err
+	}
 	heldBy := map[string]coord.View{}
 	for _, c := range ws.Classified {
 		v := coord.ViewOf(c.Hold, c.State)
@@ -135,6 +145,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 
 	modules := containers(rep, desired, byName, heldBy, unreadable, now)
+	markChanging(rep)
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
@@ -258,7 +269,11 @@ func problems(rep *Report) []string {
 			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, state.When(w.Deadline)))
 		}
 	}
+	out = append(out, stuckClaims(rep.Changing)...)
 	for _, c := range rep.Containers {
+		if c.Changing {
+			continue
+		}
 		if c.State == Running && c.Health == "unhealthy" {
 			out = append(out, fmt.Sprintf("container %s runs but is unhealthy; see docker logs %s", c.Name, c.Name))
 		}
@@ -311,11 +326,16 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 func summary(rep *Report) string {
 	bad := 0
 	for _, c := range rep.Containers {
-		if c.State != Running && c.State != Held {
+		if c.State != Running && c.State != Held && !c.Changing {
 			bad++
 		}
 	}
-	var open []string
+	var open, applies []string
+	for _, c := range rep.Changing {
+		if !c.Stuck {
+			applies = append(applies, fmt.Sprintf("apply (pid %d) changing %s", c.PID, strings.Join(c.Containers, ", ")))
+		}
+	}
 	for _, w := range rep.Windows {
 		if coord.Honoured(w.State) {
 			open = append(open, fmt.Sprintf("window %s %s/%s %s", w.ID, w.Module, w.Step, w.State))
@@ -325,7 +345,9 @@ func summary(rep *Report) string {
 	case bad > 0:
 		return "attention: some containers are not running as the last apply wants; run meshctl apply --last"
 	case len(open) > 0:
-		return "working: " + strings.Join(open, "; ") + "; its held containers come back when it closes"
+		return "working: " + strings.Join(append(applies, open...), "; ") + "; its held containers come back when it closes"
+	case len(applies) > 0:
+		return "working: " + strings.Join(applies, "; ")
 	case rep.LastApply != nil && rep.LastApply.Result != record.ResultOK:
 		return "attention: the last apply failed"
 	case len(rep.FailedWindows) > 0:
