@@ -21,10 +21,10 @@ type Options struct {
 	Source string // the file's name, for the record
 	DryRun bool
 	Prune  bool
-	// RemoveModules are modules removed whole: their containers removed,
-	// their part of the applied state dropped.
+	// RemoveModules are modules removed whole. Their containers are
+	// removed, and their part of the applied state is dropped.
 	RemoveModules []string
-	// Last re-applies the last applied state (apply --last): File is
+	// Last re-applies the last applied state (apply --last). File is then
 	// ignored, and the applied state is read under the state lock.
 	Last     bool
 	Parallel int
@@ -33,34 +33,36 @@ type Options struct {
 	Now      func() time.Time
 	// Progress reports what apply does, one line at a time (stderr).
 	Progress func(format string, args ...any)
-	// Warn reports what the operator should act on, even under -q;
-	// default Progress.
+	// Warn reports what the operator should act on, even under -q. It
+	// defaults to Progress.
 	Warn func(format string, args ...any)
-	// Status, when set (a terminal), shows each container's progress on a
-	// line of its own, updated in place, instead of Progress's lines.
+	// Status, if set, shows each container's progress on a line of its
+	// own, updated in place. It replaces Progress's lines on a terminal.
 	Status func(container, msg string)
-	// PullOutput receives the engine's pull progress (layers); nil: none.
+	// PullOutput receives the engine's pull progress, layer by layer. Nil
+	// shows none.
 	PullOutput io.Writer
 	// Settle is how long a new container without a healthcheck must keep
-	// running before it counts as started (WaitHealthy); 0 looks once.
+	// running before it counts as started (WaitHealthy). Zero looks once.
 	Settle time.Duration
 }
 
 // Run converges the engine's containers to opts.File. It returns the report
-// also when it fails, where one exists.
+// even when it fails, if one exists.
 //
-// Images are pulled without the state lock: the plan is made under the lock,
-// and if it needs an image the engine lacks, the lock is released, the image
-// pulled, and the plan made again. A slow pull never holds up a window's
-// open or close, and a no-op apply costs two engine requests (ping, list),
-// plus one per step that names its own run.image, and one listing of
-// networks where they matter (usesNetworks).
-// Every artifact: is resolved where the plan is made, under the lock, and so
-// again after every pull: a build recorded while this apply pulled wins.
+// Images are pulled without the state lock. The plan is made under the
+// lock. If it needs an image the engine lacks, the lock is released, the
+// image pulled, and the plan made again. So a slow pull never holds up a
+// window's open or close. A no-op apply costs two engine requests, a ping
+// and a list. Each step that names its own run.image adds one. Where
+// networks matter (usesNetworks), one listing of them is added.
+// Every `artifact: MODULE` is resolved where the plan is made, under the
+// lock. So it is resolved again after every pull, and a build recorded
+// while this apply pulled wins.
 func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*record.Report, error) {
 	opts = opts.withDefaults()
 	if opts.Last {
-		// A snapshot, to resolve and pull early; runLocked reads it again
+		// A snapshot, to resolve and pull early. runLocked reads it again
 		// under the lock.
 		a, ok, err := record.LoadApplied(d)
 		if err != nil {
@@ -74,10 +76,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if opts.File == nil {
 		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
 	}
-	// Resolved once before anything is touched: a module without a current
+	// Resolved once before anything is touched. A module without a current
 	// build fails here, with nothing changed.
-	// The secret key is only read here (the engine answers first, before
-	// anything is made); the pass under the lock makes it.
+	// The secret key is only read here, since the engine must answer
+	// before anything is made. The pass under the lock makes it.
 	key, err := record.PeekSecretKey(d, opts.File)
 	if err != nil {
 		return nil, err
@@ -87,8 +89,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 		return nil, err
 	}
 	warnSecretModes(desired, opts.Warn)
-	// The engine first: an apply that cannot reach it leaves the state
-	// directory as it found it.
+	// The engine goes first. An apply that cannot reach it leaves the
+	// state directory as it found it.
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -141,8 +143,8 @@ func (opts Options) withDefaults() Options {
 	return opts
 }
 
-// withoutModules returns f without the modules in drop (f itself when
-// there are none).
+// withoutModules returns f without the modules in drop. With none to
+// drop, it returns f itself.
 func withoutModules(f *mesh.File, drop []string) *mesh.File {
 	if len(drop) == 0 {
 		return f
@@ -154,12 +156,12 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 	return out
 }
 
-// runLocked is one pass of an apply, read as its phases: under the state
-// lock (a dry run reads snapshots and takes none), it observes what is,
-// heals what an interrupted apply left, plans, releases the holds of dead
-// windows, executes the plan under a claim, and records. It returns,
-// without changing anything, the images the plan needs that are missing
-// and not yet tried.
+// runLocked is one pass of an apply, read as its phases. It takes the
+// state lock. A dry run takes none and reads snapshots instead. It
+// observes what is and heals what an interrupted apply left. It plans and
+// releases the holds of dead windows. It executes the plan under a claim,
+// and records. If the plan needs images that are missing and not yet
+// tried, it returns them without changing anything.
 func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*record.Report, []string, error) {
 	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p}
 	if !opts.DryRun {
@@ -190,8 +192,8 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	return a.rep, nil, a.record(runErr)
 }
 
-// warnSecretModes warns, once per file, of the secret files other users
-// can read or change.
+// warnSecretModes warns of the secret files other users can read or
+// change. It warns once per file.
 func warnSecretModes(desired []lifecycle.Desired, warn func(string, ...any)) {
 	seen := map[string]bool{}
 	for _, d := range desired {

@@ -11,15 +11,17 @@ import (
 )
 
 // relockWait is the least an apply waits to take the state lock again
-// after carrying out its plan: giving up would leave its record unwritten.
+// after carrying out its plan. Giving up would leave its record unwritten.
 const relockWait = 10 * time.Minute
 
-// executeClaimed carries out the plan with the state lock released: under
-// lock it claims the containers the plan changes (naming those it creates,
-// those it recreates that ran, and the held ones whose change it defers: a
-// window's close waits for the claim before it drops its hold), unlocks, executes (health waits included), and takes the state lock again, which it returns with
-// the claim for the caller to record and release. A plan that changes
-// nothing is carried out (a no-op) under lock.
+// executeClaimed carries out the plan with the state lock released. Under
+// the lock it claims the containers the plan changes. The claim names those
+// it creates, those it recreates that ran, and the held ones whose change
+// it defers. A window's close waits for the claim before it drops its hold.
+// Then it unlocks and executes, health waits included. It takes the state
+// lock again and returns it with the claim. The caller records and
+// releases them. A plan that changes nothing is a no-op, carried out under
+// the lock.
 func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifecycle.Executor, items []Item, absent map[string]string,
 	rep *record.Report, opts Options) (runErr error, relock *state.Lock, claim *coord.HeldClaim, err error) {
 	var want coord.Claim
@@ -51,7 +53,7 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 	runErr = execute(ctx, x, items, absent, rep, opts, claim.Keep)
 	lo := opts.Lock
 	lo.Timeout = max(lo.Timeout, relockWait)
-	// After a signal too: the record says what was done.
+	// After a signal too, so that the record says what was done.
 	relock, err = d.Lock(context.WithoutCancel(ctx), coord.StateLock, lo)
 	if err != nil {
 		claim.Abandon()

@@ -8,12 +8,12 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// ConflictError is an apply refused before any change because an unmanaged
-// container owns a name the file wants (exit 1).
+// ConflictError is an apply refused before any change, because an
+// unmanaged container has a name the file wants (exit 1).
 type ConflictError struct {
 	Names []string
 	// Owners maps a name to the ID of the other state directory whose
-	// container has it; a name not in it is a container meshctl does not
+	// container has it. A name not in it is a container meshctl does not
 	// manage.
 	Owners map[string]string
 }
@@ -34,13 +34,13 @@ func (e *ConflictError) Error() string {
 	return "nothing changed: " + strings.Join(msgs, "; ")
 }
 
-// nothingApplied is an apply --last where nothing was applied yet (exit 2).
+// nothingApplied is an apply --last before anything was applied (exit 2).
 func nothingApplied(dir string) error {
 	return fault.New(fault.BadInput, "nothing was applied in %s yet, so there is no last applied state: run meshctl apply -f FILE", dir)
 }
 
-// unknownModule is a --remove-module naming a module this state directory
-// neither applied nor has containers of (exit 2).
+// unknownModule is a --remove-module of a module this state directory
+// never applied and has no containers of (exit 2).
 func unknownModule(module string, applied []string) error {
 	msg := fmt.Sprintf("module %q was never applied here and has no containers", module)
 	if s := mesh.Suggest(module, applied); s != "" {
@@ -62,7 +62,7 @@ func heldModule(module, window string) error {
 func (e *ConflictError) Fault() fault.Kind { return fault.Failed }
 
 // FailedError is an apply in which some containers could not be converged
-// (exit 1). The report says which; Err joins their errors.
+// (exit 1). The report says which. Err joins their errors.
 type FailedError struct{ Err error }
 
 func (e *FailedError) Error() string { return e.Err.Error() }
@@ -71,9 +71,9 @@ func (e *FailedError) Unwrap() error { return e.Err }
 // Fault says a failed apply is a failure.
 func (e *FailedError) Fault() fault.Kind { return fault.Failed }
 
-// NetworkConflictError is an apply refused before any change because a
-// network meshctl did not create (or another state directory did: Owner is
-// its ID) has the name of a module network it would create (exit 1).
+// NetworkConflictError is an apply refused before any change (exit 1). A
+// network has the name of a module network it would create, and meshctl
+// did not create it. If another state directory did, Owner is its ID.
 type NetworkConflictError struct{ Name, Owner string }
 
 func (e *NetworkConflictError) Error() string {
@@ -85,8 +85,8 @@ func (e *NetworkConflictError) Error() string {
 }
 
 // ChangedNetworkError is a module network whose definition the file
-// changes while a container that apply cannot take off it is attached
-// (Why says which, and what to do); nothing changed (exit 1).
+// changes while a container apply cannot take off it is attached. Why
+// says which container, and what to do. Nothing changed (exit 1).
 type ChangedNetworkError struct{ Name, Module, Change, Why string }
 
 func (e *ChangedNetworkError) Error() string {
@@ -94,8 +94,8 @@ func (e *ChangedNetworkError) Error() string {
 		e.Name, e.Module, e.Change, e.Why)
 }
 
-// missingJoin is a container that joins a network that does not exist and
-// that this apply does not create (exit 2).
+// missingJoin is a container that joins a network that does not exist.
+// This apply does not create it either (exit 2).
 func missingJoin(container, network, hint string) error {
 	return fault.New(fault.BadInput, "nothing changed: %s joins network %s, which does not exist; %s", container, network, hint)
 }

@@ -13,13 +13,13 @@ import (
 )
 
 // execute carries out the plan, independent containers in parallel. Each
-// item's outcome is written into its report line; a failed one becomes
+// item's outcome is written into its report line. A failed one becomes
 // "failed" with its error. A create or recreate whose image is absent fails
-// without touching the engine: stopping the old container only to find the
-// new one cannot be made would take the service down for nothing. A
-// container whose recreate could not put the old one back
-// (lifecycle.NotPutBackError) is handed to keep (the claim's Keep), so
-// that the next command heals it.
+// without touching the engine. Stopping the old container, only to find the
+// new one cannot be made, would take the service down for nothing. A
+// recreate may fail to put the old container back
+// (lifecycle.NotPutBackError). That container is handed to keep, the
+// claim's Keep, so that the next command heals it.
 func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map[string]string, rep *record.Report, opts Options,
 	keep func(name string)) error {
 	r := &execution{x: x, items: items, absent: absent, rep: rep, opts: opts, ord: orderOf(items),
@@ -47,7 +47,7 @@ func execute(ctx context.Context, x lifecycle.Executor, items []Item, absent map
 	return nil
 }
 
-// execution is one execute: what its goroutines share.
+// execution is the state one execute's goroutines share.
 type execution struct {
 	x      lifecycle.Executor
 	items  []Item
@@ -76,19 +76,20 @@ func (r *execution) health(name, health string) {
 	}
 }
 
-// unslotted runs wait, a health wait, without the slot the caller holds,
-// and takes a slot again for what follows (the put-back, or the old one's
-// removal): N containers settling at once cost one settle period, not one
-// per wave of --parallel. Taking it again cannot starve: every slot holder
-// does engine work that ends, or gives its slot up the same way.
+// unslotted runs wait, a health wait, without the slot the caller holds.
+// It then takes a slot again for what follows, the put-back or the old
+// container's removal. So N containers settling at once cost one settle
+// period, not one per wave of --parallel. Taking the slot again cannot
+// starve. Every slot holder does engine work that ends, or gives its slot
+// up the same way.
 func (r *execution) unslotted(wait func()) {
 	<-r.sem
 	defer func() { r.sem <- struct{}{} }()
 	wait()
 }
 
-// carryOut carries out item i after its dependencies, and without a slot
-// while it waits: a slot held by a waiter could starve what it waits for.
+// carryOut carries out item i after its dependencies. It holds no slot
+// while it waits, since a waiter's slot could starve what it waits for.
 func (r *execution) carryOut(ctx context.Context, i int) {
 	it := &r.items[i]
 	failedDep := r.ord.Wait(ctx, it.Name)
@@ -110,7 +111,7 @@ func (r *execution) carryOut(ctx context.Context, i int) {
 	if err != nil {
 		r.failed(i, err)
 	}
-	// Done once its report line says so: what waits on it comes after.
+	// Done only once its report line says so. What waits on it comes after.
 	r.ord.Finish(it.Name, err != nil)
 }
 
@@ -142,7 +143,7 @@ func (r *execution) failed(i int, err error) {
 	}
 	cr := &r.rep.Containers[i]
 	if _, ok := r.absent[imageOf(it)]; ok && it.Action != Remove {
-		// The reasons say why already (the image's line): the error says
+		// The image's line in the reasons says why already. The error says
 		// only what became of the container.
 		cr.Action, cr.Error = Failed, untouched[it.Action]
 		return
@@ -154,9 +155,9 @@ func (r *execution) failed(i int, err error) {
 	msg := engine.Reason(err.Error())
 	var he *lifecycle.HealthError
 	if errors.As(err, &he) {
-		// The reason says how it failed; the log, why; the error only
-		// what it does not say already ("the old container was put back"),
-		// not the reason a second time.
+		// The reason says how it failed, and the log says why. The error
+		// adds only what they do not say, such as "the old container was
+		// put back". It does not repeat the reason.
 		cr.Reasons = append(cr.Reasons, he.Reason)
 		cr.Log = he.Log
 		msg = strings.TrimLeft(strings.TrimPrefix(err.Error(), he.Reason), "; ")
@@ -165,8 +166,8 @@ func (r *execution) failed(i int, err error) {
 	cr.Action, cr.Error = Failed, msg
 }
 
-// orderOf is the depends-on order of the items that change the engine: a
-// create or recreate waits for what it depends on; a removal waits for
+// orderOf is the depends-on order of the items that change the engine. A
+// create or recreate waits for what it depends on. A removal waits for
 // nothing.
 func orderOf(items []Item) *lifecycle.Order {
 	changing := map[string][]string{}

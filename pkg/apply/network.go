@@ -19,8 +19,8 @@ import (
 // still attached to it.
 const Kept Action = "kept"
 
-// NetItem is the plan for one network meshctl creates (external ones are
-// never planned: meshctl neither creates nor removes them).
+// NetItem is the plan for one network meshctl creates. External networks
+// are never planned, since meshctl neither creates nor removes them.
 type NetItem struct {
 	Name     string // engine name
 	Module   string
@@ -56,7 +56,7 @@ func PlanNetworks(in NetInput) []NetItem {
 		case o == nil:
 			it.Action = Create
 		case o.Internal != d.Internal:
-			// The engine changes no network in place: it is made again
+			// The engine changes no network in place. It is made again
 			// (replaceNetworks), and its containers recreated.
 			it.Action, it.Reasons = Recreate, []string{fmt.Sprintf("internal: %v → %v", o.Internal, d.Internal)}
 		default:
@@ -78,8 +78,8 @@ func PlanNetworks(in NetInput) []NetItem {
 	return items
 }
 
-// usesNetworks reports whether an apply must look at networks: the file
-// declares or joins some, or it may remove a module's.
+// usesNetworks reports whether an apply must look at networks. It must if
+// the file declares or joins some, or if it may remove a module's.
 func usesNetworks(f *mesh.File, desired []lifecycle.Desired, opts Options) bool {
 	if opts.Prune || len(opts.RemoveModules) > 0 {
 		return true
@@ -93,8 +93,8 @@ func usesNetworks(f *mesh.File, desired []lifecycle.Desired, opts Options) bool 
 }
 
 // observeNetworks lists the networks this state directory created, in one
-// engine call, when the apply needs them (usesNetworks): an apply of a file
-// without networks makes no request for them.
+// engine call. It does so only when the apply needs them (usesNetworks). An
+// apply of a file without networks makes no request for them.
 func (a *pass) observeNetworks(ctx context.Context) error {
 	a.netObserved = nil
 	if !usesNetworks(a.file, a.desired, a.opts) {
@@ -108,11 +108,11 @@ func (a *pass) observeNetworks(ctx context.Context) error {
 	return nil
 }
 
-// planNetworks plans the networks (PlanNetworks) and checks, before
-// anything changes, what the plan cannot do: a network to create whose name
-// a network meshctl did not create has, a changed definition on a network
-// apply cannot make again (checkReplaceable), and a joined network that
-// does not exist and that this apply does not create.
+// planNetworks plans the networks (PlanNetworks). Before anything changes,
+// it checks for what the plan cannot do. A network to create may have its
+// name taken by a network meshctl did not create. A network whose
+// definition changed may be one apply cannot make again (checkReplaceable).
+// A joined network may not exist, and this apply may not create it.
 func (a *pass) planNetworks(ctx context.Context) error {
 	a.netItems = nil
 	if !usesNetworks(a.file, a.desired, a.opts) {
@@ -145,8 +145,8 @@ func (a *pass) planNetworks(ctx context.Context) error {
 	return a.checkJoined(ctx, have)
 }
 
-// checkJoined checks that every network a container to create or recreate
-// joins exists, or is created by this apply (have).
+// checkJoined checks that each network joined by a container to create or
+// recreate exists. Else this apply must create it (have).
 func (a *pass) checkJoined(ctx context.Context, have map[string]bool) error {
 	for _, it := range a.items {
 		if it.Desired == nil || it.Action != Create && it.Action != Recreate {
@@ -175,8 +175,8 @@ func (a *pass) checkJoined(ctx context.Context, have map[string]bool) error {
 	return nil
 }
 
-// createNetworks creates the networks the plan creates, before any
-// container: those that join them need them.
+// createNetworks creates the networks the plan creates. It runs before any
+// container changes, since the containers that join them need them.
 func (a *pass) createNetworks(ctx context.Context) error {
 	for i := range a.netItems {
 		it := &a.netItems[i]
@@ -194,11 +194,12 @@ func (a *pass) createNetworks(ctx context.Context) error {
 	return nil
 }
 
-// removeNetworks removes, once the containers are done, the networks the
-// plan removes: each only when no container is attached to it, running or
-// not, of this state directory or not (a stopped container outside
-// meshctl's state directory is not seen: the engine lists only running
-// ones). A network still in use is kept, with a warning.
+// removeNetworks removes the networks the plan removes, once the containers
+// are done. It removes each only when no container is attached to it. That
+// holds for running and stopped containers, of this state directory or
+// not. A stopped container outside the state directory is not seen, since
+// the engine lists only running ones. A network still in use is kept, with
+// a warning.
 func (a *pass) removeNetworks(ctx context.Context) error {
 	var remove []int
 	for i, it := range a.netItems {
@@ -264,11 +265,11 @@ func (a *pass) fillNetworks() {
 }
 
 // checkReplaceable refuses, before any change, to make network it again
-// while a container that this apply cannot take off it and put back is
-// attached: one outside this state directory, one a live window holds, or
-// one of a module this apply does not converge (its spec records the
-// network's definition: it would be stopped and moved outside any plan,
-// and left with a spec that differs from its container).
+// while a container this apply cannot take off it and put back is
+// attached. Such a container is outside this state directory, or held by
+// a live window. Or it is of a module this apply does not converge. Its
+// spec records the network's definition. It would be stopped and moved
+// outside any plan. Its recorded spec would then differ from the container.
 func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 	n, err := a.eng.InspectNetwork(ctx, it.Name)
 	if err != nil {
@@ -298,21 +299,21 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 	return nil
 }
 
-// replaceNetworks makes again, before any container changes, each network
-// whose definition changed: the engine changes none in place. The
-// containers of this state directory on it are stopped, taken off it, and,
-// once it is made again, joined to it under the same names and started
-// again if they ran; the plan then recreates them, health-gated, with the
-// new definition in their spec. The network's containers are unreachable
-// there while it is replaced.
+// replaceNetworks makes again each network whose definition changed. The
+// engine changes no network in place. It runs before any container
+// changes. This state directory's containers on the network are stopped
+// and taken off it. Once it is made again, they join it under the same
+// names, and those that ran are started. The plan then recreates them,
+// health-gated, with the new definition in their spec. The containers are
+// unreachable on the network while it is replaced.
 //
-// It runs under the state lock, before the plan's claim is taken: a
-// window must never find one of them half-done (planNetworks refused the
-// change while a window holds one). Its containers are all of the modules
-// this apply converges (planNetworks refused the change otherwise): a kill
-// here leaves them stopped, some off the network, and the next apply of
-// these modules recreates them (not running), making the network again
-// first if it still has the old definition.
+// It runs under the state lock, before the plan's claim is taken. A
+// window must never find one of these containers half-done. planNetworks
+// refused the change if a window holds one. It also refused it unless all
+// the containers are of modules this apply converges. A kill here leaves
+// them stopped, some off the network. The next apply of these modules
+// recreates them as not running. It first makes the network again if it
+// still has the old definition.
 func (a *pass) replaceNetworks(ctx context.Context) error {
 	for i := range a.netItems {
 		it := &a.netItems[i]

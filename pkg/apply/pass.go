@@ -14,8 +14,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// pass is one pass of an apply (runLocked): what each phase leaves for the
-// next.
+// pass is one pass of an apply (runLocked). It holds what each phase
+// leaves for the next.
 type pass struct {
 	d     *state.Dir
 	eng   engine.Client
@@ -23,7 +23,7 @@ type pass struct {
 	opts  Options
 	pulls *pulls
 
-	// lock is the state lock; nil for a dry run, and once lost.
+	// lock is the state lock. It is nil for a dry run, and once lost.
 	lock *state.Lock
 	// claim is this apply's, while it executes without the lock.
 	claim *coord.HeldClaim
@@ -36,20 +36,20 @@ type pass struct {
 	in       Input
 	items    []Item
 	netItems []NetItem
-	// netObserved are the networks this state directory created; nil
-	// when the apply has no need to look (usesNetworks).
+	// netObserved are the networks this state directory created. It is
+	// nil when the apply has no need to look (usesNetworks).
 	netObserved []engine.Network
 	absent      map[string]string // image: why the engine lacks it for good
 	rep         *record.Report
 	recorded    *record.Applied // the applied state this apply records
-	// appliedChanged says whether recorded differs from prev: else
+	// appliedChanged says whether recorded differs from prev. If not,
 	// applied.json is not written again.
 	appliedChanged bool
 }
 
-// takeLock takes the state lock, and fails with a *coord.ClaimedError if
-// another apply is carrying out its plan: Run waits for it, then plans
-// from what it left. Past this, every claim left is dead, for heal.
+// takeLock takes the state lock. It fails with a *coord.ClaimedError if
+// another apply is carrying out its plan. Run waits for that apply, then
+// plans from what it left. Past this, every claim left is dead, for heal.
 func (a *pass) takeLock(ctx context.Context) error {
 	lock, err := a.d.Lock(ctx, coord.StateLock, a.opts.Lock)
 	if err != nil {
@@ -66,9 +66,9 @@ func (a *pass) unlock() {
 	}
 }
 
-// read reads a state file: under the lock, or a snapshot for a dry run,
-// which changes nothing in the state directory, not even the lock file's
-// holder line.
+// read reads a state file under the lock. A dry run reads a snapshot
+// instead. It changes nothing in the state directory, not even the lock
+// file's holder line.
 func (a *pass) read(name string, doc state.Document) (bool, error) {
 	if a.lock == nil {
 		return a.d.Read(name, doc)
@@ -76,10 +76,10 @@ func (a *pass) read(name string, doc state.Document) (bool, error) {
 	return a.lock.Read(name, doc)
 }
 
-// observe reads what the plan is made from: the applied state, the desired
-// containers resolved now, and the windows classified with the one engine
-// listing. It returns the pull: always images not pulled yet, to pull
-// without the lock.
+// observe reads what the plan is made from. That is the applied state,
+// the desired containers resolved now, and the windows classified with
+// the one engine listing. It returns the `pull: always` images not pulled
+// yet, to pull without the lock.
 func (a *pass) observe(ctx context.Context) ([]string, error) {
 	if _, err := a.read(record.AppliedFile, &a.prev); err != nil {
 		return nil, err
@@ -89,13 +89,13 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		if a.prev.File == nil {
 			return nil, nothingApplied(a.d.Path())
 		}
-		// apply --last --remove-module M: every applied module but M.
+		// apply --last --remove-module M applies every module but M.
 		a.file = withoutModules(a.prev.File, a.opts.RemoveModules)
 	}
-	// Resolved here, under the lock: "current" is what the ledger says now,
+	// Resolved here, under the lock. "Current" is what the ledger says now,
 	// not what it said before a pull that took minutes.
-	// The secret key is made here, past the engine's ping and under the
-	// lock, by the first apply of a file with secrets; a dry run makes
+	// The first apply of a file with secrets makes the secret key here. It
+	// is past the engine's ping and under the lock. A dry run makes
 	// nothing.
 	keyOf := record.SecretKey
 	if a.opts.DryRun {
@@ -117,7 +117,7 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 }
 
 // heal puts back what an apply that died carrying out its plan left
-// (coord.HealClaims); a dry run heals nothing.
+// (coord.HealClaims). A dry run heals nothing.
 func (a *pass) heal(ctx context.Context) error {
 	if a.lock == nil {
 		return nil
@@ -126,10 +126,10 @@ func (a *pass) heal(ctx context.Context) error {
 	return coord.HealClaims(ctx, a.lock, x, a.windows, nil, a.opts.Progress)
 }
 
-// plan decides one action per container (Plan) from the desired
-// containers, the engine's listing and the live windows' holds, then finds
-// the images it needs: those missing and not yet tried are returned, to
-// pull without the lock.
+// plan decides one action per container (Plan). It decides from the
+// desired containers, the engine's listing and the live windows' holds.
+// Then it finds the images it needs. It returns those missing and not yet
+// tried, to pull without the lock.
 func (a *pass) plan(ctx context.Context) ([]string, error) {
 	a.rep = &record.Report{DryRun: a.opts.DryRun, Containers: []record.ContainerReport{}, Windows: []coord.View{}}
 	held := map[string]HoldRef{}
@@ -184,9 +184,9 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	return nil, nil
 }
 
-// preview ends, with its report, an apply that changes nothing: one refused
-// because containers meshctl does not manage have names it wants, and a
-// dry run.
+// preview ends an apply that changes nothing, with its report. Such an
+// apply is a dry run, or one refused because containers meshctl does not
+// manage have names it wants.
 func (a *pass) preview() (done bool, err error) {
 	if conflicts := conflictNames(a.items); len(conflicts) > 0 {
 		fillReport(a.rep, a.items, a.absent)
@@ -203,11 +203,11 @@ func (a *pass) preview() (done bool, err error) {
 	return false, nil
 }
 
-// release checks that the files this apply replaces are ones it may
-// replace (a newer meshctl's, or one that does not parse, is reported and
-// left alone; applied.json was read in observe, under this lock), then
-// releases the holds of dead windows: the containers they held run again,
-// as their window's close would have left them, and the plan is made once
+// release checks that this apply may replace the files it replaces. A
+// newer meshctl's file, or one that does not parse, is reported and left
+// alone. It skips applied.json, which observe read under this lock. Then it
+// releases the holds of dead windows. The containers they held run again,
+// as their window's close would have left them. The plan is made once
 // more from what the engine has now.
 func (a *pass) release(ctx context.Context) error {
 	if err := record.CheckReport(a.lock); err != nil {
@@ -239,9 +239,9 @@ func (a *pass) release(ctx context.Context) error {
 	return nil
 }
 
-// markReleased gives the row of each container that a dead window's hold
-// held, and that the plan then found unchanged, the action released: it runs
-// again because this apply released that hold, not because nothing was done.
+// markReleased gives the action released to each container a dead
+// window's hold held and the plan then found unchanged. It runs again
+// because this apply released that hold, not because nothing was done.
 func markReleased(rep *record.Report) {
 	by := map[string]coord.View{}
 	for _, w := range rep.Released {
@@ -260,25 +260,25 @@ func markReleased(rep *record.Report) {
 }
 
 // policies are the restart policies of the containers a release brings
-// back, which may be of any module: what the applied state, this apply's
-// modules merged in, wants.
+// back. Those may be of any module. The policies are what the applied
+// state wants, with this apply's modules merged in.
 func (a *pass) policies() map[string]string {
-	// A module left out keeps the policy recorded at open; the key only
+	// A module left out keeps the policy recorded at open. The key only
 	// hashes, and a restart policy needs no hash, so no error counts.
 	all, _, _ := a.recorded.DesiredFor(a.d, "")
 	return lifecycle.RestartPolicies(a.scope, all, a.desired)
 }
 
-// execute carries out the plan with the state lock released, under a claim
-// on the containers it changes (executeClaimed): a health wait of minutes
-// holds up no window. It returns the plan's error, and err when the lock
-// could not be had again.
+// execute carries out the plan with the state lock released. A claim
+// covers the containers it changes (executeClaimed). So a health wait of
+// minutes holds up no window. It returns the plan's error, and err when
+// the lock could not be had again.
 func (a *pass) execute(ctx context.Context) (runErr, err error) {
 	if err := a.replaceNetworks(ctx); err != nil {
 		return nil, &FailedError{Err: err}
 	}
 	if err := a.createNetworks(ctx); err != nil {
-		// Before any container: nothing else changed.
+		// This came before any container, so nothing else changed.
 		return nil, &FailedError{Err: err}
 	}
 	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope, Settle: a.opts.Settle}
@@ -308,7 +308,7 @@ func (a *pass) record(runErr error) error {
 
 // takenNames asks the engine, for each container the plan would create,
 // whether an unmanaged container already has its name. Only creates cost a
-// request: a no-op apply makes none.
+// request, so a no-op apply makes none.
 func takenNames(ctx context.Context, eng engine.Client, scope string, items []Item) (map[string]string, error) {
 	taken := map[string]string{}
 	for _, it := range items {
@@ -354,7 +354,7 @@ func fillReport(rep *record.Report, items []Item, absent map[string]string) {
 }
 
 // checkRemovable refuses to remove a module this state directory knows
-// nothing of: a typo must not read as done.
+// nothing of. A typo must not read as done.
 func checkRemovable(m string, prev *record.Applied, observed []engine.Container, nets []engine.Network) error {
 	if prev.File != nil && prev.File.Modules[m] != nil {
 		return nil
@@ -376,9 +376,10 @@ func checkRemovable(m string, prev *record.Applied, observed []engine.Container,
 	return unknownModule(m, prev.ModuleNames())
 }
 
-// writeRecord writes the applied desired state, a's modules merged with this
-// apply's (nil: it did not change, and applied.json stays as it is), and
-// the report, whose finished_at is the time of this apply's check.
+// writeRecord writes the applied desired state a and the report. In a,
+// the earlier modules are merged with this apply's. A nil a did not
+// change, and applied.json stays as it is. The report's finished_at is
+// the time of this apply's check.
 func writeRecord(lock *state.Lock, a *record.Applied, rep *record.Report, opts Options, runErr error) error {
 	now := opts.Now().UTC()
 	if a != nil {

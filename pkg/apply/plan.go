@@ -12,7 +12,7 @@ import (
 )
 
 // Action is what a plan does to a container or a network (CONTRACT §5).
-// It is the report's type: an item's action becomes its report line's.
+// It is the report's type, so an item's action becomes its report line's.
 type Action = record.Action
 
 // Actions a plan gives a container (CONTRACT §5).
@@ -27,15 +27,16 @@ const (
 	Conflict  Action = "conflict"
 	// Failed is what an action becomes when carrying it out failed.
 	Failed Action = "failed"
-	// Released is an unchanged container that this apply's release of a
-	// dead window's hold started again (the plan, made after it, finds it
-	// running as wanted).
+	// Released is an unchanged container that this apply started again by
+	// releasing a dead window's hold. The plan, made after the release,
+	// finds it running as wanted.
 	Released Action = "released"
 )
 
-// ConflictReason says why name cannot be created: a container meshctl does
-// not manage has it (owner ""), or one of another state directory (owner is
-// its ID), which the operator most likely meant to point at.
+// ConflictReason says why name cannot be created. Either a container
+// meshctl does not manage has it (owner ""), or one of another state
+// directory does (owner is its ID). In that case the operator most likely
+// meant to point at that directory.
 func ConflictReason(name, owner string) string {
 	if owner != "" {
 		return name + " is managed by another meshctl state directory (id " + owner + "); check --state-dir, or rename the container"
@@ -44,7 +45,7 @@ func ConflictReason(name, owner string) string {
 }
 
 // ReasonNotRunning is the reason for recreating a stopped container that no
-// window holds: on this host, stopped means broken.
+// window holds. On this host, stopped means broken.
 const ReasonNotRunning = "not running"
 
 // ReasonRestarting is the reason for recreating a restarting container
@@ -78,15 +79,16 @@ type Input struct {
 	Holds map[string]HoldRef
 	// Scope is the state directory's ID (LabelManaged).
 	Scope string
-	// Taken are names held by containers of no other scope: meshctl does
-	// not manage them (""), or another state directory does (its ID).
+	// Taken are names held by containers outside this scope. Each maps to
+	// "" if meshctl does not manage it, or to the ID of the state directory
+	// that does.
 	Taken map[string]string
 	Prune bool
-	// Modules are the modules this apply owns: the file's, and those it
+	// Modules are the modules this apply owns, the file's and those it
 	// removes. A managed container of another module is left alone and
 	// not planned at all. Nil owns every module.
 	Modules map[string]bool
-	// Remove are the modules removed whole (--remove-module): their
+	// Remove are the modules removed whole (--remove-module). Their
 	// containers are removed, with or without Prune.
 	Remove map[string]bool
 	// Now is when Observed was listed, for engine.StateOf.
@@ -94,7 +96,7 @@ type Input struct {
 }
 
 // Plan returns one item per desired or managed container, in name order.
-// It is a pure function of its input: every rule for what apply does to a
+// It is a pure function of its input. Every rule for what apply does to a
 // container is here.
 func Plan(in Input) []Item {
 	observed := map[string]*engine.Container{}
@@ -118,9 +120,10 @@ func Plan(in Input) []Item {
 		}
 		if strings.HasSuffix(name, lifecycle.NewName("")) && wanted[strings.TrimSuffix(name, lifecycle.NewName(""))] {
 			// A replacement under its temporary name that the heal did not
-			// see: the create of an apply that died, carried out by the
-			// engine after the heal's listing. Not an orphan: the recreate
-			// of its name removes it (createNew), else the next heal does.
+			// see. An apply that died sent its create, and the engine carried
+			// it out after the heal's listing. It is not an orphan. The
+			// recreate of its name removes it (createNew), else the next heal
+			// does.
 			continue
 		}
 		it := Item{Name: name, Module: module, Container: c.Labels[lifecycle.LabelContainer], Observed: c}
@@ -138,8 +141,8 @@ func Plan(in Input) []Item {
 }
 
 // unlisted is what becomes of a container or network of module that the
-// mesh file no longer names: removed with its module (removed) or by
-// --prune (prune), else an orphan, reported.
+// mesh file no longer names. It is removed with its module (removed) or by
+// --prune (prune). Else it is an orphan, and reported.
 func unlisted(module string, removed, prune bool) (Action, []string) {
 	switch {
 	case removed:
@@ -150,8 +153,8 @@ func unlisted(module string, removed, prune bool) (Action, []string) {
 	return Orphan, []string{"not in the mesh file; --prune removes it"}
 }
 
-// planOne is the plan for desired container d, which the engine has as c
-// (nil: missing).
+// planOne is the plan for desired container d, which the engine has as c.
+// A nil c is missing.
 func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
 	if owner, taken := in.Taken[d.Name]; c == nil && taken {
@@ -176,8 +179,8 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	return it
 }
 
-// drift says how c differs from d: its recorded spec, and for pull:
-// always, the image its tag names now. None for a missing container.
+// drift says how c differs from d. It compares the recorded spec, and for
+// `pull: always` the image its tag names now. A missing container has none.
 func drift(d *lifecycle.Desired, c *engine.Container) []string {
 	if c == nil {
 		return nil
@@ -185,10 +188,10 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 	return lifecycle.Diff(*c, d)
 }
 
-// heldAction is the rule for a container a live window holds: it is never
-// touched. It stays held, or, where it differs from what the file wants
-// (diff) or is missing, the change is deferred until the window's close,
-// which carries it out.
+// heldAction is the rule for a container a live window holds. Such a
+// container is never touched. If it is missing or differs from what the
+// file wants (diff), the change is deferred until the window's close,
+// which carries it out. Else it stays held.
 func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []string) {
 	by := "held by window " + hold.Window
 	switch {
@@ -201,11 +204,11 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []str
 	}
 }
 
-// mustRecreate is the rule for replacing a container no window holds: it
-// returns why c must be replaced, none when it need not. It must when it
-// differs from what the file wants (diff), or when it does not run: on
-// this host, stopped means broken, and so does restarting (a crash loop).
-// engine.StateOf says which it is at now.
+// mustRecreate is the rule for replacing a container no window holds. It
+// returns why c must be replaced, or none when it need not be. It must be
+// when it differs from what the file wants (diff), or when it does not
+// run. On this host, stopped means broken, and so does restarting, a crash
+// loop. engine.StateOf says which state it is in at time now.
 func mustRecreate(c *engine.Container, diff []string, now time.Time) []string {
 	if c == nil {
 		return nil
@@ -227,10 +230,10 @@ func mustRecreate(c *engine.Container, diff []string, now time.Time) []string {
 // (changesEngine).
 func (it Item) ChangesEngine() bool { return changesEngine(it.Action) }
 
-// changesEngine is the one rule for what changes the engine: a create, a
-// recreate or a removal, of a container or of a network. Every other
-// action leaves the engine as it is: this is what a claim covers, what
-// execute carries out and what makes a report "changed".
+// changesEngine is the one rule for what changes the engine. Only a
+// create, a recreate or a removal does, of a container or a network. Every
+// other action leaves the engine as it is. This is what a claim covers,
+// what execute carries out, and what makes a report "changed".
 func changesEngine(action Action) bool {
 	return action == Create || action == Recreate || action == Remove
 }

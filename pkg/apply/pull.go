@@ -13,20 +13,20 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// pulls is what one apply pulled, and what the tags it pulls named then.
+// pulls is what one apply pulled, and what the tags it pulled named then.
 type pulls struct {
 	eng  engine.Client
 	opts Options
 	// tried holds each image this apply pulled, or failed to.
 	tried map[string]error
-	// ids holds, for pull: always images, the id their tag names now.
+	// ids holds the id the tag of each `pull: always` image names now.
 	ids    map[string]string
 	always map[string]bool
 }
 
-// early gets ready, before the plan and without the lock, what an apply
-// can know it needs: the pull: always images of desired, and the images
-// of f's steps.
+// early gets ready what an apply can know it needs, before the plan and
+// without the lock. That is the `pull: always` images of desired, and the
+// images of f's steps.
 func (p *pulls) early(ctx context.Context, desired []lifecycle.Desired, f *mesh.File) error {
 	for i := range desired {
 		if desired[i].Def.PullPolicy() == mesh.PullAlways {
@@ -47,7 +47,7 @@ func (p *pulls) pull(ctx context.Context, ref string) {
 		return
 	}
 	p.opts.Progress("pulling %s\n", ref)
-	// A failure is not said here: the report says it once, on the line of
+	// A failure is not said here. The report says it once, on the line of
 	// each container that needed the image.
 	if err := p.eng.Pull(ctx, ref, p.opts.PullOutput); err != nil {
 		p.tried[ref] = &reasonError{err: err, msg: engine.Reason(strings.TrimPrefix(err.Error(), "pull "+ref+": "))}
@@ -66,8 +66,8 @@ func (e *reasonError) Error() string { return e.msg }
 
 func (e *reasonError) Unwrap() error { return e.err }
 
-// pullAlways pulls a pull: always image (a dry run changes no image: it
-// compares with what the engine has) and notes the id its tag names now.
+// pullAlways pulls a `pull: always` image and notes the id its tag names
+// now. A dry run pulls nothing and compares with what the engine has.
 func (p *pulls) pullAlways(ctx context.Context, ref string) error {
 	if _, done := p.ids[ref]; done {
 		return nil
@@ -80,7 +80,7 @@ func (p *pulls) pullAlways(ctx context.Context, ref string) error {
 		return fmt.Errorf("image %s: %w", ref, err)
 	}
 	if p.tried[ref] != nil && id != "" {
-		// The registry is away, the image is here: run what we have.
+		// The registry is away but the image is here. Run what we have.
 		p.opts.Progress("pull %s failed (%v); using the local image\n", ref, p.tried[ref])
 		p.tried[ref] = nil
 	}
@@ -98,7 +98,7 @@ func (p *pulls) pullMissing(ctx context.Context, ref string) error {
 }
 
 // stepImages gets ready, without the lock, the image of each step that
-// names its own (run.image): a window refuses to open without its step's
+// names its own (run.image). A window refuses to open without its step's
 // image, so an apply says early when it cannot be had. A step's default
 // image is a container's, which the plan gets ready already.
 func (p *pulls) stepImages(ctx context.Context, f *mesh.File) {
@@ -122,16 +122,17 @@ func (p *pulls) stepImages(ctx context.Context, f *mesh.File) {
 	}
 }
 
-// needsImage reports whether carrying out it needs its image: a create, a
-// recreate, or a change deferred until a window's close, which then must
-// not wait for a pull (or fail on "No such image").
+// needsImage reports whether carrying out it needs its image. A create and
+// a recreate do. So does a change deferred until a window's close. The
+// close must then not wait for a pull, or fail on "No such image".
 func needsImage(it Item) bool {
 	return it.Desired != nil && (it.Action == Create || it.Action == Recreate || it.Action == Deferred)
 }
 
 // missingImages returns the images that creates, recreates and deferred
-// changes need and the engine lacks: to pull (not tried yet, pull policy allows), and absent
-// (tried and failed, or pull: never) with why.
+// changes need and the engine lacks. Those to pull are not tried yet, and
+// their pull policy allows it. Those absent were tried and failed, or are
+// `pull: never`. Absent maps each to why.
 func missingImages(ctx context.Context, eng engine.Client, items []Item, tried map[string]error) ([]string, map[string]string, error) {
 	absent := map[string]string{}
 	var missing []string
@@ -168,10 +169,10 @@ func missingImages(ctx context.Context, eng engine.Client, items []Item, tried m
 	return missing, absent, nil
 }
 
-// pinAlways gives each pull: always container of desired the id its tag
-// named when this apply pulled it (a container running another id is
-// recreated), and returns the images of those this apply has not pulled:
-// an artifact that moved while it pulled.
+// pinAlways gives each `pull: always` container of desired the id its tag
+// named when this apply pulled it. A container running another id is
+// recreated. It returns the images of those this apply has not pulled.
+// Such an image is an artifact that moved while it pulled.
 func (p *pulls) pinAlways(desired []lifecycle.Desired) []string {
 	var newAlways []string
 	for i := range desired {

@@ -30,16 +30,16 @@ type Desired struct {
 	Image     string // resolved image
 	Build     string // build id when the image came from an artifact
 	Spec      mesh.Spec
-	// PulledID is, for pull: always, the id of the image as this apply
-	// pulled it: a container running another id is recreated.
+	// PulledID is the id of a `pull: always` image as this apply pulled
+	// it. A container running another id is recreated.
 	PulledID string
 	// Warnings name the secret files of this container that other users
-	// can read or change (never their content), for apply to print.
+	// can read or change. Apply prints them. They never hold the content.
 	Warnings []string
 }
 
-// IsService reports whether c is a service container (not a window's step
-// container) of the state directory whose ID is scope.
+// IsService reports whether c is a service container of the state
+// directory whose ID is scope. A window's step container is not one.
 func IsService(c engine.Container, scope string) bool {
 	return c.Labels[LabelManaged] == scope && c.Labels[LabelRole] != RoleStep
 }
@@ -50,16 +50,17 @@ func IsStep(c engine.Container, scope string) bool {
 	return c.Labels[LabelManaged] == scope && c.Labels[LabelRole] == RoleStep
 }
 
-// Managed is the label filter that lists the containers of the state
-// directory whose ID is scope, in one engine call.
+// Managed is the label filter for the containers of the state directory
+// whose ID is scope. It lists them in one engine call.
 func Managed(scope string) map[string]string { return map[string]string{LabelManaged: scope} }
 
 // OldName is the name a container takes while its replacement starts.
 func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-old" }
 
 // RetiringName is the name a start-first recreate gives the old container
-// once its replacement has passed the health gate: it still runs, and goes
-// once it has drained (coord.HealClaims carries such a recreate through).
+// once its replacement has passed the health gate. The old one still runs,
+// and goes once it has drained. coord.HealClaims carries such a recreate
+// through.
 func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-retiring" }
 
 // NewName is the name a replacement is created under, before the container

@@ -12,8 +12,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// EngineSpec returns what the engine needs to create d, labelled as managed
-// by the state directory whose ID is scope.
+// EngineSpec returns what the engine needs to create d. Its labels say
+// that the state directory whose ID is scope manages it.
 func (d Desired) EngineSpec(scope string) engine.Spec {
 	labels := maps.Clone(d.Def.Labels)
 	if labels == nil {
@@ -65,8 +65,9 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	f := c.Spec("").SpecFields
 	spec.StopSignal = f.StopSignal
 	if c.StopGracePeriod != 0 {
-		// The engine's own stops (docker stop, a daemon shutdown) honour it
-		// too; meshctl's pass it explicitly (StopTimeoutOf).
+		// The engine's own stops, such as docker stop or a daemon
+		// shutdown, honour it too. meshctl's pass it explicitly
+		// (StopTimeoutOf).
 		secs := int((c.StopGrace() + time.Second - 1) / time.Second)
 		spec.StopTimeout = &secs
 	}
@@ -87,8 +88,8 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	spec.Memory, spec.NanoCPUs, spec.PidsLimit = f.Memory, f.NanoCPUs, f.PidsLimit
 	spec.LogDriver, spec.LogOptions = f.LogDriver, f.LogOptions
 	spec.ExtraHosts = f.ExtraHosts
-	// Secrets and configs are the host files themselves, bound read-only:
-	// their content never passes through meshctl's requests.
+	// Secrets and configs are the host files themselves, bound read-only.
+	// Their content never passes through meshctl's requests.
 	for _, m := range c.Secrets {
 		spec.Binds = append(spec.Binds, m.Bind(mesh.KindSecret))
 	}
@@ -103,10 +104,9 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	spec.Privileged, spec.StdinOpen, spec.Tty = f.Privileged, f.StdinOpen, f.TTY
 }
 
-// StopTimeoutOf is how long meshctl's stops of c wait before they kill it:
-// the stop-grace-period c was created with (read from its recorded spec),
-// else StopTimeout. The signal is the container's own (stop-signal), which
-// the engine sends.
+// StopTimeoutOf is how long meshctl's stops of c wait before they kill it.
+// It is the stop-grace-period c was created with, read from its recorded
+// spec, else StopTimeout. The engine sends the container's own stop-signal.
 func StopTimeoutOf(c engine.Container) time.Duration {
 	s, err := mesh.DecodeSpec(c.Labels[LabelSpec])
 	if err != nil || s.StopGracePeriod <= 0 {
@@ -115,10 +115,10 @@ func StopTimeoutOf(c engine.Container) time.Duration {
 	return s.StopGracePeriod
 }
 
-// PeekScope returns the state directory's ID (the value of LabelManaged)
-// without making one, for what changes nothing (status, apply --dry-run):
-// a state directory without one manages no container yet, so it gets a
-// scope that matches none.
+// PeekScope returns the state directory's ID, the value of LabelManaged,
+// without making one. It serves what changes nothing, such as status and
+// apply --dry-run. A state directory without an ID manages no container
+// yet, so it gets a scope that matches none.
 func PeekScope(d *state.Dir) (string, error) {
 	id, ok, err := d.PeekID()
 	if err != nil || ok {
@@ -128,7 +128,8 @@ func PeekScope(d *state.Dir) (string, error) {
 }
 
 // SpecDiff compares the spec recorded on c with want. A container whose
-// recorded spec cannot be read is recreated: meshctl cannot know what it runs.
+// recorded spec cannot be read is recreated. meshctl cannot know what it
+// runs.
 func SpecDiff(c engine.Container, want mesh.Spec) []string {
 	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
 	if err != nil {
@@ -137,13 +138,13 @@ func SpecDiff(c engine.Container, want mesh.Spec) []string {
 	return mesh.Diff(have, want)
 }
 
-// ReasonNewerPull is the reason for recreating a pull: always container
+// ReasonNewerPull is the reason for recreating a `pull: always` container
 // whose image tag now names another image than the one it runs.
 const ReasonNewerPull = "image (newer pull)"
 
-// Diff is SpecDiff of c against d, with ReasonNewerPull first where d is a
-// pull: always container whose pull gave another image id than c runs: the
-// one rule for apply's plan and a window's close.
+// Diff is SpecDiff of c against d. ReasonNewerPull comes first if d is a
+// `pull: always` container whose pull gave another image id than c runs.
+// It is the one rule for apply's plan and a window's close.
 func Diff(c engine.Container, d *Desired) []string {
 	diff := SpecDiff(c, d.Spec)
 	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {

@@ -10,13 +10,13 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// StopTimeout is how long a container gets to stop gracefully before it is
-// killed, when apply or a window stops it, unless its stop-grace-period
-// says otherwise (StopTimeoutOf).
+// StopTimeout is how long a container that apply or a window stops gets
+// to stop gracefully. Then it is killed. Its stop-grace-period may say
+// otherwise (StopTimeoutOf).
 const StopTimeout = mesh.DefaultStopGracePeriod
 
-// cleanupTimeout bounds the work that must happen even after a signal:
-// putting an old container back, restarting what a window held.
+// cleanupTimeout bounds the work that must happen even after a signal.
+// That is putting an old container back, or restarting what a window held.
 const cleanupTimeout = 2 * time.Minute
 
 // Executor carries out container actions on an engine. Window's close uses it
@@ -26,15 +26,16 @@ type Executor struct {
 	// Scope is the state directory's ID, the value of LabelManaged.
 	Scope string
 	// Settle is how long a new container without a healthcheck must keep
-	// running before it counts as started (WaitHealthy); 0 looks once.
+	// running before it counts as started (WaitHealthy). Zero looks once.
 	Settle time.Duration
 	// Health, when not nil, is told the health each container Create and
 	// Recreate start reaches.
 	Health func(name, health string)
 	// Watching, when not nil, runs wait, the health wait of Create and
-	// Recreate, outside the caller's share of the work done at once
-	// (apply's --parallel slot), and returns once wait has and that share
-	// is the caller's again: a health wait is watching, not engine work.
+	// Recreate. It runs it outside the caller's share of the work done at
+	// once, apply's --parallel slot. It returns once wait has returned and
+	// that share is the caller's again. A health wait is watching, not
+	// engine work.
 	Watching func(wait func())
 }
 
@@ -56,7 +57,7 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 	}
 	if err != nil {
 		// A container that cannot start, or never becomes healthy, is not
-		// left behind half-made: the next apply tries again.
+		// left behind half-made. The next apply tries again.
 		rmErr := x.Engine.Remove(CleanupContext(ctx), id)
 		return errors.Join(err, wrapErr("remove the new "+d.Name, rmErr))
 	}
@@ -81,20 +82,21 @@ func (x Executor) gate(ctx context.Context, id, name string) error {
 }
 
 // Recreate replaces old with a new container for d. The new container is
-// created, under a temporary name (NewName), before the old one stops, so
-// that the service is down only for the old one's stop and the new one's
-// start: then the old one is renamed aside (OldName) and the new one takes
-// the name. The old container is kept (stopped, aside) until the new one
-// is healthy (WaitHealthy); if that fails, the new one is removed and the
-// old one put back as it was: under its name, and started if it was
-// running. A bad image, or one that crashes or never becomes ready, never
-// leaves the host without the service. A running container whose update
-// order is start-first is replaced without a gap (recreateStartFirst).
+// created under a temporary name (NewName) before the old one stops. So
+// the service is down only for the old one's stop and the new one's start.
+// Then the old one is renamed aside (OldName), and the new one takes the
+// name. The old container is kept, stopped and aside, until the new one
+// is healthy (WaitHealthy). If that fails, the new one is removed. The old
+// one is put back under its name, and started if it was running. So a bad
+// image never leaves the host without the service. Nor does one that
+// crashes or never becomes ready. A running container whose update order
+// is start-first is replaced without a gap (recreateStartFirst).
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
 	if startsFirst(d, old.Running) {
 		return x.recreateStartFirst(ctx, d, old)
 	}
-	// Before the old one stops: a network that cannot be had leaves it running.
+	// Before the old one stops, so a network that cannot be had leaves it
+	// running.
 	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
@@ -103,15 +105,15 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
 	if old.Running {
-		// Seen through after a signal too; then, or if the engine said no
-		// (it may have acted all the same), the new one goes and the old
-		// one is started again.
+		// Seen through after a signal too. Then the new one goes and the
+		// old one is started again. The same holds if the engine said no,
+		// since it may have acted all the same.
 		if err := StopThrough(ctx, x.Engine, old.ID, StopTimeoutOf(old)); (err != nil && !x.stopped(ctx, old.ID)) || ctx.Err() != nil {
 			return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("stop %s: %w", d.Name, errors.Join(err, context.Cause(ctx))))
 		}
 	}
-	// Started under its temporary name: the renames, which the service
-	// needs no longer wait for, come after.
+	// Started under its temporary name. The renames come after, so the
+	// service no longer waits for them.
 	if err := x.Engine.Start(ctx, id); err != nil {
 		return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("start new %s: %w", d.Name, err))
 	}
@@ -139,10 +141,10 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 }
 
 // createNew creates d's container under its temporary name, NewName. One
-// already there of this state directory is a leftover of a recreate that
-// died half way: it never passed a health gate under the name, and whoever
-// recreates the name now (under a claim, or a live window's hold) owns it.
-// It goes.
+// of this state directory already there is left by a recreate that died
+// half way. It never passed a health gate under the name. Whoever
+// recreates the name now owns it, under a claim or a live window's hold.
+// So it goes.
 func (x Executor) createNew(ctx context.Context, d *Desired) (string, error) {
 	return x.createNewAs(ctx, d, d.EngineSpec(x.Scope))
 }
@@ -165,32 +167,32 @@ func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec)
 }
 
 // RemoveNew removes the container id made under name's temporary name
-// (NewName), which never passed a health gate under the name: a recreate
-// that failed before the new one took the name, and apply's
-// coord.HealClaims, for one whose recreate died, call it before starting
-// any old container. It runs even after a signal.
+// (NewName). That container never passed a health gate under the name. A
+// recreate that failed before the new one took the name calls it. So does
+// coord.HealClaims, for one whose recreate died. Both call it before
+// starting any old container. It runs even after a signal.
 func (x Executor) RemoveNew(ctx context.Context, name, id string) error {
 	return wrapErr("remove the new "+NewName(name), x.RemoveGone(CleanupContext(ctx), id))
 }
 
-// StartOld starts old, the container under name that a recreate which died
-// before renaming it aside left stopped, as PutBack would have.
+// StartOld starts old, as PutBack would have. A recreate left old stopped
+// under name. It died before renaming old aside.
 func (x Executor) StartOld(ctx context.Context, name string, old engine.Container) error {
 	old.Running = true
 	return x.restart(ctx, name, old)
 }
 
 // putBackUnmoved undoes a recreate that failed (err) while the old
-// container still had its name: the new one goes first, and only then is
-// the old one started again, if it ran, so that never two copies run.
+// container still had its name. The new one goes first. Only then is the
+// old one started again, if it ran, so that never two copies run.
 func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old engine.Container, err error) error {
 	if derr := x.RemoveNew(ctx, name, newID); derr != nil {
 		return notPutBack(name, errors.Join(err, derr, fmt.Errorf("the old %s stays stopped", name)))
 	}
-	// Unmoved as far as this recreate knows: a rename aside that the engine
-	// did though it said otherwise (or could not say) would have the old
-	// one start under the aside name, beside the service the next apply
-	// creates. The engine says under which name it is.
+	// Unmoved only as far as this recreate knows. The engine may have done
+	// a rename aside though it said otherwise, or could not say. The old
+	// one would then start under the aside name, beside the service the
+	// next apply creates. So the engine says under which name it is.
 	if nerr := x.putBackName(ctx, name, old.ID); nerr != nil {
 		return notPutBack(name, errors.Join(err, nerr, fmt.Errorf("the old %s stays stopped", name)))
 	}
@@ -214,12 +216,12 @@ func (x Executor) putBackName(ctx context.Context, name, id string) error {
 	return wrapErr("rename the old "+name+" back from "+c.Name, x.Rename(ctx, id, name))
 }
 
-// OldLeftError is a recreate that replaced its container (the new one runs,
-// healthy, under the name) but could not remove the old one, left aside and
-// stopped as NAME.meshctl-old (or, start-first, Aside: NAME.meshctl-retiring):
-// nothing may start it again, or two copies of the service would run. The
-// next apply's heal removes it (coord.HealClaims), as does the next recreate of the
-// name.
+// OldLeftError is a recreate that replaced its container but could not
+// remove the old one. The new one runs, healthy, under the name. The old
+// one is left aside and stopped as NAME.meshctl-old. A start-first
+// recreate leaves it as Aside, NAME.meshctl-retiring. Nothing may start it
+// again, or two copies of the service would run. The next apply's heal
+// removes it (coord.HealClaims), as does the next recreate of the name.
 type OldLeftError struct {
 	Name  string
 	Aside string // "": OldName(Name)
@@ -236,9 +238,9 @@ func (e *OldLeftError) Error() string {
 
 func (e *OldLeftError) Unwrap() error { return e.Err }
 
-// RemoveGone removes container id and makes sure it is gone: an engine that
-// refused once (or whose answer was lost) is asked again, and then asked
-// whether the container still exists, before anyone acts on it.
+// RemoveGone removes container id and makes sure it is gone. An engine
+// that refused once, or whose answer was lost, is asked again. Then it is
+// asked whether the container still exists, before anyone acts on it.
 func (x Executor) RemoveGone(ctx context.Context, id string) error {
 	err := x.Engine.Remove(ctx, id)
 	if err == nil || engine.IsNotFound(err) {
@@ -253,11 +255,11 @@ func (x Executor) RemoveGone(ctx context.Context, id string) error {
 	return err
 }
 
-// Rename renames container id to, and makes sure of the outcome: a rename
-// the engine refused, or whose answer was lost, is looked up by its new
-// name, and one the engine did all the same is no error. Every path that
-// renames a service (aside, back, to its name) decides what to start next
-// from it.
+// Rename renames container id to the name to, and makes sure of the
+// outcome. A rename the engine refused, or whose answer was lost, is
+// looked up by its new name. One the engine did all the same is no error.
+// Every path that renames a service decides from it what to start next.
+// That holds for aside, back, and to its name.
 func (x Executor) Rename(ctx context.Context, id, to string) error {
 	err := x.Engine.Rename(ctx, id, to)
 	if err == nil {
@@ -275,10 +277,10 @@ func (x Executor) renameAside(ctx context.Context, name string, old engine.Conta
 	return x.moveAside(ctx, old, OldName(name))
 }
 
-// moveAside renames old to aside (OldName, or a start-first recreate's
-// RetiringName). A container already under that name is a leftover of a
-// recreate that died or failed half way (the service itself is old, which
-// exists): if it is ours, it goes.
+// moveAside renames old to aside, OldName or a start-first recreate's
+// RetiringName. A container already under that name was left by a
+// recreate that died or failed half way. It is not the service, since the
+// service is old, which exists. So if the leftover is ours, it goes.
 func (x Executor) moveAside(ctx context.Context, old engine.Container, aside string) error {
 	err := x.Rename(ctx, old.ID, aside)
 	if err == nil {
@@ -294,7 +296,7 @@ func (x Executor) moveAside(ctx context.Context, old engine.Container, aside str
 	return x.Rename(ctx, old.ID, aside)
 }
 
-// stopped asks the engine whether container id is stopped (or gone): after
+// stopped asks the engine whether container id is stopped or gone. After
 // a stop that failed, or whose answer was lost, the engine may have done it
 // all the same.
 func (x Executor) stopped(ctx context.Context, id string) bool {
@@ -302,16 +304,18 @@ func (x Executor) stopped(ctx context.Context, id string) bool {
 	return engine.IsNotFound(err) || err == nil && !c.Running
 }
 
-// PutBack undoes a recreate of name that did not finish: it removes the new
-// container newID ("" when none was made), renames old, the container set
-// aside, back to name, and starts it if it ran (old.Running). A failed
-// recreate calls it, and so does the next apply for one whose apply died
-// mid-way (coord.HealClaims). It runs even after a signal.
+// PutBack undoes a recreate of name that did not finish. It removes the
+// new container newID, which is "" when none was made. It renames old, the
+// container set aside, back to name. It starts old if it ran
+// (old.Running). A failed recreate calls it. So does the next apply, for
+// one whose apply died mid-way (coord.HealClaims). It runs even after a
+// signal.
 //
 // Each step is taken only once the engine has said the one before it is
-// done: while the failed new container may still hold the name, the old one
-// is neither renamed back nor started, so that never two copies of the
-// service run (fail closed: it stays aside, stopped, for the next apply).
+// done. While the failed new container may still hold the name, the old
+// one is neither renamed back nor started. So never two copies of the
+// service run. It fails closed, and the old one stays aside, stopped, for
+// the next apply.
 func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Container) error {
 	ctx = CleanupContext(ctx)
 	if newID != "" {
@@ -329,9 +333,10 @@ func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Co
 }
 
 // NotPutBackError is a put-back of Name that could not leave the old
-// container as it was (under its name, running if it ran): it stays aside,
-// or stopped. An apply keeps its claim on Name (coord.HeldClaim.Keep), so that
-// the next command's heal (coord.HealClaims) finishes the put-back.
+// container as it was. That is under its name, and running if it ran. It
+// stays aside, or stopped. An apply keeps its claim on Name
+// (coord.HeldClaim.Keep). So the next command's heal (coord.HealClaims)
+// finishes the put-back.
 type NotPutBackError struct {
 	Name string
 	Err  error
@@ -362,9 +367,10 @@ func (x Executor) Remove(ctx context.Context, c engine.Container) error {
 	return nil
 }
 
-// CleanupContext returns a context that survives ctx's cancellation, bounded
-// by cleanupTimeout from now, and by SignalGrace after a signal (Cleanup):
-// cleanup after SIGINT must still happen, but not forever. Make it at the moment of the cleanup, never earlier.
+// CleanupContext returns a context that survives ctx's cancellation. It is
+// bounded by cleanupTimeout from now, and by SignalGrace after a signal
+// (Cleanup). Cleanup after SIGINT must still happen, but not forever. Make
+// it at the moment of the cleanup, never earlier.
 func CleanupContext(ctx context.Context) context.Context {
 	c, cancel := Cleanup(ctx, cleanupTimeout)
 	_ = cancel // released by its timer; the context lives as long as the cleanup

@@ -12,19 +12,19 @@ import (
 
 // Health a new or restarted container reached (the report's "health").
 const (
-	// HealthHealthy: its healthcheck passed.
+	// HealthHealthy means its healthcheck passed.
 	HealthHealthy = "healthy"
-	// HealthRunning: it has no healthcheck and still ran, not restarting,
-	// after the settle time.
+	// HealthRunning means it has no healthcheck and still ran, not
+	// restarting, after the settle time.
 	HealthRunning = "running"
-	// HealthUnhealthy: its healthcheck failed, or did not pass in time.
+	// HealthUnhealthy means its healthcheck failed, or did not pass in time.
 	HealthUnhealthy = "unhealthy"
-	// HealthExited: it stopped.
+	// HealthExited means it stopped.
 	HealthExited = "exited"
-	// HealthRestarting: the engine restarted it, or is restarting it.
+	// HealthRestarting means the engine restarted it, or is restarting it.
 	HealthRestarting = "restarting"
-	// HealthCompleted: a one-shot container (restart "no" or
-	// "on-failure") that exited 0 without a healthcheck: it did its job.
+	// HealthCompleted means a one-shot container did its job. It has
+	// restart "no" or "on-failure", no healthcheck, and exited 0.
 	HealthCompleted = "completed"
 )
 
@@ -39,9 +39,9 @@ const healthPoll = 200 * time.Millisecond
 // shows.
 const logLines = 10
 
-// HealthError is a container that did not become healthy: Reason says how
-// ("unhealthy: <last probe output>", "exited 1 after 2s", "restarting"),
-// Log holds its last log lines.
+// HealthError is a container that did not become healthy. Reason says
+// how, such as "exited 1 after 2s", "restarting" or "unhealthy: <last
+// probe output>". Log holds its last log lines.
 type HealthError struct {
 	Name   string
 	Health string
@@ -52,8 +52,8 @@ type HealthError struct {
 func (e *HealthError) Error() string { return e.Reason }
 
 // healthBudget is how long a container with healthcheck h may take to
-// become healthy: start period + retries × (interval + timeout), with the
-// engine's defaults.
+// become healthy. It is start period + retries × (interval + timeout),
+// with the engine's defaults.
 func healthBudget(h *engine.Healthcheck) time.Duration {
 	interval, timeout, retries := h.Interval, h.Timeout, h.Retries
 	if interval <= 0 {
@@ -68,15 +68,16 @@ func healthBudget(h *engine.Healthcheck) time.Duration {
 	return h.StartPeriod + time.Duration(retries)*(interval+timeout)
 }
 
-// WaitHealthy waits until the container id (called name), just started,
-// is healthy: with a healthcheck, until it passes, within its budget;
-// without one, until it has run for x.Settle without exiting or being
-// restarted. A container the engine keeps restarting fails even while it
-// reads running: its StartedAt or RestartCount moves. A one-shot container
-// (restart "no" or "on-failure", no healthcheck) that exits 0 has
-// completed, which counts as a success. It returns the health
-// reached, and a *HealthError (with the last log lines) when that is not
-// healthy or running.
+// WaitHealthy waits until the container id, called name, just started, is
+// healthy. With a healthcheck, it waits until the check passes, within its
+// budget. Without one, it waits until the container has run for x.Settle
+// without exiting or being restarted. A container the engine keeps
+// restarting fails even while it reads running. Its StartedAt or
+// RestartCount moves. A one-shot container that exits 0 has completed,
+// which counts as a success. It has restart "no" or "on-failure" and no
+// healthcheck. WaitHealthy returns the health reached. If that is not
+// healthy or running, it also returns a *HealthError with the last log
+// lines.
 func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, error) {
 	first, err := x.Engine.Inspect(ctx, id)
 	if err != nil {
@@ -94,7 +95,7 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 		case c.Restarting || c.RestartCount != first.RestartCount || !c.StartedAt.Equal(first.StartedAt):
 			return x.unhealthy(ctx, id, name, HealthRestarting, restartedReason(c))
 		case !c.Running && !probe && c.ExitCode == 0 && (c.RestartPolicy == "no" || c.RestartPolicy == "on-failure" || c.RestartPolicy == ""):
-			// Nothing will restart it and it succeeded: a job, done.
+			// Nothing will restart it and it succeeded. A job, done.
 			return HealthCompleted, nil
 		case !c.Running:
 			ran := c.FinishedAt.Sub(c.StartedAt).Round(100 * time.Millisecond)
@@ -102,7 +103,7 @@ func (x Executor) WaitHealthy(ctx context.Context, id, name string) (string, err
 				ran = time.Since(start).Round(100 * time.Millisecond)
 			}
 			if c.RestartPolicy == "always" || c.RestartPolicy == "unless-stopped" || c.RestartPolicy == "on-failure" && c.ExitCode != 0 {
-				// Seen between its exit and the engine's restart: a crash loop.
+				// Seen between its exit and the engine's restart. A crash loop.
 				return x.unhealthy(ctx, id, name, HealthRestarting, fmt.Sprintf("restarting: exited %d after %s, and the engine restarts it", c.ExitCode, ran))
 			}
 			return x.unhealthy(ctx, id, name, HealthExited, fmt.Sprintf("exited %d after %s", c.ExitCode, ran))
@@ -158,7 +159,7 @@ func oneLine(s string) string {
 
 // restartedReason says how a container the engine restarted failed. Its exit
 // code is known only while it is between its exit and the restart
-// (Restarting): once it runs again the engine has reset the code to 0, which
+// (Restarting). Once it runs again the engine has reset the code to 0. That
 // must not be reported as the exit of a process that failed.
 func restartedReason(c engine.Container) string {
 	if c.Running && !c.Restarting {

@@ -10,12 +10,12 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// LabelNetwork is, on a network meshctl created, its name in its module
-// (with LabelManaged and LabelModule, as on a container).
+// LabelNetwork is, on a network meshctl created, its name in its module.
+// Such a network has LabelManaged and LabelModule too, as a container has.
 const LabelNetwork = mesh.LabelPrefix + "network"
 
-// NetworkSpec is what the engine needs to create the module network n,
-// labelled as managed by the state directory whose ID is scope.
+// NetworkSpec is what the engine needs to create the module network net.
+// Its labels say that the state directory whose ID is scope manages it.
 func NetworkSpec(scope, module, net string, internal bool) engine.NetworkSpec {
 	return engine.NetworkSpec{Internal: internal, Labels: map[string]string{
 		LabelManaged: scope, LabelModule: module, LabelNetwork: net}}
@@ -28,8 +28,8 @@ func IsOwnNetwork(n engine.Network, scope string) bool {
 }
 
 // networkAliases are the names a container answers to on each of its
-// networks: its short name (the container's key in its module), its engine
-// name (MODULE.NAME), then its aliases.
+// networks. The first is its short name, its key in its module. Then come
+// its engine name (MODULE.NAME) and its aliases.
 func (d Desired) networkAliases() map[string][]string {
 	if len(d.Spec.Networks) == 0 {
 		return nil
@@ -47,13 +47,13 @@ func (d Desired) networkAliases() map[string][]string {
 	return out
 }
 
-// EnsureNetworks creates each network of nets (a container's, by engine
-// name) that the engine lacks and that meshctl names (a module's network,
-// "meshctl.MODULE.NET"), labelled as this state directory's, before the
-// container is created or started again: a window's close, or the release
-// of a dead window's hold, may bring back a container whose network was
-// removed meanwhile. An external network that is missing is an error:
-// meshctl never creates one.
+// EnsureNetworks creates the networks of a container that the engine
+// lacks. Nets holds them by engine name. It creates only those meshctl
+// names, a module's "meshctl.MODULE.NET", labelled as this state
+// directory's. It runs before the container is created or started again.
+// A window's close may bring back a container whose network was removed
+// meanwhile. So may the release of a dead window's hold. A missing external
+// network is an error, since meshctl never creates one.
 func (x Executor) EnsureNetworks(ctx context.Context, nets map[string]mesh.SpecNetwork) error {
 	for _, name := range slices.Sorted(maps.Keys(nets)) {
 		_, err := x.Engine.InspectNetwork(ctx, name)
@@ -102,7 +102,8 @@ func JoinsNetwork(c engine.Container, name string) bool {
 }
 
 // RecordedAliases are the names c answers to on the network name, from
-// its recorded spec: its name in its module, its engine name, its aliases.
+// its recorded spec. They are its name in its module, its engine name,
+// then its aliases.
 func RecordedAliases(c engine.Container, name string) []string {
 	aliases := []string{c.Labels[LabelContainer], c.Name}
 	for _, a := range RecordedNetworks(c)[name].Aliases {

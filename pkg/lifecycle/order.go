@@ -18,10 +18,11 @@ func (e *DependencyError) Error() string {
 	return fmt.Sprintf("not touched: dependency %s failed", e.Dep)
 }
 
-// Order makes one run of changes follow depends-on: a container is
+// Order makes one run of changes follow depends-on. A container is
 // created or recreated only once every container it depends on that this
-// apply changes is done (and healthy: Create and Recreate wait for that).
-// Containers with no path between them still change in parallel.
+// apply changes is done. Done means healthy too, since Create and Recreate
+// wait for that. Containers with no path between them still change in
+// parallel.
 type Order struct {
 	done map[string]chan struct{}
 	deps map[string][]string
@@ -30,9 +31,9 @@ type Order struct {
 	failed map[string]bool
 }
 
-// NewOrder returns the order of one run of changes: changing maps each
-// container that changes to the containers it depends on (nil for one
-// that does not wait, such as a removal).
+// NewOrder returns the order of one run of changes. Changing maps each
+// container that changes to the containers it depends on. It maps one
+// that does not wait, such as a removal, to nil.
 func NewOrder(changing map[string][]string) *Order {
 	o := &Order{done: map[string]chan struct{}{}, deps: map[string][]string{}, failed: map[string]bool{}}
 	for name := range changing {
@@ -51,9 +52,9 @@ func NewOrder(changing map[string][]string) *Order {
 }
 
 // acyclic returns graph without the edges that close a cycle. A file's
-// cycles are refused at decode; these are the ones that modules applied
-// from different files can make together (apply --last): ordering them is
-// impossible, waiting on them would never end.
+// cycles are refused at decode. These are the ones that modules applied
+// from different files can make together (apply --last). Ordering them is
+// impossible, and waiting on them would never end.
 func acyclic(graph map[string][]string) map[string][]string {
 	const (
 		white = iota
@@ -123,9 +124,9 @@ func (o *Order) Finish(name string, failed bool) {
 }
 
 // DependencyOrder returns names ordered so that each comes after the
-// names it depends on (deps gives them; a dependency not in names is
-// ignored), else in the order given. A window's close brings its held
-// containers back in this order.
+// names it depends on, else in the order given. Deps gives the
+// dependencies of a name. One not in names is ignored. A window's close
+// brings its held containers back in this order.
 func DependencyOrder(names []string, deps func(name string) []string) []string {
 	in := map[string]bool{}
 	for _, n := range names {

@@ -13,20 +13,21 @@ import (
 )
 
 // recreateStartFirst replaces old, which runs, with a new container for d
-// without a gap: the new one is created under its temporary name
-// (NewName), on d's networks, started beside the old one and gated
-// (WaitHealthy), and only then given the service's aliases there. A new
-// one that fails the gate is removed and the old one never touched. Once the new one is healthy, the old one
-// is renamed RetiringName (while it still runs: the mark that the new one
-// passed its gate, for coord.HealClaims), the new one takes the name, and the old
-// one leaves the aliases (it is taken off d's networks), drains for d's
-// drain period, stops and goes.
+// without a gap. The new one is created under its temporary name
+// (NewName), on d's networks. It is started beside the old one and gated
+// (WaitHealthy). Only then is it given the service's aliases there. A new
+// one that fails the gate is removed, and the old one is never touched.
+// Once the new one is healthy, the old one is renamed RetiringName while
+// it still runs. That name marks, for coord.HealClaims, that the new one
+// passed its gate. The new one takes the name. The old one is taken off
+// d's networks, so it leaves the aliases. It drains for d's drain period,
+// stops and goes.
 func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine.Container) error {
 	if err := x.EnsureNetworks(ctx, d.Spec.Networks); err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
-	// On the networks, but not yet under the service's aliases: no client
-	// reaches it before it has passed its gate.
+	// On the networks, but not yet under the service's aliases. So no
+	// client reaches it before it has passed its gate.
 	spec := d.EngineSpec(x.Scope)
 	for net := range spec.Networks {
 		spec.Networks[net] = nil
@@ -46,13 +47,13 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 	}
 	if err != nil {
 		// Off the aliases first, so that a client's next lookup finds only
-		// the old one; then it goes.
+		// the old one. Then it goes.
 		_ = x.leaveNetworks(CleanupContext(ctx), d, id)
 		return errors.Join(err, x.RemoveNew(ctx, d.Name, id), errors.New("the old container was left as it was"))
 	}
 	if err := x.moveAside(ctx, old, RetiringName(d.Name)); err != nil {
-		// The engine may have done it all the same: the old one, which runs,
-		// keeps (or takes back) its name once the new one is gone.
+		// The engine may have done it all the same. The old one, which
+		// runs, keeps or takes back its name once the new one is gone.
 		err = fmt.Errorf("rename %s to %s: %w", d.Name, RetiringName(d.Name), err)
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
 			return errors.Join(err, rerr)
@@ -63,12 +64,12 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		return errors.Join(err, errors.New("the old container was left as it was"))
 	}
 	if err := x.Rename(ctx, id, d.Name); err != nil {
-		// The old one still runs, on its networks: it takes its name back.
+		// The old one still runs, on its networks. It takes its name back.
 		err = fmt.Errorf("rename new %s to its name: %w", d.Name, err)
 		cctx := CleanupContext(ctx)
 		if rerr := x.RemoveNew(ctx, d.Name, id); rerr != nil {
-			// The old one runs on as RetiringName: the heal carries the
-			// recreate through (the new one passed its gate).
+			// The old one runs on as RetiringName. The new one passed its
+			// gate, so the heal carries the recreate through.
 			return notPutBack(d.Name, errors.Join(err, rerr))
 		}
 		if rerr := x.Rename(cctx, old.ID, d.Name); rerr != nil {
@@ -79,10 +80,11 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 	return x.retire(ctx, d, old)
 }
 
-// retire takes the old container of a start-first recreate, retiring and
-// running, off the networks of d (so the aliases answer with the new one
-// only), lets it drain, then stops and removes it. After a signal the
-// drain is cut short; the stop and the removal are seen through.
+// retire takes the old container of a start-first recreate off the
+// networks of d. That container is retiring and running. Off them, the
+// aliases answer with the new one only. retire lets it drain, then stops
+// and removes it. After a signal the drain is cut short. The stop and the
+// removal are seen through.
 func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) error {
 	var errs []error
 	if err := x.leaveNetworks(ctx, d, old.ID); err != nil {
@@ -96,8 +98,8 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 		}
 	}
 	cctx := CleanupContext(ctx)
-	// A stop the engine did though it said otherwise (its answer lost) is
-	// asked of it: the old one goes all the same.
+	// The engine may have done a stop though it said otherwise, its
+	// answer lost. So it is asked, and the old one goes all the same.
 	if err := StopThrough(cctx, x.Engine, old.ID, StopTimeoutOf(old)); err != nil && !x.stopped(cctx, old.ID) {
 		errs = append(errs, fmt.Errorf("stop the old %s: %w", d.Name, err))
 	} else if err := x.RemoveGone(cctx, old.ID); err != nil {
@@ -110,8 +112,8 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 }
 
 // takeAliases gives container id, healthy, the service's aliases on d's
-// networks: the engine sets a container's aliases on a network only as it
-// joins it, so it leaves each network and joins it again with them.
+// networks. The engine sets a container's aliases on a network only as it
+// joins it. So id leaves each network and joins it again with them.
 func (x Executor) takeAliases(ctx context.Context, d *Desired, id string) error {
 	aliases := d.networkAliases()
 	for _, net := range slices.Sorted(maps.Keys(aliases)) {
@@ -125,8 +127,8 @@ func (x Executor) takeAliases(ctx context.Context, d *Desired, id string) error 
 	return nil
 }
 
-// leaveNetworks takes container id off d's networks: it no longer answers
-// to the service's aliases there (its connections on them end).
+// leaveNetworks takes container id off d's networks. It no longer answers
+// to the service's aliases there, and its connections on them end.
 func (x Executor) leaveNetworks(ctx context.Context, d *Desired, id string) error {
 	var errs []error
 	for _, net := range slices.Sorted(maps.Keys(d.Spec.Networks)) {
@@ -137,8 +139,8 @@ func (x Executor) leaveNetworks(ctx context.Context, d *Desired, id string) erro
 	return errors.Join(errs...)
 }
 
-// startsFirst reports whether a recreate of d, whose old container runs or
-// not (running), is start-first.
+// startsFirst reports whether a recreate of d is start-first. Running says
+// whether d's old container runs.
 func startsFirst(d *Desired, running bool) bool {
 	return running && d.Def.UpdateOrder == mesh.StartFirst
 }
