@@ -166,8 +166,8 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 			printApplyReport(env, rep)
 			if err == nil && !rep.DryRun {
 				for _, m := range opts.removeModules {
-					// Said also when the module had no container left:
-					// an empty table alone says nothing of it.
+					// Said also when the module had no container left. An empty
+					// table alone says nothing of it.
 					fmt.Fprintf(env.Stdout, "module %s removed: its containers and its part of the applied state\n", m)
 				}
 			}
@@ -176,8 +176,8 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	return err
 }
 
-// sourceName is how a mesh file is named in the records: an absolute path,
-// so that status read from elsewhere says which file it was.
+// sourceName is how a mesh file is named in the records. It is an absolute
+// path, so that status read from elsewhere says which file it was.
 func sourceName(path string) string {
 	if path == "-" {
 		return path
@@ -189,9 +189,9 @@ func sourceName(path string) string {
 }
 
 // artifactResolver resolves artifact: MODULE to the module's current build
-// in the configured ledger: one read each time (a lock-free snapshot of the
-// module's file, or one linearizable etcd read). An etcd ledger is
-// contacted only when the file needs an artifact.
+// in the configured ledger. It reads once each time. That read is a
+// lock-free snapshot of the module's file, or one linearizable etcd read.
+// An etcd ledger is contacted only when the file needs an artifact.
 func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) record.Resolver {
 	var l *ledger.Ledger
 	resolved := map[string]bool{}
@@ -206,8 +206,8 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) record.Reso
 			}
 		}
 		// apply resolves each module before its state lock, then again under
-		// it: the re-read is bounded, so an etcd gone meanwhile does not hold
-		// the lock (and the host's windows) for --lock-timeout.
+		// it. The re-read is bounded, so an etcd gone meanwhile does not hold
+		// the lock, and the host's windows, for --lock-timeout.
 		read := l.CurrentBuild
 		if resolved[module] {
 			read = l.CurrentBuildAgain
@@ -224,7 +224,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) record.Reso
 func printApplyReport(env *Env, rep *record.Report) {
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	if len(rep.Containers) > 0 {
-		// No header over no rows: the lines below say what was done.
+		// No header over no rows. The lines below say what was done.
 		fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
 	}
 	for _, c := range rep.Containers {
@@ -240,7 +240,7 @@ func printApplyReport(env *Env, rep *record.Report) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", c.Name, c.Action, reason)
 		for _, l := range c.Log {
-			// Under REASON, as the row's last cell: it widens no column.
+			// Under REASON, as the row's last cell, so it widens no column.
 			fmt.Fprintf(tw, "\t\t| %s\n", l)
 		}
 	}

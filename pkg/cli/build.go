@@ -51,7 +51,7 @@ record, so a retried or late record of them is still judged correctly.`,
 }
 
 // openLedger opens the configured ledger (--ledger) for a build command,
-// with the Env's clock: the state directory's files, locked within
+// with the Env's clock. That is the state directory's files, locked within
 // --lock-timeout, or etcd.
 func openLedger(env *Env) (*ledger.Ledger, error) {
 	cfg, err := env.etcdLedger()
@@ -67,7 +67,7 @@ func openLedger(env *Env) (*ledger.Ledger, error) {
 	return l, nil
 }
 
-// jsonTime is a time for -o json: RFC 3339 in UTC, or null when unset.
+// jsonTime is a time for -o json. It is RFC 3339 in UTC, or null when unset.
 func jsonTime(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil

@@ -83,7 +83,7 @@ directory: refused unread), and an input of more than 256 MiB.`,
 
 func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) error {
 	// The whole export is read before the ledger is touched, and
-	// interruptibly: a stdin or FIFO that never ends must not make the
+	// interruptibly. A stdin or FIFO that never ends must not make the
 	// command deaf to signals.
 	data, err := interruptible(ctx, "reading the export", func() ([]byte, error) {
 		var in io.Reader = env.Stdin
@@ -114,13 +114,14 @@ func runBuildImport(ctx context.Context, env *Env, opts *buildImportOptions) err
 	return nil
 }
 
-// maxImportSize bounds what build import reads: an export's line is about
-// 300 bytes, so 256 MiB holds some 800,000 builds. A larger input (stdin
-// from /dev/zero) is refused, not read until memory runs out.
+// maxImportSize bounds what build import reads. An export's line is about
+// 300 bytes, so 256 MiB holds some 800,000 builds. A larger input, such as
+// stdin from /dev/zero, is refused, not read until memory runs out.
 const maxImportSize = 256 << 20
 
-// openImport opens the export at path: a regular file or a pipe (a FIFO,
-// bash's <(…)); a device or a directory is refused unread (exit 2).
+// openImport opens the export at path. It may be a regular file or a pipe,
+// such as a FIFO or bash's <(…). A device or a directory is refused unread,
+// with exit 2.
 func openImport(path string) (*os.File, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -145,8 +146,8 @@ func openImport(path string) (*os.File, error) {
 	return f, nil
 }
 
-// readImport reads the whole export from in (named name), of at most limit
-// bytes: a larger one is refused (exit 2).
+// readImport reads the whole export from in, named name, of at most limit
+// bytes. A larger one is refused with exit 2.
 func readImport(in io.Reader, name string, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(in, limit+1))
 	if err != nil {

@@ -101,8 +101,8 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 		return env.PrintJSON(out)
 	}
 	if env.Global.Quiet {
-		// Only what a script needs, as `docker run -d` prints only the id:
-		// BUILD=$(meshctl -q build request web).
+		// Only what a script needs, as `docker run -d` prints only the id.
+		// A script runs BUILD=$(meshctl -q build request web).
 		for _, b := range p.Builds {
 			fmt.Fprintln(env.Stdout, b.ID)
 		}
@@ -115,9 +115,10 @@ func runBuildRequest(ctx context.Context, env *Env, opts *buildRequestOptions) e
 	return nil
 }
 
-// checkTypos refuses a requested module that is likely a typo: unknown to
-// the ledger and to this host's applied state, and a slip of the fingers
-// from a module that is known (mesh.Near). Any other module is simply new.
+// checkTypos refuses a requested module that is likely a typo. Such a
+// module is unknown to the ledger and to this host's applied state. It is
+// also a slip of the fingers from a module that is known (mesh.Near). Any
+// other module is simply new.
 func checkTypos(ctx context.Context, env *Env, l *ledger.Ledger, modules []string) error {
 	known, err := l.Modules(ctx)
 	if err != nil {

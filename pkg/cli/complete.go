@@ -18,14 +18,15 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// Shell completion that knows the host: module and step names from the last
-// applied state (or window run's -f FILE), the windows of the history,
-// build ids, plans and modules from the ledger (its files, or etcd). It
-// reads the state directory's files read-only (state.Peek), the file
-// ledger under its lock without waiting, etcd within completionTimeout; it
-// creates no state directory, and offers nothing rather than fail or wait.
+// This file gives shell completion that knows the host. It offers module
+// and step names from the last applied state, or from window run's -f
+// FILE. It offers the windows of the history. From the ledger, its files
+// or etcd, it offers build ids, plans and modules. It reads the state
+// directory's files read-only (state.Peek). It reads the file ledger under
+// its lock without waiting, and etcd within completionTimeout. It creates
+// no state directory. It offers nothing rather than fail or wait.
 
-// completionTimeout bounds what a completion reads: a shell must not hang.
+// completionTimeout bounds what a completion reads. A shell must not hang.
 const completionTimeout = 2 * time.Second
 
 // addCompletions wires the completion functions into the command tree.
@@ -54,7 +55,7 @@ func addCompletions(root *cobra.Command, env *Env) {
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	})
-	// A window to show the output of: those of the history, newest first.
+	// window logs offers the windows of the history, newest first.
 	on("window logs", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		d := completionDir(cmd, env)
 		if len(args) > 0 || d == nil {
@@ -71,7 +72,8 @@ func addCompletions(root *cobra.Command, env *Env) {
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	})
-	// Modules to build: those the last apply names, and those the ledger knows.
+	// build request offers the modules the last apply names, and those the
+	// ledger knows.
 	on("build request", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		return without(ledgerModules(cmd, env, appliedFile(cmd, env)), args), cobra.ShellCompDirectiveNoFileComp
 	})
@@ -108,13 +110,13 @@ func addCompletions(root *cobra.Command, env *Env) {
 			return planArg(cmd, nil, s)
 		})
 	}
-	// A module to remove: one the last apply names.
+	// A module to remove is one the last apply names.
 	if c, _, err := root.Find([]string{"apply"}); err == nil && c.Flags().Lookup("remove-module") != nil {
 		_ = c.RegisterFlagCompletionFunc("remove-module", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
 			return moduleCompletions(appliedFile(cmd, env), false), cobra.ShellCompDirectiveNoFileComp
 		})
 	}
-	// A window to acknowledge: each step's last window, when it failed.
+	// A window to acknowledge is each step's last window, when it failed.
 	on("window ack", func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
 		d := completionDir(cmd, env)
 		if d == nil {
@@ -140,8 +142,8 @@ func addCompletions(root *cobra.Command, env *Env) {
 }
 
 // completionDir opens the state directory read-only, after folding in
-// MESHCTL_* variables and the config file (cobra's __complete runs no
-// PersistentPreRun); nil when it cannot.
+// MESHCTL_* variables and the config file. Cobra's __complete runs no
+// PersistentPreRun. It returns nil when it cannot.
 func completionDir(cmd *cobra.Command, env *Env) *state.Dir {
 	if err := loadConfig(cmd); err != nil {
 		return nil
@@ -153,7 +155,7 @@ func completionDir(cmd *cobra.Command, env *Env) *state.Dir {
 	return d
 }
 
-// appliedFile is the last applied mesh file; nil when there is none.
+// appliedFile is the last applied mesh file, or nil when there is none.
 func appliedFile(cmd *cobra.Command, env *Env) *mesh.File {
 	d := completionDir(cmd, env)
 	if d == nil {
@@ -166,7 +168,7 @@ func appliedFile(cmd *cobra.Command, env *Env) *mesh.File {
 	return a.File
 }
 
-// moduleCompletions are the modules of f; withSteps keeps only those that
+// moduleCompletions are the modules of f. withSteps keeps only those that
 // have a step.
 func moduleCompletions(f *mesh.File, withSteps bool) []string {
 	if f == nil {
@@ -212,8 +214,9 @@ func stepCompletions(f *mesh.File, module string) []string {
 	return out
 }
 
-// ledgerBuilds are the builds the ledger lists (the state directory's, or
-// etcd's with --ledger etcd://…); none when it cannot be read in time.
+// ledgerBuilds are the builds the ledger lists. They are the state
+// directory's, or etcd's with --ledger etcd://…. It returns none when the
+// ledger cannot be read in time.
 func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
 	d := completionDir(cmd, env)
 	ctx, cancel := context.WithTimeout(context.Background(), completionTimeout)
@@ -229,8 +232,8 @@ func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
 		if d == nil {
 			return nil, errors.New("no state directory")
 		}
-		// The file ledger reads under its lock: open the directory for
-		// that (it exists: nothing is created but the lock file).
+		// The file ledger reads under its lock, so open the directory for
+		// that. It exists, and nothing is created but the lock file.
 		return state.Open(d.Path())
 	})
 	if err != nil {

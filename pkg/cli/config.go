@@ -68,11 +68,11 @@ func loadConfig(cmd *cobra.Command) error {
 // maxConfigSize bounds the config file, which holds a dozen keys at most.
 const maxConfigSize = 64 << 10
 
-// readConfigFile reads the config file at path: a regular file of at most
-// maxConfigSize bytes. A FIFO, a device (/dev/zero) or a directory is
-// refused without being read, as a mesh file is.
+// readConfigFile reads the config file at path. It must be a regular file
+// of at most maxConfigSize bytes. A FIFO, a device such as /dev/zero, or a
+// directory is refused without being read, as a mesh file is.
 func readConfigFile(path string) ([]byte, error) {
-	// O_NONBLOCK: the open(2) of a FIFO no one writes returns at once.
+	// O_NONBLOCK, so the open(2) of a FIFO no one writes returns at once.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err

@@ -12,14 +12,15 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Converter reads a Compose project (its files merged in order, with the
-// profiles enabled) as one mesh module, with notes to print above some of
-// its containers (by name) and warnings for stderr, which come also with
-// an error. It is set in meshctl-convert alone
-// (cmd/meshctl-convert, to convert.Project): compose-go, which it needs,
-// would cost every meshctl command milliseconds of package initialisation
-// (its JSON-schema compiler; docs/performance.md). Where it is nil, as in
-// meshctl, `meshctl convert` runs meshctl-convert with the same arguments.
+// Converter reads a Compose project as one mesh module. The project's
+// files are merged in order, with the profiles enabled. It returns notes to
+// print above some of its containers, by name, and warnings for stderr.
+// The warnings come also with an error. Converter is set in meshctl-convert
+// alone, by cmd/meshctl-convert to convert.Project. compose-go, which it
+// needs, would cost every meshctl command milliseconds of package
+// initialisation, for its JSON-schema compiler (docs/performance.md).
+// Where it is nil, as in meshctl, `meshctl convert` runs meshctl-convert
+// with the same arguments.
 var Converter func(ctx context.Context, files []string, module string, profiles []string) (
 	file *mesh.File, notes map[string]string, warnings []string, err error)
 
@@ -114,7 +115,7 @@ func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
 		return err
 	}
 	if env.JSON() {
-		// JSON has no comments: the notes go to stderr.
+		// JSON has no comments, so the notes go to stderr.
 		for _, name := range slices.Sorted(maps.Keys(notes)) {
 			fmt.Fprintf(env.Stderr, "%s\n", notes[name])
 		}
@@ -124,9 +125,9 @@ func runConvert(ctx context.Context, env *Env, opts *convertOptions) error {
 	if err != nil {
 		return err
 	}
-	// What is printed must be a mesh file this meshctl accepts: a value
-	// Compose allows and meshctl refuses (a memory limit under 6m) is
-	// named here, not at the first apply.
+	// What is printed must be a mesh file this meshctl accepts. A value
+	// Compose allows and meshctl refuses, such as a memory limit under 6m,
+	// is named here, not at the first apply.
 	if _, err := mesh.Decode("<converted>", b.Bytes()); err != nil {
 		return err
 	}
@@ -155,8 +156,8 @@ func convertedYAML(file *mesh.File, notes map[string]string) (*bytes.Buffer, err
 	return &b, nil
 }
 
-// containerKey is the key node of container name under modules.*.containers
-// in doc (a converted file has one module), or nil.
+// containerKey is the key node of container name under
+// modules.*.containers in doc, or nil. A converted file has one module.
 func containerKey(doc *yaml.Node, name string) *yaml.Node {
 	modules := mapValue(doc, "modules")
 	if modules == nil {

@@ -23,7 +23,7 @@ type Global struct {
 	Output      string
 	Quiet       bool
 	Verbose     bool
-	// Ledger is --ledger: "file" or etcd://…; LedgerCA, LedgerCert and
+	// Ledger is --ledger, "file" or etcd://…. LedgerCA, LedgerCert and
 	// LedgerKey are its TLS files. Its user and password come only from
 	// MESHCTL_LEDGER_USER and MESHCTL_LEDGER_PASSWORD (see ledger.go).
 	Ledger     string
@@ -33,7 +33,7 @@ type Global struct {
 	// HostName names this host in the mesh (default os.Hostname).
 	HostName string
 	// MetricsFile is where the metrics for node_exporter's textfile
-	// collector go; "" writes none.
+	// collector go. An empty MetricsFile writes none.
 	MetricsFile string
 }
 
@@ -46,12 +46,12 @@ type Env struct {
 	Stderr io.Writer
 	Log    *slog.Logger
 	Now    func() time.Time
-	// NewEngine connects to the engine at host ("" = DOCKER_HOST, else the
-	// engine's default socket).
+	// NewEngine connects to the engine at host. An empty host means
+	// DOCKER_HOST, else the engine's default socket.
 	NewEngine func(host string) (engine.Client, error)
 	Global    Global
-	// StderrTTY says that stderr is a terminal (StderrFd): progress is
-	// then shown live, lines updated in place.
+	// StderrTTY says that stderr is a terminal (StderrFd). Progress is
+	// then shown live, with lines updated in place.
 	StderrTTY bool
 	StderrFd  uintptr
 
@@ -63,8 +63,8 @@ type Env struct {
 	// args are the arguments Run was given, for a helper program that
 	// carries out the command (runHelper).
 	args []string
-	// preRun says that the root's pre-run began: MESHCTL_* and the config
-	// file were folded into the global flags (or failed to be).
+	// preRun says that the root's pre-run began. MESHCTL_* and the config
+	// file were folded into the global flags, or failed to be.
 	preRun bool
 }
 
@@ -93,9 +93,10 @@ func (e *Env) State() (*state.Dir, error) {
 	return e.stateDir, nil
 }
 
-// StateReadOnly checks the state directory for the commands that must change
-// nothing (status, apply --dry-run): it creates neither the directory nor
-// anything in it, and a missing directory reads as empty (Dir.Exists).
+// StateReadOnly checks the state directory for the commands that must
+// change nothing, such as status and apply --dry-run. It creates neither
+// the directory nor anything in it. A missing directory reads as empty
+// (Dir.Exists).
 func (e *Env) StateReadOnly() (*state.Dir, error) {
 	if e.peekDir == nil {
 		d, err := state.Peek(e.Global.StateDir)
@@ -109,7 +110,8 @@ func (e *Env) StateReadOnly() (*state.Dir, error) {
 }
 
 // Engine connects to the configured Docker engine. An address that cannot
-// be one (a scheme the engine does not speak, no host) is a usage error.
+// be one, such as a scheme the engine does not speak or no host, is a
+// usage error.
 func (e *Env) Engine() (engine.Client, error) {
 	host := e.Global.DockerHost
 	from := "--docker-host"
@@ -131,13 +133,13 @@ func (e *Env) Engine() (engine.Client, error) {
 }
 
 // StateAndEngine opens the state directory and connects to the engine, for
-// the commands that need both; the caller closes the engine.
+// the commands that need both. The caller closes the engine.
 func (e *Env) StateAndEngine() (*state.Dir, engine.Client, error) {
 	return e.openStateAndEngine(e.State)
 }
 
 // StateReadOnlyAndEngine is StateAndEngine for a command that changes
-// nothing: the state directory is opened read-only (StateReadOnly).
+// nothing. It opens the state directory read-only (StateReadOnly).
 func (e *Env) StateReadOnlyAndEngine() (*state.Dir, engine.Client, error) {
 	return e.openStateAndEngine(e.StateReadOnly)
 }
@@ -167,8 +169,8 @@ func (e *Env) LockOptions(what string) state.LockOptions {
 // JSON reports whether -o json was asked for.
 func (e *Env) JSON() bool { return e.Global.Output == "json" }
 
-// PrintJSON makes v the command's one JSON document, which Run writes on
-// stdout when the command returns: with the error in it if it failed.
+// PrintJSON makes v the command's one JSON document. Run writes it on
+// stdout when the command returns, with the error in it if it failed.
 func (e *Env) PrintJSON(v any) error {
 	b, err := marshalJSON(v)
 	if err != nil {
@@ -190,8 +192,8 @@ func (e *Env) Progressf(format string, args ...any) {
 	e.Progress().Linef(format, args...)
 }
 
-// Progress is this invocation's progress on stderr: plain lines, or on a
-// terminal, lines updated in place (see progress).
+// Progress is this invocation's progress on stderr. It is plain lines, or
+// on a terminal, lines updated in place (see progress).
 func (e *Env) Progress() *progress {
 	if e.progress == nil {
 		e.progress = newProgress(e.Stderr, e.StderrFd, e.StderrTTY, e.Global.Quiet)
@@ -200,7 +202,7 @@ func (e *Env) Progress() *progress {
 }
 
 // StatusFunc is, on a terminal, what shows an item's progress on a line of
-// its own, updated in place; nil when progress is plain lines.
+// its own, updated in place. It is nil when progress is plain lines.
 func (e *Env) StatusFunc() func(id, msg string) {
 	if p := e.Progress(); p.Live() {
 		return p.Status
@@ -215,10 +217,10 @@ func (e *Env) closeProgress() {
 	}
 }
 
-// Warnf writes a warning on stderr, even with -q: a warning is something the
-// operator should act on.
-// On a terminal with live progress it goes through the progress renderer,
-// above the lines it updates in place, so that no update overwrites it.
+// Warnf writes a warning on stderr, even with -q. A warning is something
+// the operator should act on. On a terminal with live progress it goes
+// through the progress renderer, above the lines it updates in place. So
+// no update overwrites it.
 func (e *Env) Warnf(format string, args ...any) {
 	msg := fmt.Sprintf("warning: "+format, args...)
 	if !strings.HasSuffix(msg, "\n") {

@@ -26,8 +26,8 @@ const (
 	exitInterrupted = 130
 )
 
-// UsageError is a mistake in how meshctl was called (exit 2); it is the only
-// error printed with a pointer to the command's usage.
+// UsageError is a mistake in how meshctl was called (exit 2). It is the
+// only error printed with a pointer to the command's usage.
 type UsageError struct {
 	Err error
 	Cmd string
@@ -36,23 +36,24 @@ type UsageError struct {
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
 
-// faultError is implemented by the typed errors of meshctl's packages: each
-// says its kind of failure (state.BusyError: fault.Busy, mesh.DecodeError:
-// fault.BadInput, ledger.ConflictError: fault.Conflict …), never a number.
+// faultError is implemented by the typed errors of meshctl's packages. Each
+// says its kind of failure, never a number. For example, state.BusyError
+// says fault.Busy, mesh.DecodeError fault.BadInput, and ledger.ConflictError
+// fault.Conflict.
 type faultError interface{ Fault() fault.Kind }
 
 // Main runs meshctl with the process's arguments and returns its exit status.
 func Main() int {
-	// SIGHUP too: an SSH session that drops must not kill a window with its
-	// containers held; every command cleans up and exits 130 as for SIGTERM.
+	// SIGHUP too. An SSH session that drops must not kill a window with its
+	// containers held. Every command cleans up and exits 130 as for SIGTERM.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	// A reader that goes away (meshctl … | head -1, a log shipper that dies)
-	// must not kill meshctl mid-apply or mid-window: with SIGPIPE notified,
-	// a write to the closed pipe returns EPIPE instead. Notified, not
-	// ignored: an ignored signal would stay ignored in the programs meshctl
-	// execs, a notified one is reset to its default there. The channel is
-	// never read; a full one drops the signal.
+	// A reader may go away, as in meshctl … | head -1, or a log shipper
+	// that dies. That must not kill meshctl mid-apply or mid-window. With
+	// SIGPIPE notified, a write to the closed pipe returns EPIPE instead.
+	// It is notified, not ignored. An ignored signal would stay ignored in
+	// the programs meshctl execs, while a notified one is reset to its
+	// default there. The channel is never read, and a full one drops the signal.
 	sigpipe := make(chan os.Signal, 1)
 	signal.Notify(sigpipe, syscall.SIGPIPE)
 	defer signal.Stop(sigpipe)
@@ -62,19 +63,19 @@ func Main() int {
 	env.StderrTTY = term.IsTerminal(int(env.StderrFd))
 	defer watchInterrupt(ctx, env, stdout, stderr, os.Exit)()
 	code := Run(ctx, env, os.Args[1:])
-	// The exit status is the work's: results that could not be written do
-	// not undo an apply that was done. A reader that left (EPIPE) chose to;
-	// any other failure is said, if stderr still works.
+	// The exit status is the work's. Results that could not be written do
+	// not undo an apply that was done. A reader that left (EPIPE) chose to.
+	// Any other failure is said, if stderr still works.
 	if err := stdout.Err(); err != nil && !errors.Is(err, syscall.EPIPE) {
 		fmt.Fprintf(stderr, "meshctl: writing the result to stdout: %v\n", err)
 	}
 	return code
 }
 
-// outputWriter is stdout or stderr as the commands see it: a failed write (a
-// closed pipe, a full disk) is kept for Main, not returned, so that no
+// outputWriter is stdout or stderr as the commands see it. A failed write,
+// to a closed pipe or a full disk, is kept for Main, not returned. So no
 // output error fails or interrupts the work, and later writes are dropped.
-// It is safe for concurrent use (an apply's workers report progress).
+// It is safe for concurrent use, since an apply's workers report progress.
 type outputWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
@@ -114,7 +115,7 @@ func Run(ctx context.Context, env *Env, args []string) int {
 	code := exitOK
 	if err != nil {
 		// A flag or argument error comes before the pre-run that folds in
-		// MESHCTL_* and the config file: fold them in now, so that -o json
+		// MESHCTL_* and the config file. Fold them in now, so that -o json
 		// set there still makes the error a JSON document. A pre-run that
 		// failed while folding them in has reported that itself.
 		if cmd != nil && !env.preRun {
@@ -128,14 +129,14 @@ func Run(ctx context.Context, env *Env, args []string) int {
 		code = exitCode(ctx, err)
 	}
 	if env.JSON() {
-		// One document, whatever happened: the result, the error, or both.
+		// One document, whatever happened. It holds the result, the error, or both.
 		env.Stdout.Write(jsonDocument(env.jsonResult, err, code))
 	}
 	return code
 }
 
 // exitCode maps an error to the exit status of CONTRACT §3. This is the one
-// place that knows the numbers: every other error says only its kind.
+// place that knows the numbers. Every other error says only its kind.
 func exitCode(ctx context.Context, err error) int {
 	switch errorKind(ctx, err) {
 	case fault.BadInput:
@@ -151,9 +152,10 @@ func exitCode(ctx context.Context, err error) int {
 	}
 }
 
-// errorKind is the kind of failure err is: a usage error's, else the first
-// kind in its chain, else interrupted when the context was, else cobra's
-// own usage errors by their text; anything else has failed.
+// errorKind is the kind of failure err is. A usage error has its own kind.
+// Else it is the first kind in err's chain, else interrupted when the
+// context was. Else cobra's own usage errors are known by their text.
+// Anything else has failed.
 func errorKind(ctx context.Context, err error) fault.Kind {
 	var (
 		usage  *UsageError
@@ -172,16 +174,16 @@ func errorKind(ctx context.Context, err error) fault.Kind {
 		strings.HasPrefix(err.Error(), "if any flags in the group"),
 		strings.HasPrefix(err.Error(), "at least one of the flags in the group"),
 		strings.HasPrefix(err.Error(), "required flag"):
-		// cobra's own usage errors are untyped: those of flag groups
-		// (--quiet with --verbose) do not pass through SetFlagErrorFunc.
+		// cobra's own usage errors are untyped. Those of flag groups, such as
+		// --quiet with --verbose, do not pass through SetFlagErrorFunc.
 		return fault.BadInput
 	default:
 		return fault.Failed
 	}
 }
 
-// newExitCodesTopic is "meshctl help exit-codes": the statuses exitCode
-// returns, for every command.
+// newExitCodesTopic is "meshctl help exit-codes". It lists the statuses
+// exitCode returns, for every command.
 func newExitCodesTopic() *cobra.Command {
 	return &cobra.Command{
 		Use:   "exit-codes",

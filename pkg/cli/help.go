@@ -9,7 +9,7 @@ import (
 )
 
 // exitStatusKey is the annotation that holds a command's EXIT STATUS
-// section; the usage template prints it and the man pages carry it.
+// section. The usage template prints it and the man pages carry it.
 const exitStatusKey = "exit-status"
 
 // addHelp makes the usage template print the EXIT STATUS section, which
@@ -24,8 +24,8 @@ func addHelp(root *cobra.Command) {
 	} else {
 		tmpl = strings.TrimSuffix(tmpl, "\n") + section + "\n"
 	}
-	// Help topics are read with "meshctl help TOPIC" (cobra lists them by
-	// a command path padded to the commands' widest, with no gap).
+	// Help topics are read with "meshctl help TOPIC". Cobra lists them by
+	// a command path padded to the commands' widest, with no gap.
 	tmpl = strings.Replace(tmpl, `{{rpad .CommandPath .CommandPathPadding}} {{.Short}}`,
 		`{{rpad (print .Root.Name " help " .Name) 24}}  {{.Short}}`, 1)
 	root.SetUsageTemplate(tmpl)
@@ -36,13 +36,13 @@ func addHelp(root *cobra.Command) {
 func ExitStatus(c *cobra.Command) string { return c.Annotations[exitStatusKey] }
 
 // Command returns meshctl's command tree with its help and completion as a
-// real invocation has them, writing to out: for generating man pages and
-// for tests. Running it is not meant.
+// real invocation has them, writing to out. It is for generating man pages
+// and for tests. Running it is not meant.
 func Command(out io.Writer) *cobra.Command {
 	return newRootCmd(NewEnv(strings.NewReader(""), out, out))
 }
 
-// newMeshFileTopic is "meshctl help mesh-file": the file format.
+// newMeshFileTopic is "meshctl help mesh-file", the file format.
 func newMeshFileTopic() *cobra.Command {
 	return &cobra.Command{
 		Use:   "mesh-file",
@@ -200,9 +200,10 @@ run or exec, not both:
 A YAML number or boolean where a string is expected is read as that string
 (command: [sleep, 60]). See docs/mesh-file.md for every field with an example.`
 
-// nearTopic is the help topic of cmd (exit-codes, mesh-file) that word
-// looks like a typo of, "" if none: cobra's suggestions leave topics out.
-// A topic word begins is taken first; else the nearest (mesh.Suggest).
+// nearTopic is the help topic of cmd that word looks like a typo of, or ""
+// if none. The topics are exit-codes and mesh-file. Cobra's suggestions
+// leave topics out. A topic that word begins is taken first, else the
+// nearest (mesh.Suggest).
 func nearTopic(cmd *cobra.Command, word string) string {
 	var topics []string
 	for _, c := range cmd.Commands() {

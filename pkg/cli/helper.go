@@ -12,14 +12,15 @@ import (
 	"time"
 )
 
-// helperExit is the exit status of a helper program that wrote its own
-// output, errors and JSON document (meshctl-convert): Run adds nothing.
+// helperExit is the exit status of a helper program, such as
+// meshctl-convert, that wrote its own output, errors and JSON document.
+// Run adds nothing.
 type helperExit struct{ code int }
 
 func (e *helperExit) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 // helperMissing is a helper program found neither beside meshctl nor on
-// PATH (exit 1): an installation without it.
+// PATH (exit 1). The installation lacks it.
 func helperMissing(name, dir string) error {
 	return fault.New(fault.Failed, "%s is needed for this command and is neither beside meshctl (%s) nor on PATH; "+
 		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", name, dir, dir, name)
@@ -27,9 +28,9 @@ func helperMissing(name, dir string) error {
 
 // runHelper runs the helper program name with this invocation's arguments,
 // on its stdin, stdout and stderr, and returns its exit status. A signal
-// from the terminal reaches both; one sent to meshctl alone (kill PID) is
-// passed on as SIGTERM, and a helper still running helperGrace later is
-// killed: meshctl never waits on a helper deaf to it.
+// from the terminal reaches both. One sent to meshctl alone, by kill PID,
+// is passed on as SIGTERM. A helper still running helperGrace later is
+// killed. meshctl never waits on a helper deaf to it.
 func runHelper(ctx context.Context, env *Env, name string) error {
 	path, err := helperPath(name)
 	if err != nil {
@@ -53,8 +54,8 @@ func runHelper(ctx context.Context, env *Env, name string) error {
 // helperGrace is how long a helper has to end once meshctl was signalled.
 const helperGrace = time.Second
 
-// helperPath finds the helper program name beside meshctl's own executable
-// (the release archive's layout), else on PATH.
+// helperPath finds the helper program name beside meshctl's own executable,
+// as in the release archive's layout, else on PATH.
 func helperPath(name string) (string, error) {
 	dir := "the directory of meshctl"
 	if exe, err := os.Executable(); err == nil {

@@ -14,10 +14,10 @@ type jsonError struct {
 	Message string `json:"message"`
 }
 
-// jsonDocument returns the one JSON document of a command: its result (nil
-// when it printed none) and, when it failed, {"error": {"code", "message"}}
-// as the document's first member, so that `meshctl … -o json | jq` never
-// reads nothing.
+// jsonDocument returns the one JSON document of a command. It holds its
+// result, nil when it printed none. When the command failed, the
+// document's first member is {"error": {"code", "message"}}. So
+// `meshctl … -o json | jq` never reads nothing.
 func jsonDocument(result []byte, err error, code int) []byte {
 	if err == nil {
 		return result
@@ -28,9 +28,9 @@ func jsonDocument(result []byte, err error, code int) []byte {
 	b.WriteString("{\n  \"error\": ")
 	b.Write(e)
 	if members, ok := objectMembers(result); ok && members.has("error") {
-		// The result says why already (a window's history entry): the
-		// error object takes its place, first, for one shape across
-		// commands; the other members follow in their order.
+		// The result says why already, as a window's history entry does.
+		// The error object takes the place of its error, first, for one
+		// shape across commands. The other members follow in their order.
 		for _, m := range members {
 			if m.key == "error" {
 				continue
@@ -44,7 +44,8 @@ func jsonDocument(result []byte, err error, code int) []byte {
 	}
 	rest := bytes.TrimSpace(result)
 	if len(rest) > 2 && rest[0] == '{' {
-		// A partial result (an apply's report): its members follow.
+		// A partial result, such as an apply's report, has its members
+		// follow the error.
 		b.WriteString(",")
 		b.Write(rest[1:])
 	} else {
@@ -71,7 +72,7 @@ func (ms members) has(key string) bool {
 	return false
 }
 
-// objectMembers returns the members of the JSON object doc in their order;
+// objectMembers returns the members of the JSON object doc in their order.
 // ok is false when doc is not an object.
 func objectMembers(doc []byte) (out members, ok bool) {
 	dec := json.NewDecoder(bytes.NewReader(doc))
@@ -94,7 +95,7 @@ func objectMembers(doc []byte) (out members, ok bool) {
 }
 
 // marshalJSON encodes v as an indented JSON document in which every nil
-// slice reads [], never null: a reader iterates over it without a check.
+// slice reads [], never null. A reader iterates over it without a check.
 func marshalJSON(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
@@ -107,7 +108,7 @@ var marshalerType = reflect.TypeFor[json.Marshaler]()
 
 // emptySlices returns a copy of v whose nil slices are empty, at any depth
 // of structs, pointers, maps, slices and interfaces. A nil pointer, map or
-// interface stays nil (it says "none", as null).
+// interface stays nil, since it says "none", as null.
 func emptySlices(v reflect.Value) reflect.Value {
 	if !v.IsValid() {
 		return v
@@ -140,9 +141,9 @@ func emptySlices(v reflect.Value) reflect.Value {
 			if !sf.IsExported() || !f.CanSet() {
 				continue
 			}
-			// A nil slice in an omitzero field stays nil: the field is left
-			// out, as its type means it (a mesh file's "entrypoint": [] clears
-			// the image's entrypoint; no entrypoint keeps it).
+			// A nil slice in an omitzero field stays nil. The field is left out,
+			// as its type means it. A mesh file's "entrypoint": [] clears the
+			// image's entrypoint, while no entrypoint keeps it.
 			if f.Kind() == reflect.Slice && f.IsNil() && hasJSONOption(sf.Tag.Get("json"), "omitzero") {
 				continue
 			}

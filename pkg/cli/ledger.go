@@ -9,8 +9,9 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// The etcd ledger's credentials: environment only, never a flag or a config
-// key (a flag shows in ps, a config file gets copied), and never printed.
+// The etcd ledger's credentials come from the environment only. They are
+// never a flag, which shows in ps, nor a config key, since a config file
+// gets copied. They are never printed.
 const (
 	minLedgerWait = 5 * time.Second
 
@@ -53,10 +54,10 @@ func (e *Env) etcdLedger() (*ledger.EtcdConfig, error) {
 	return cfg, nil
 }
 
-// openLedgerStore opens the build ledger in the store --ledger picks: the
-// etcd cluster of an etcd:// URL (etcd, as etcdLedger returns it), else the
-// files of the state directory dir returns, called only then. It is the one
-// place that chooses between the two stores.
+// openLedgerStore opens the build ledger in the store --ledger picks. That
+// is the etcd cluster of an etcd:// URL, with etcd as etcdLedger returns
+// it. Else it is the files of the state directory dir returns, and dir is
+// called only then. It is the one place that chooses between the two stores.
 func openLedgerStore(etcd *ledger.EtcdConfig, dir func() (*state.Dir, error)) (*ledger.Ledger, error) {
 	if etcd != nil {
 		return ledger.OpenEtcd(*etcd)

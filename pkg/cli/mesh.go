@@ -14,11 +14,11 @@ import (
 )
 
 // publishWindow publishes this window to the mesh when the ledger is etcd,
-// under a lease that lapses if the process dies, and returns what ends the
-// publication once the window ended: a window whose hold is gone from d
-// leaves the mesh; one whose close kept its hold (fail closed) is left to
-// lapse and show as lapsed, for the mesh view is never more optimistic than
-// the host's own holds. It is best effort: holds stay local files, so a
+// under a lease that lapses if the process dies. It returns what ends the
+// publication once the window ended. A window whose hold is gone from d
+// leaves the mesh. One whose close kept its hold, failing closed, is left
+// to lapse and show as lapsed. The mesh view is never more optimistic than
+// the host's own holds. It is best effort. Holds stay local files, so a
 // window runs the same with etcd down, with a warning.
 func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step string) (end func()) {
 	cfg, err := env.etcdLedger()
@@ -49,23 +49,24 @@ func publishWindow(ctx context.Context, env *Env, d *state.Dir, module, step str
 }
 
 // holdKept reports whether the holds file still has a hold of this
-// process's window on module after the window ended (a close that could not
-// bring everything back keeps it); a file that cannot be read counts as
+// process's window on module after the window ended. A close that could
+// not bring everything back keeps it. A file that cannot be read counts as
 // kept.
 func holdKept(d *state.Dir, module string) bool {
 	return coord.HoldKept(d, module, os.Getpid())
 }
 
-// forgetWait bounds forgetting released windows on the mesh: an etcd that
+// forgetWait bounds forgetting released windows on the mesh. An etcd that
 // does not answer must not hold up the apply that released them.
 const forgetWait = 3 * time.Second
 
-// forgetReleasedWindows removes from the mesh the windows of this host whose
-// stale holds an apply planned to release, once the holds file no longer has
-// them (their process died; the mesh shows them lapsed until then). Best
-// effort, within forgetWait: only where the ledger is etcd and a hold went,
-// so an apply that needs no artifact still never contacts etcd otherwise,
-// and a dry run, which releases nothing, forgets nothing.
+// forgetReleasedWindows removes from the mesh the windows of this host
+// whose stale holds an apply planned to release. It removes each only once
+// the holds file no longer has it. Their process died, and the mesh shows
+// them lapsed until then. It is best effort, within forgetWait. It acts
+// only where the ledger is etcd and a hold went. So an apply that needs no
+// artifact still never contacts etcd otherwise. A dry run releases
+// nothing, so it forgets nothing.
 func forgetReleasedWindows(env *Env, d *state.Dir, released []coord.View) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil || len(released) == 0 {
@@ -102,7 +103,7 @@ type meshBuildJSON struct {
 }
 
 // runMeshView prints every host's open windows and each module's current
-// build, from the etcd ledger (window list --mesh, status --mesh).
+// build, from the etcd ledger. It serves window list --mesh and status --mesh.
 func runMeshView(ctx context.Context, env *Env) error {
 	cfg, err := env.etcdLedger()
 	if err != nil {
@@ -152,11 +153,12 @@ func runMeshView(ctx context.Context, env *Env) error {
 }
 
 // currentBuilds reads the modules' current builds for status from the
-// configured ledger. An etcd ledger that does not answer, refuses (a wrong
-// password) or is being imported leaves them out, with one warning: status
-// reports the host, which works without etcd.
+// configured ledger. An etcd ledger may not answer, refuse for a wrong
+// password, or be being imported. Then it leaves them out, with one
+// warning. Status reports the host, which works without etcd.
 func currentBuilds(ctx context.Context, env *Env, dir *state.Dir) func(string) (ledger.Build, bool, error) {
-	// --ledger was checked before any command ran; were it not, the files.
+	// --ledger was checked before any command ran, so the error is ignored.
+	// Were it not, the ledger would be the files.
 	cfg, _ := env.etcdLedger()
 	var l *ledger.Ledger
 	var failed bool

@@ -7,8 +7,9 @@ import (
 	"github.com/meshctl/meshctl/pkg/mesh"
 )
 
-// loadMesh reads and decodes the mesh file at path ("-": stdin),
-// interruptibly: its input may never end, its decode may take long.
+// loadMesh reads and decodes the mesh file at path, or stdin for "-". It
+// does so interruptibly, since its input may never end and its decode may
+// take long.
 func loadMesh(ctx context.Context, path string, stdin io.Reader) (*mesh.File, error) {
 	name := path
 	if path == "-" {

@@ -12,8 +12,9 @@ import (
 )
 
 // metricsKey is the annotation of a command that writes the metrics file
-// (--metrics-file) after it ran: one that changes what the file reports, and
-// status, whose classification of the holds is what a stale hold needs.
+// (--metrics-file) after it ran. Such a command changes what the file
+// reports. status writes it too, since a stale hold needs its
+// classification of the holds.
 const metricsKey = "writes-metrics"
 
 // writesMetrics marks cmd as one that writes the metrics file.
@@ -25,14 +26,14 @@ func writesMetrics(cmd *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// metricsWait bounds the whole metrics write: a file for a collector must
+// metricsWait bounds the whole metrics write. A file for a collector must
 // never hold up a command, nor outlive its signal by long.
 const metricsWait = 3 * time.Second
 
 // writeMetrics writes the metrics file after cmd, when one is configured and
-// cmd is one that writes it. It runs whatever the command's outcome (a failed
-// apply changes the file too), on a context of its own made now, bounded by
-// metricsWait; a failure is a warning, never the command's.
+// cmd is one that writes it. It runs whatever the command's outcome, since a
+// failed apply changes the file too. It runs on a context of its own made
+// now, bounded by metricsWait. A failure is a warning, never the command's.
 func (e *Env) writeMetrics(cmd *cobra.Command) {
 	path := e.Global.MetricsFile
 	if path == "" || cmd == nil || cmd.Annotations[metricsKey] == "" || !e.preRun {
@@ -50,7 +51,7 @@ func (e *Env) writeMetrics(cmd *cobra.Command) {
 }
 
 // gatherMetrics reads what the metrics file reports from the state
-// directory (snapshots, no state lock) and the ledger.
+// directory and the ledger. It reads snapshots, with no state lock.
 func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	snap := metrics.Snapshot{Holds: map[string]int{}}
 	d, err := e.StateReadOnly()
@@ -64,7 +65,7 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 		return snap, err
 	}
 	// A step the applied state no longer has is left out, as status --check
-	// forgets it: its last window would otherwise alert for ever.
+	// forgets it. Its last window would otherwise alert for ever.
 	app, _, err := record.LoadApplied(d)
 	if err != nil {
 		return snap, err
@@ -100,8 +101,8 @@ func lastApplyMetrics(last record.LastReport) *metrics.Apply {
 }
 
 // buildMetrics returns each module of the ledger with its current build and
-// pending count, or nil (no build metrics written) when the ledger cannot be
-// read within the metrics' bound.
+// pending count. It returns nil, and no build metrics are written, when the
+// ledger cannot be read within the metrics' bound.
 func (e *Env) buildMetrics(ctx context.Context) []metrics.Build {
 	l, err := openLedger(e)
 	if err != nil {

@@ -9,17 +9,17 @@ import (
 )
 
 // progress is where a command's progress goes (stderr). Piped, it is plain
-// lines. On a terminal, each item (a container, a step) has a line of its
-// own updated in place, and pulls show the engine's layer progress: the
-// rendering is the Docker CLI's own (engine.Renderer), so meshctl writes
-// no terminal codes of its own. Under -q nothing is shown.
+// lines. On a terminal, each item, such as a container or a step, has a
+// line of its own updated in place. Pulls show the engine's layer progress.
+// The rendering is the Docker CLI's own (engine.Renderer), so meshctl
+// writes no terminal codes of its own. Under -q nothing is shown.
 type progress struct {
 	mu    sync.Mutex
 	out   io.Writer
 	quiet bool
 	tty   bool
 	fd    uintptr
-	// r renders on a terminal (engine.Renderer); nil when piped or closed.
+	// r renders on a terminal (engine.Renderer). It is nil when piped or closed.
 	r *engine.Renderer
 }
 
@@ -49,8 +49,8 @@ func (p *progress) Linef(format string, args ...any) {
 // update in place.
 func (p *progress) Live() bool { return p.tty }
 
-// Status sets item id's line to msg, in place, on a terminal; piped, it
-// shows nothing (the plain lines say what happens).
+// Status sets item id's line to msg, in place, on a terminal. Piped, it
+// shows nothing, since the plain lines say what happens.
 func (p *progress) Status(id, msg string) {
 	if !p.tty {
 		return
@@ -60,7 +60,7 @@ func (p *progress) Status(id, msg string) {
 	p.r.Status(id, msg)
 }
 
-// Output is a writer for a step's output: on a terminal it goes through the
+// Output is a writer for a step's output. On a terminal it goes through the
 // renderer, so that the lines it updates stay where it put them.
 func (p *progress) Output(w io.Writer) io.Writer {
 	if !p.tty {
@@ -74,8 +74,9 @@ func (p *progress) Output(w io.Writer) io.Writer {
 	})
 }
 
-// PullOutput is where an engine pull shows its layers: on a terminal, the
-// engine's own progress bars; piped, nothing (a pull is one plain line).
+// PullOutput is where an engine pull shows its layers. On a terminal, it
+// is the engine's own progress bars. Piped, it is nothing, since a pull is
+// one plain line.
 func (p *progress) PullOutput() io.Writer {
 	if !p.tty {
 		return nil
@@ -83,8 +84,9 @@ func (p *progress) PullOutput() io.Writer {
 	return &pullWriter{p: p}
 }
 
-// pullWriter writes a pull's rendering straight to the terminal, which it
-// reports being (engine.Pull renders for one when its writer says so).
+// pullWriter writes a pull's rendering straight to the terminal. It
+// reports being one, and engine.Pull renders for a terminal when its
+// writer says so.
 type pullWriter struct{ p *progress }
 
 func (w *pullWriter) Write(b []byte) (int, error) {

@@ -54,8 +54,8 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.SetErr(env.Stderr)
 	root.SetIn(env.Stdin)
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
-		// "meshctl aply -f x": cobra found no command "aply" and parsed
-		// -f as the root's; the mistyped command is the error to report.
+		// "meshctl aply -f x". Cobra found no command "aply" and parsed
+		// -f as the root's. The mistyped command is the error to report.
 		if word := firstWord(cmd, env.args); word != "" && cmd.HasSubCommands() {
 			return unknownCommand(cmd, word)
 		}
@@ -79,8 +79,8 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 	root.MarkFlagsMutuallyExclusive("quiet", "verbose")
 
 	// Every command, one constructor each, in its own file with its help,
-	// Examples and EXIT STATUS: a new command is that file and a line here
-	// (a subcommand's line is in its group's constructor, as in build.go).
+	// Examples and EXIT STATUS. A new command is that file and a line here.
+	// A subcommand's line is in its group's constructor, as in build.go.
 	root.AddCommand(
 		newApplyCmd(env),
 		newBuildCmd(env),
@@ -104,8 +104,8 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 }
 
 // firstWord returns the first word of args that is no flag nor a flag's
-// value, after the words that name cmd ("window" for meshctl window), or ""
-// when there is none.
+// value, after the words that name cmd. For meshctl window, those words are
+// "window". It returns "" when there is none.
 func firstWord(cmd *cobra.Command, args []string) string {
 	skip := strings.Fields(cmd.CommandPath())[1:]
 	for i := 0; i < len(args); i++ {
@@ -132,7 +132,7 @@ func firstWord(cmd *cobra.Command, args []string) string {
 	return ""
 }
 
-// flagHint adds a "did you mean" to an unknown flag: --dryrun → --dry-run.
+// flagHint adds a "did you mean" to an unknown flag, as --dryrun → --dry-run.
 func flagHint(cmd *cobra.Command, err error) error {
 	name, ok := strings.CutPrefix(err.Error(), "unknown flag: --")
 	if !ok {
@@ -147,13 +147,14 @@ func flagHint(cmd *cobra.Command, err error) error {
 	return err
 }
 
-// strictGroups makes meshctl and each command group (window, build) refuse
-// words that are none of their subcommands: exit 2, the error and a "did
-// you mean" on stderr, nothing on stdout. Cobra's default prints the help on
-// stdout and exits 0, so a mistyped cron line would "succeed" every night.
+// strictGroups makes meshctl and each command group, such as window and
+// build, refuse words that are none of their subcommands. It exits 2, with
+// the error and a "did you mean" on stderr, and nothing on stdout. Cobra's
+// default prints the help on stdout and exits 0, so a mistyped cron line
+// would "succeed" every night.
 //
 // A bare group ("meshctl window") is refused alike, its usage printed on
-// stderr: a cron line or script that names no subcommand is a mistake too.
+// stderr. A cron line or script that names no subcommand is a mistake too.
 // Only a bare "meshctl" prints its help on stdout and exits 0.
 func strictGroups(c *cobra.Command) {
 	for _, sub := range c.Commands() {
@@ -172,8 +173,8 @@ func strictGroups(c *cobra.Command) {
 	}
 }
 
-// groupArgs is the Args of a command group: no word after it is valid, since
-// cobra has already matched every subcommand.
+// groupArgs is the Args of a command group. No word after it is valid,
+// since cobra has already matched every subcommand.
 func groupArgs(cmd *cobra.Command, args []string) error {
 	if len(args) == 0 {
 		if !cmd.HasParent() {
@@ -263,7 +264,7 @@ func finishGlobal(env *Env) error {
 func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			// Say what the command takes: "accepts 2 arg(s), received 1"
+			// Say what the command takes. "accepts 2 arg(s), received 1"
 			// alone does not.
 			return &UsageError{Err: fmt.Errorf("%w; usage: %s", err, cmd.UseLine()), Cmd: cmd.CommandPath()}
 		}

@@ -59,7 +59,7 @@ func problemsError(n int) error {
 }
 
 func runStatus(ctx context.Context, env *Env, check bool) error {
-	// Status changes nothing: not even a missing state directory is made.
+	// Status changes nothing. Not even a missing state directory is made.
 	dir, eng, err := env.StateReadOnlyAndEngine()
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		return problems
 	}
 	if check {
-		// One line per problem, even under -q: that is what the check is for.
+		// One line per problem, even under -q, since that is what the check is for.
 		for _, p := range rep.Problems {
 			fmt.Fprintln(env.Stdout, p)
 		}

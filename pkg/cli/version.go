@@ -25,16 +25,17 @@ type versionInfo struct {
 }
 
 // buildVersion returns the release's version, else what the Go toolchain
-// recorded (module version, VCS revision and time for `go install`/`go build`).
+// recorded. For `go install` and `go build`, that is the module version,
+// VCS revision and time.
 func buildVersion() versionInfo {
 	bi, _ := debug.ReadBuildInfo()
 	return versionOf(bi, version, commit, date)
 }
 
-// versionOf is the version of a build: the release's (set by -ldflags),
-// else what the Go toolchain recorded in bi. A go build from a git checkout
-// records the commit (vcs.revision), its time (vcs.time) and whether the
-// work tree had changes (vcs.modified).
+// versionOf is the version of a build. It is the release's, set by
+// -ldflags, else what the Go toolchain recorded in bi. A go build from a
+// git checkout records the commit (vcs.revision), its time (vcs.time) and
+// whether the work tree had changes (vcs.modified).
 func versionOf(bi *debug.BuildInfo, version, commit, date string) versionInfo {
 	v := versionInfo{Version: version, Commit: commit, Date: date, Go: runtime.Version()}
 	if bi != nil {

@@ -44,7 +44,7 @@ type windowLogJSON struct {
 }
 
 func runWindowLogs(_ context.Context, env *Env, id string) error {
-	// Reading a log changes nothing: not even a missing state directory is made.
+	// Reading a log changes nothing. Not even a missing state directory is made.
 	dir, err := env.StateReadOnly()
 	if err != nil {
 		return err

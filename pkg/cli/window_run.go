@@ -98,7 +98,7 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	defer eng.Close()
 
 	// Under -q the step's output is kept, and shown only if the window
-	// fails: its tail, for a step of hours may say a lot.
+	// fails. Only its tail is kept, for a step of hours may say a lot.
 	var stepOut io.Writer = env.Stderr
 	kept := window.NewTail(keptOutput)
 	if env.Global.Quiet {

@@ -104,7 +104,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		return nil, err
 	}
 	// A module whose env-file cannot be read is reported, not the end of
-	// the report: the other modules' status does not depend on its files.
+	// the report. The other modules' status does not depend on its files.
 	desired, unreadable, err := app.DesiredFor(d, "")
 	if err != nil {
 		return nil, err
@@ -166,10 +166,10 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	return rep, nil
 }
 
-// containers fills rep.Containers, in name order: every desired container
-// and every managed one the applied state does not name. It returns the
-// modules whose builds the report shows: the desired containers' and the
-// artifacts they run.
+// containers fills rep.Containers, in name order. It lists every desired
+// container, and every managed one the applied state does not name. It
+// returns the modules whose builds the report shows. Those are the desired
+// containers' modules and the artifacts they run.
 func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engine.Container, heldBy map[string]coord.View, unreadable map[string]error, now time.Time) map[string]bool {
 	seen := map[string]bool{}
 	modules := map[string]bool{}
@@ -236,9 +236,10 @@ func failedWindows(hist []coord.Entry, hasStep func(module, step string) bool) [
 	return out
 }
 
-// problems lists what needs a person: a failed last apply or window, a
-// stale hold, an overdue window, a container drifted, restarting or not
-// running that no window holds. Each line says what to do.
+// problems lists what needs a person. That is a failed last apply or
+// window, a stale hold, or an overdue window. It is also a container that
+// no window holds and that drifted, restarts or does not run. Each line
+// says what to do.
 func problems(rep *Report) []string {
 	out := []string{}
 	if l := rep.LastApply; l != nil && l.Result != record.ResultOK {
@@ -296,8 +297,9 @@ func firstLine(s string) string {
 	return line
 }
 
-// containerState is the state of container name: c as the engine has it
-// (nil: missing), d as the applied state wants it (nil: not in it).
+// containerState is the state of container name. c is the container as the
+// engine has it, nil when missing. d is the container as the applied state
+// wants it, nil when not in it.
 func containerState(name, module string, c *engine.Container, d *lifecycle.Desired, heldBy map[string]coord.View, now time.Time) Container {
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {

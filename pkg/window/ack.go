@@ -9,13 +9,13 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// Ack acknowledges failed windows of the history: each window named by ids,
-// or, with no ids, the last window of every module's step when it failed.
-// An acknowledged window stays in the history and in window list, but is no
-// longer a problem for status --check (until the step fails again). It
-// returns the windows it acknowledged now; one acknowledged before is
-// returned as it was. An unknown id, or a window that ended ok, is a
-// UsageError, and nothing is written.
+// Ack acknowledges failed windows of the history. It takes each window
+// named by ids. With no ids, it takes the last window of each module's
+// step that failed. An acknowledged window stays in the history and in
+// window list. It is no longer a problem for status --check, until the
+// step fails again. Ack returns the windows it acknowledged now. One
+// acknowledged before is returned as it was. An unknown id, or a window
+// that ended ok, is a UsageError, and nothing is written.
 func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string, now time.Time) ([]coord.Entry, error) {
 	lock, err := d.Lock(ctx, coord.StateLock, opts)
 	if err != nil {
@@ -48,8 +48,8 @@ func Ack(ctx context.Context, d *state.Dir, opts state.LockOptions, ids []string
 	return out, nil
 }
 
-// LastFailed returns, of history (oldest first), each step's last window
-// when it failed, in the order the steps first appear.
+// LastFailed returns each step's last window of history, oldest first,
+// when that window failed. The order is that in which the steps first appear.
 func LastFailed(history []coord.Entry) []coord.Entry {
 	var out []coord.Entry
 	for _, i := range lastFailed(history) {

@@ -10,12 +10,12 @@ import (
 )
 
 // claimWait bounds how long a window waits for an apply's claim on the
-// containers it would hold: the apply's health waits, at worst.
+// containers it would hold. At worst, that is the apply's health waits.
 const claimWait = 30 * time.Minute
 
-// recordUnclaimed records the hold (record) once no apply claims the
-// containers it holds: an apply carrying out its plan, health waits
-// included, finishes with them first. Nothing is stopped before.
+// recordUnclaimed records the hold once no apply claims the containers it
+// holds. An apply carrying out its plan finishes with them first, health
+// waits included. Nothing is stopped before.
 func (w *window) recordUnclaimed(ctx context.Context) ([]engine.Container, error) {
 	for {
 		stop, err := w.record(ctx)

@@ -15,32 +15,33 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// closeLockWait is how long a close waits for the state lock: much longer
-// than an apply would, because giving up leaves the hold recorded until the
-// next apply or window releases it.
+// closeLockWait is how long a close waits for the state lock. It is much
+// longer than an apply would wait. Giving up leaves the hold recorded
+// until the next apply or window releases it.
 const closeLockWait = 10 * time.Minute
 
 // bringBackTimeout bounds bringing one held container back, a pull of its
-// image included; each container's context is made when its turn comes.
+// image included. Each container's context is made when its turn comes.
 const bringBackTimeout = 10 * time.Minute
 
 // closeRounds bounds how often the close converges again because an apply
 // deferred a newer change while it was bringing the containers back.
 const closeRounds = 3
 
-// close runs on every path. With the state lock released it brings each
-// held container to what the most recent apply wants and sets its
-// restart policy; then, under the lock, it re-checks that no apply deferred
-// a newer change meanwhile, drops the hold and appends the window to the
-// history. While it works the window still lives, so its hold is honoured:
-// no apply touches the containers it is bringing back.
+// close runs on every path. With the state lock released, it brings each
+// held container to what the most recent apply wants and sets its restart
+// policy. Then, under the lock, it re-checks that no apply deferred a
+// newer change meanwhile. It drops the hold and appends the window to the
+// history. While it works the window still lives, so its hold is honoured.
+// No apply touches the containers it is bringing back.
 func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 	interrupted := ctx.Err() != nil
-	// A run: step whose container still runs, or of which the engine cannot
-	// say, may still be sweeping: bringing the held containers back now is
-	// the incident this window exists to prevent. The hold stays; it reads
-	// orphaned (or unknown) once this process is gone, and stale (released,
-	// the containers brought back) once the container is seen exited.
+	// A run step whose container still runs may still be sweeping. So may
+	// one of which the engine cannot say. Bringing the held containers back
+	// now is the incident this window exists to prevent. So the hold stays.
+	// Once this process is gone it reads orphaned, or unknown. Once the
+	// container is seen exited it reads stale. Then it is released, and the
+	// held containers are brought back.
 	if err := w.stepStopped(ctx); err != nil {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
@@ -70,11 +71,11 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 	return e, nil
 }
 
-// bringBackConverged brings the held containers back (bringBack) to what
-// the most recent apply wants, then takes the state lock to close, which it
-// returns with each container's error. An apply that deferred a newer
-// change while the containers came back has it carried out first, up to
-// closeRounds times.
+// bringBackConverged brings the held containers back to what the most
+// recent apply wants, with bringBack. Then it takes the state lock to
+// close, and returns the lock with each container's error. An apply may
+// defer a newer change while the containers come back. That change is
+// carried out first, up to closeRounds times.
 func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *state.Lock, error) {
 	for round := 1; ; round++ {
 		applied, err := w.appliedNow(w.d.Read)
@@ -86,9 +87,9 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		if err != nil {
 			return nil, nil, err
 		}
-		// An apply that deferred a change to a held container and still
-		// carries out the rest of its plan records the change only once it
-		// is done: wait for it, or the change would be lost with the hold.
+		// An apply that deferred a change to a held container may still carry
+		// out the rest of its plan. It records the change only once it is done.
+		// Wait for it, or the change would be lost with the hold.
 		c, deferring, err := coord.Deferring(w.d, lock.Read, w.held)
 		if err != nil {
 			lock.Unlock()
@@ -120,16 +121,17 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
 			return back, lock, nil
 		}
-		// An apply deferred a newer change while the containers came back:
-		// bring them to it before the hold goes.
+		// An apply deferred a newer change while the containers came back.
+		// Bring them to it before the hold goes.
 		lock.Unlock()
 	}
 }
 
-// waitDeferring waits (bounded by claimWait) for the claim c of an apply
-// that deferred a change to a held container: once it ends, the apply has
-// recorded the change for the close to carry out (waited). A signalled
-// window does not wait: it closes, and the next apply converges the change.
+// waitDeferring waits, at most claimWait, for the claim c of an apply that
+// deferred a change to a held container. Once the claim ends, the apply has
+// recorded the change for the close to carry out, and waited is true. A
+// signalled window does not wait. It closes, and the next apply converges
+// the change.
 func (w *window) waitDeferring(ctx context.Context, c coord.Claim) (waited bool, err error) {
 	if ctx.Err() == nil {
 		w.opts.Progress("waiting for apply (pid %d), which deferred a change to %s, to record it\n", c.PID, strings.Join(c.Defers, ", "))
@@ -145,10 +147,11 @@ func (w *window) waitDeferring(ctx context.Context, c coord.Claim) (waited bool,
 	return false, nil
 }
 
-// recordClose, under the state lock, drops the hold (keeping it on the
-// containers that did not come back) and appends the window to the
-// history. It returns the entry, and the window's failure: its open's,
-// its step's, and the containers' that did not come back as they should.
+// recordClose drops the hold under the state lock and appends the window
+// to the history. The hold stays on the containers that did not come back.
+// It returns the entry and the window's failure. That failure is its
+// open's, its step's, or that of containers that did not come back as
+// they should.
 func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.Entry, error, error) {
 	now := w.opts.Now()
 	e := coord.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
@@ -174,10 +177,10 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 		}
 		e.Error = failure.Error()
 	}
-	// A container that did not come back keeps its hold: once this process
-	// is gone the hold reads stale, and the next apply or window brings the
-	// container back as this close would have (same container, restart
-	// policy set back), then converges it.
+	// A container that did not come back keeps its hold. Once this process
+	// is gone the hold reads stale. The next apply or window then brings the
+	// container back as this close would have, with its restart policy set
+	// back. Then it converges it.
 	if recorded, err := coord.CloseHold(lock, e, notBack); err != nil {
 		return recorded, nil, err
 	}
@@ -185,9 +188,9 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 	return &e, failure, nil
 }
 
-// lockToClose takes the state lock for the close, waiting as long as
-// closeLockWait (or --lock-timeout, if longer) whatever signal came: its
-// context is made now, for this wait alone.
+// lockToClose takes the state lock for the close, whatever signal came.
+// It waits as long as closeLockWait, or --lock-timeout if that is longer.
+// Its context is made now, for this wait alone.
 func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 	wait := max(w.opts.Lock.Timeout, closeLockWait)
 	lockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), wait+time.Minute)
@@ -239,10 +242,10 @@ func sameDesired(a, b *lifecycle.Desired) bool {
 	return len(mesh.Diff(a.Spec, b.Spec)) == 0 && a.Def.PullPolicy() == b.Def.PullPolicy() && a.PulledID == b.PulledID
 }
 
-// stepStopped returns nil once this window's run: step container is known
-// not to run. It asks the engine, with a context of its own, the one
-// question apply and status ask too (coord.StepsRunning); an engine that
-// cannot answer keeps the hold (fail closed).
+// stepStopped returns nil once this window's run step container is known
+// not to run. It asks the engine, with a context of its own. Apply and
+// status ask the same question, through coord.StepsRunning. An engine
+// that cannot answer keeps the hold, so it fails closed.
 func (w *window) stepStopped(ctx context.Context) error {
 	if w.hold == nil || w.hold.StepContainer == "" {
 		return nil
@@ -263,21 +266,22 @@ func (w *window) stepStopped(ctx context.Context) error {
 	return nil
 }
 
-// errPutBack marks a deferred change that could not be carried out, where
-// the old container was put back and runs: it is back, though not changed.
+// errPutBack marks a deferred change that could not be carried out. The
+// old container was put back and runs. It is back, though not changed.
 var errPutBack = errors.New("the old container was put back")
 
-// bringBack brings each held container back, with the state lock released,
-// in depends-on order: with bringOne, the rule that decides what a window's
-// close starts. It starts the same container (restart policy set back),
-// unless an apply deferred a change to it during this window, which it
-// carries out (recreate, pulling the image if it is still missing), or
-// creates it where it went missing. A spec that drifted before the window
-// opened (an earlier apply that failed) is not the window's to change: the
-// same container is started and the drift reported. After a signal, the
-// same containers are started as they are (bringBackAsIs) and nothing is
-// created or recreated: the next apply does that. It returns each
-// container's error.
+// bringBack brings each held container back in depends-on order, with the
+// state lock released. With bringOne, it is the rule that decides what a
+// window's close starts. It starts the same container and sets its restart
+// policy back. An apply may have deferred a change to it during this
+// window. Then bringBack carries the change out, by a recreate that pulls
+// the image if it is still missing. It creates a container that went
+// missing. A spec that drifted before the window opened is not the
+// window's to change. An earlier apply that failed may have left such a
+// drift. Then the same container is started and the drift reported. After
+// a signal, the same containers are started as they are, by
+// bringBackAsIs. Nothing is created or recreated, since the next apply
+// does that. It returns each container's error.
 func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.Desired) map[string]error {
 	out := map[string]error{}
 	if w.hold == nil {
@@ -299,8 +303,8 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 			byName[c.Name] = c
 		}
 	}
-	// In depends-on order: a container comes back after, and once healthy,
-	// those it depends on.
+	// In depends-on order. A container comes back after those it depends
+	// on, and once they are healthy.
 	order := lifecycle.DependencyOrder(w.held, func(name string) []string {
 		if d := desired[name]; d != nil {
 			return d.Def.Dependencies(d.Module)
@@ -308,9 +312,9 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 		return nil
 	})
 	// Each container's turn is bounded by lifecycle.SignalGrace once a
-	// signal came (before or during it). After a signal the close still
-	// brings every held container back, but as it was: a deferred change,
-	// with its health gate, is left to the next apply.
+	// signal came, before or during it. After a signal the close still brings
+	// every held container back, but as it was. A deferred change, with its
+	// health gate, is left to the next apply.
 	signalled := ctx.Err() != nil
 	for _, name := range order {
 		c, exists := byName[name]
@@ -346,7 +350,7 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 }
 
 // createMissing creates a held container that went missing during the
-// window, as the last apply wants it (d).
+// window. It creates it as d, the last apply's wish.
 func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name string, d *lifecycle.Desired) error {
 	w.opts.Progress("creating %s\n", name)
 	if err := w.ensureImage(ctx, d); err != nil {
@@ -355,10 +359,10 @@ func (w *window) createMissing(ctx context.Context, x lifecycle.Executor, name s
 	return x.Create(ctx, d)
 }
 
-// bringOne brings one held container, c, back when no signal came (see
-// bringBack): the same container is started (bringBackAsIs), unless an apply
-// deferred a change to it during the window: then it is recreated, and
-// put back running if the recreate fails (carryOutDeferred).
+// bringOne brings one held container, c, back when no signal came. It
+// starts the same container, with bringBackAsIs. An apply may have
+// deferred a change to it during the window. Then carryOutDeferred
+// recreates it, and puts the old one back running if the recreate fails.
 func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	if diff, deferred := w.drift(name, c, d); deferred {
 		w.opts.Progress("recreating %s: an apply deferred a change during the window (%s)\n", name, strings.Join(diff, ", "))
@@ -367,9 +371,10 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 	return w.bringBackAsIs(ctx, x, name, c, d)
 }
 
-// drift says how held container c differs from the last apply's wish (d;
-// nil: none), and whether that is a change an apply deferred during the
-// window (the wish changed since the open) rather than one c had before.
+// drift says how held container c differs from d, the last apply's wish.
+// With a nil d there is no wish and no difference. It also says whether
+// an apply deferred that change during the window, as the wish changed
+// since the open. Otherwise c had the difference before.
 func (w *window) drift(name string, c engine.Container, d *lifecycle.Desired) (diff []string, deferred bool) {
 	if d == nil {
 		return nil, false
@@ -378,9 +383,9 @@ func (w *window) drift(name string, c engine.Container, d *lifecycle.Desired) (d
 	return diff, len(diff) > 0 && !sameDesired(w.atOpen[name], d)
 }
 
-// carryOutDeferred recreates held container c as the last apply wants it
-// (d), the change that apply deferred during the window. When the recreate
-// fails, only the old container, back under its name, is started again.
+// carryOutDeferred recreates held container c as d, the last apply's
+// wish. That is the change the apply deferred during the window. When the
+// recreate fails, only the old container, back under its name, is started again.
 func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, name string, c engine.Container, d *lifecycle.Desired) error {
 	err := w.ensureImage(ctx, d)
 	if err == nil {
@@ -390,15 +395,15 @@ func (w *window) carryOutDeferred(ctx context.Context, x lifecycle.Executor, nam
 		return nil
 	}
 	if ol := (*lifecycle.OldLeftError)(nil); errors.As(err, &ol) {
-		// The new one runs, healthy: the change is carried out. The
+		// The new one runs, healthy, so the change is carried out. The
 		// old one must stay stopped, aside.
 		w.opts.Progress("warning: %v\n", err)
 		return nil
 	}
-	// Ask the engine before starting anything: only the old container,
-	// back under its name, may run again; anything else (the failed new
-	// one still there, the old one still aside) stays as it is, and the
-	// hold with it (fail closed).
+	// Ask the engine before starting anything. Only the old container,
+	// back under its name, may run again. Anything else stays as it is,
+	// and the hold with it, so the close fails closed. The failed new one
+	// may still be there, or the old one still aside.
 	ictx, cancel := lifecycle.Cleanup(ctx, time.Minute) // a signal may have cut the recreate short
 	back, ierr := w.eng.Inspect(ictx, name)
 	cancel()
@@ -431,9 +436,9 @@ func (w *window) bringBackAsIs(ctx context.Context, x lifecycle.Executor, name s
 	if err := coord.BringBack(ctx, x, c, policy); err != nil {
 		return err
 	}
-	// Back means back and healthy: a container that runs but fails its
-	// probe, or exits, is the window's failure (exit 1). It runs, so the
-	// hold goes: nothing the next apply could do better.
+	// Back means back and healthy. A container that runs but fails its
+	// probe, or exits, is the window's failure, exit 1. It runs, so the
+	// hold goes. The next apply could do nothing better.
 	if _, err := x.WaitHealthy(ctx, c.ID, name); err != nil {
 		return fmt.Errorf("%w: %w", errUnhealthy, err)
 	}
@@ -445,8 +450,8 @@ func (w *window) bringBackAsIs(ctx context.Context, x lifecycle.Executor, name s
 var errUnhealthy = errors.New("started again, but not healthy")
 
 // ensureImage pulls d's image if the engine still lacks it and its pull
-// policy allows: the apply that deferred the change should have got it
-// ready, but an image can go missing (pruned) meanwhile.
+// policy allows. The apply that deferred the change should have got it
+// ready. But an image can go missing meanwhile, for example by a prune.
 func (w *window) ensureImage(ctx context.Context, d *lifecycle.Desired) error {
 	present, err := w.eng.ImagePresent(ctx, d.Image)
 	if err != nil {

@@ -2,19 +2,19 @@
 // containers stopped (CONTRACT §6).
 //
 // A window takes the state lock only to open and to close. Opening records
-// the hold, stops the held containers and sets their restart policy to "no"
-// (an engine restart must not revive them); the step then runs with no lock
-// held, so an apply arriving mid-window is planned at once and, reading the
-// hold, leaves the held containers alone. Closing, on every path, brings each
-// held container to what the most recent apply wants and drops the hold.
+// the hold and stops the held containers. It sets their restart policy to
+// "no", so an engine restart does not revive them. The step then runs with
+// no lock held. An apply arriving mid-window is planned at once. It reads
+// the hold and leaves the held containers alone. Closing, on every path,
+// brings each held container to what the most recent apply wants. Then it
+// drops the hold.
 //
-// The files: window.go (Run, resolving the step), open.go (recording the
-// hold: the heal of dead applies and the release of dead windows are
-// package coord's, shared with apply), claims.go (waiting for an apply's
-// claim), steprunner.go and stepexec.go
-// (the step runner: an exec: step as argv, a run: step as a one-off
-// container), ack.go (acknowledging failed windows), close.go
-// (bringBack and bringOne: what a close starts; coord.BringBack: how),
-// list.go and
-// logs.go (window list and window logs).
+// Run and the resolving of the step are in window.go. open.go records the
+// hold. The heal of dead applies and the release of dead windows belong to
+// package coord, shared with apply. claims.go waits for an apply's claim.
+// steprunner.go and stepexec.go run the step. An exec step runs as argv, a
+// run step as a one-off container. ack.go acknowledges failed windows.
+// close.go has bringBack and bringOne, which decide what a close starts.
+// coord.BringBack decides how. list.go and logs.go serve window list and
+// window logs.
 package window

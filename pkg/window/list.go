@@ -10,9 +10,9 @@ import (
 )
 
 // List returns the windows not yet closed, each with its state, and the
-// history, oldest first. It reads snapshots and takes no lock
-// (coord.ClassifySnapshot). If the engine cannot say whether a dead
-// window's step container runs, that hold reads unknown and warn says why.
+// history, oldest first. It reads snapshots and takes no lock, as
+// coord.ClassifySnapshot does. The engine may not say whether a dead
+// window's step container runs. Then that hold reads unknown, and warn says why.
 func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]coord.View, []coord.Entry, error) {
 	classified, hist, stepsErr, err := coord.ClassifySnapshot(ctx, d, connect, now)
 	if err != nil {

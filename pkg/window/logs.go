@@ -12,8 +12,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// LogLimit is how much of a step's output is kept, its tail: a step of
-// hours may say a lot, and the state directory must stay small.
+// LogLimit is how much of a step's output is kept, from its tail. A step
+// of hours may say a lot, and the state directory must stay small.
 const LogLimit = 256 << 10
 
 // LogDir is the subdirectory of the state directory that keeps the step
@@ -26,8 +26,8 @@ type Log struct {
 	ID     string `json:"id"`
 	Module string `json:"module"`
 	Step   string `json:"step"`
-	// Truncated is set when the step said more than LogLimit: Output is
-	// its tail.
+	// Truncated is set when the step said more than LogLimit. Output is
+	// then its tail.
 	Truncated bool   `json:"truncated"`
 	Output    string `json:"output"`
 }
@@ -94,8 +94,8 @@ func saveLog(ctx context.Context, d *state.Dir, opts state.LockOptions, l *Log) 
 	return nil
 }
 
-// teeWriter writes to w and keeps a copy in tail; w's errors (a closed
-// stderr) are w's own and stop neither.
+// teeWriter writes to w and keeps a copy in tail. Errors of w, such as a
+// closed stderr, are w's own and stop neither.
 type teeWriter struct {
 	mu   sync.Mutex
 	w    io.Writer

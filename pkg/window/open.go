@@ -16,9 +16,9 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// open records the hold under the state lock, then stops the held
+// open records the hold under the state lock. Then it stops the held
 // containers with the lock released. The recorded hold already protects
-// them: every apply that plans after it sees it and leaves them alone, so a
+// them, since every apply that plans after it leaves them alone. So a
 // slow graceful stop holds up no other window and no apply.
 func (w *window) open(ctx context.Context) error {
 	stop, err := w.recordUnclaimed(ctx)
@@ -27,21 +27,21 @@ func (w *window) open(ctx context.Context) error {
 	}
 	var errs []error
 	for _, c := range stop {
-		// Restart policy first: an engine restart between the stop and the
+		// Restart policy first. An engine restart between the stop and the
 		// policy change must not revive the container.
 		if err := w.eng.SetRestart(ctx, c.ID, "no"); err != nil {
 			errs = append(errs, fmt.Errorf("set restart policy of %s to no: %w", c.Name, err))
 			continue
 		}
-		// Stop it whatever the listing said: a container that read created
-		// or exited may have a start in flight in the engine (an apply
-		// killed mid-recreate sent it), which the engine carries out before
-		// this stop. A stop of a stopped container changes nothing.
-		// (docs/model/README.md, "A new container's start in flight".)
+		// Stop it whatever the listing said. A container that read created
+		// or exited may have a start in flight in the engine. An apply killed
+		// mid-recreate sent it, and the engine carries it out before this
+		// stop. A stop of a stopped container changes nothing. See
+		// docs/model/README.md, "A new container's start in flight".
 		if engine.StateOf(c, w.openedAt) != engine.Stopped {
 			w.status(c.Name, fmt.Sprintf("stopping (up to %s)…", lifecycle.StopTimeoutOf(c)))
 		}
-		// Seen through after a signal: the close then starts it again once
+		// Seen through after a signal. The close then starts it again once
 		// it has stopped, not while the engine is still stopping it.
 		if err := lifecycle.StopThrough(ctx, w.eng, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
 			w.status(c.Name, "stop failed")
@@ -67,7 +67,7 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
-	// An apply carrying out its plan on these containers finishes first:
+	// An apply carrying out its plan on these containers finishes first.
 	// recordUnclaimed waits for it, then comes back here.
 	if err := coord.CheckClaims(w.d, lock.Read, w.held); err != nil {
 		return nil, err
@@ -76,9 +76,9 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if _, err := lock.Read(record.AppliedFile, &a); err != nil {
 		return nil, err
 	}
-	// Another module's unreadable env-file is not this window's concern:
-	// its containers only lose their policy for a dead window's release,
-	// which then keeps the one recorded at that window's open.
+	// Another module's unreadable env-file is not this window's concern.
+	// Its containers only lose their policy for a dead window's release.
+	// That release then keeps the policy recorded at that window's open.
 	all, _, err := a.DesiredFor(w.d, w.module)
 	if err != nil {
 		return nil, err
@@ -88,8 +88,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Re-check under the state lock: a dead window's step container may
-	// still be sweeping; its hold stays honoured.
+	// Re-check under the state lock. A dead window's step container may
+	// still be sweeping, and then its hold stays honoured.
 	for _, c := range ws.Classified {
 		if c.Module == w.module && coord.Honoured(c.State) {
 			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
@@ -118,9 +118,9 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	w.hold, w.openedAt = &h, now
-	// What the last apply wanted when the window opened: the close carries
-	// out only the changes an apply deferred after this; older drift is
-	// not the window's to fix.
+	// Keep what the last apply wanted when the window opened. The close
+	// carries out only the changes an apply deferred after this. Older drift
+	// is not the window's to fix.
 	desired := byName(all)
 	w.atOpen = map[string]*lifecycle.Desired{}
 	for _, name := range w.held {
@@ -169,11 +169,11 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 }
 
 // checkAbsent makes sure that a held container the listing does not have
-// is absent from the engine, not merely someone else's: a container started
-// by hand (or by another state directory) under that name would run through
-// the step, which the window cannot stop or start. Such a container, or an
-// engine that cannot say, refuses the window before anything is held (fail
-// closed).
+// is absent from the engine, not merely someone else's. A container of
+// that name started by hand, or by another state directory, would run
+// through the step. The window cannot stop or start it. Such a container,
+// or an engine that cannot say, refuses the window before anything is
+// held. It fails closed.
 func (w *window) checkAbsent(ctx context.Context, name string) error {
 	c, err := w.eng.Inspect(ctx, name)
 	switch {
@@ -197,9 +197,9 @@ func foreign(name, why string) error {
 }
 
 // desiredByName returns the containers an applied state wants, by engine
-// name; none where nothing was applied. Only module's own files can fail
-// it (record.Applied.DesiredFor). d is the state directory, whose secret key hashes
-// secret files.
+// name. It returns none where nothing was applied. Only module's own files
+// can fail it, in record.Applied.DesiredFor. d is the state directory,
+// whose secret key hashes secret files.
 func desiredByName(d *state.Dir, a *record.Applied, module string) (map[string]*lifecycle.Desired, error) {
 	all, _, err := a.DesiredFor(d, module)
 	if err != nil {

@@ -12,20 +12,20 @@ import (
 	"syscall"
 )
 
-// StepPath is the PATH of an exec: step, whatever meshctl's own PATH is:
-// cron's and a CI job's differ, and a step must find the same program under
-// both.
+// StepPath is the PATH of an exec step, whatever meshctl's own PATH is.
+// Cron's PATH and a CI job's differ, and a step must find the same program
+// under both.
 const StepPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// stepPassed are the variables of meshctl's environment an exec: step gets,
-// each only when set: where home is, and how to print text and times. None
-// of them is a secret.
+// stepPassed are the variables of meshctl's environment an exec step gets,
+// each only when set. They say where home is, and how to print text and
+// times. None of them is a secret.
 var stepPassed = []string{"HOME", "LANG", "LC_ALL", "TZ"}
 
-// stepEnv is the whole environment of an exec: step: PATH=StepPath, and
-// stepPassed as meshctl has them (getenv). Nothing else of meshctl's
-// environment reaches a step: not MESHCTL_LEDGER_PASSWORD, DOCKER_HOST, nor
-// whatever a CI job or an operator's shell exported.
+// stepEnv is the whole environment of an exec step. It is PATH=StepPath,
+// and stepPassed as meshctl has them in getenv. Nothing else of meshctl's
+// environment reaches a step. MESHCTL_LEDGER_PASSWORD and DOCKER_HOST do
+// not, nor does whatever a CI job or an operator's shell exported.
 func stepEnv(getenv func(string) string) []string {
 	env := []string{"PATH=" + StepPath}
 	for _, k := range stepPassed {
@@ -36,8 +36,8 @@ func stepEnv(getenv func(string) string) []string {
 	return env
 }
 
-// lookStepPath finds an exec: step's program as the step's environment
-// would: a name with a slash is that file, any other is looked for on
+// lookStepPath finds an exec step's program as the step's environment
+// would. A name with a slash is that file. Any other name is looked for on
 // StepPath, never on meshctl's PATH.
 func lookStepPath(name string) (string, error) {
 	if strings.Contains(name, "/") {
@@ -59,27 +59,27 @@ func lookStepPath(name string) (string, error) {
 	return "", fmt.Errorf("exec: %q: executable file not found in the step's PATH (%s)", name, StepPath)
 }
 
-// guardArg0 is the name meshctl runs itself under as an exec: step's guard.
+// guardArg0 is the name meshctl runs itself under as an exec step's guard.
 const guardArg0 = "meshctl-step-guard"
 
 // MaybeStepGuard runs this process as a step's guard when startGuard made it.
 // It returns only when the process is something else.
-// A main calls it first: meshctl's, and the TestMain of each package whose
-// tests run exec: steps, which re-run their own binary as the guard.
+// A main calls it first. That is meshctl's main, and the TestMain of each
+// package whose tests run exec steps, which re-run their own binary as the guard.
 func MaybeStepGuard() {
 	if filepath.Base(os.Args[0]) == guardArg0 {
 		runGuard()
 	}
 }
 
-// runGuard is the body of a step's guard: it leads the step's process group
-// and reads its stdin, a pipe only the window holds open, until EOF. EOF
-// means the window ended or died (a SIGKILL runs no cleanup, but closes the
-// pipe): the guard then kills its whole group, the step and whatever the
-// step started, itself included.
+// runGuard is the body of a step's guard. The guard leads the step's
+// process group and reads its stdin until EOF. Only the window holds that
+// pipe open. So EOF means the window ended or died. A SIGKILL runs no
+// cleanup, but it does close the pipe. The guard then kills its whole
+// group, the step and whatever the step started, itself included.
 func runGuard() {
-	// A signal to the group (the step's own kill 0) must not end the guard
-	// before the step: only the window's end does.
+	// A signal to the group, such as the step's own kill 0, must not end
+	// the guard before the step. Only the window's end does.
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	_ = syscall.Kill(0, syscall.SIGKILL)
@@ -90,7 +90,7 @@ func runGuard() {
 type guard struct {
 	cmd  *exec.Cmd
 	pgid int
-	// hold is the pipe's write end: the guard reads EOF once it is closed,
+	// hold is the pipe's write end. The guard reads EOF once it is closed,
 	// by stop or by the window's process dying.
 	hold    *os.File
 	stopped bool
@@ -98,12 +98,12 @@ type guard struct {
 
 // startGuard starts meshctl again as a step guard (runGuard), in a new
 // process group for the step to join. A shell supervisor would do, but the
-// step's argv must never pass through a shell, and a guard that is not the
-// step's parent leaves the step's exit status and parent (the window) its
-// own.
+// step's argv must never pass through a shell. A guard that is not the
+// step's parent leaves the step its own exit status. The window stays the
+// step's parent.
 func startGuard() (*guard, error) {
-	// /proc/self/exe, not os.Executable: the binary this process runs,
-	// even if an upgrade has replaced the file meanwhile.
+	// Use /proc/self/exe, not os.Executable. It is the binary this process
+	// runs, even if an upgrade has replaced the file meanwhile.
 	const self = "/proc/self/exe"
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -112,13 +112,13 @@ func startGuard() (*guard, error) {
 	cmd := &exec.Cmd{
 		Path: self,
 		// The guard ignores its arguments. A test binary whose TestMain
-		// forgot MaybeStepGuard reads this one and runs no test: else each
+		// forgot MaybeStepGuard reads this one and runs no test. Else each
 		// guard would run the tests again, and start guards of its own.
 		Args:  []string{guardArg0, "-test.run=^$"},
 		Env:   []string{},
 		Stdin: r,
-		// Its own process group, which the step joins; no output: a guard
-		// must not hold the step's output open.
+		// Its own process group, which the step joins. No output, since a
+		// guard must not hold the step's output open.
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
 	err = cmd.Start()

@@ -19,18 +19,18 @@ import (
 
 // Bounds of what a step's end does with the engine and its output. Each is
 // counted from the moment that operation starts, never from the step's
-// start: a step of hours must still be killed, waited for and removed.
+// start. A step of hours must still be killed, waited for and removed.
 const (
 	killTimeout     = 30 * time.Second
 	killWaitTimeout = time.Minute
 	removeTimeout   = time.Minute
 	// outputDrain is how long the step's output may still flow once the
-	// step has ended: what a child left holding it writes is not waited for.
+	// step has ended. What a child left holding it writes is not waited for.
 	outputDrain = 5 * time.Second
 )
 
 // killError is a step past its timeout, or interrupted, whose container
-// could not be killed, or was not seen to stop once killed: it may still run.
+// could not be killed, or was not seen to stop once killed. It may still run.
 type killError struct {
 	err    error
 	killed bool // the kill succeeded; the wait that followed did not
@@ -45,11 +45,11 @@ func (e *killError) Error() string {
 
 func (e *killError) Unwrap() error { return e.err }
 
-// prepareStep checks, before anything is stopped, that the step can run: an
-// exec: step's program exists and is executable (else a fault.BadInput
-// error, exit 2), a run: step's image is in the engine or pulled now (else exit 1). A
-// window never stops what its step cannot bring through. It takes no lock:
-// a pull may take minutes.
+// prepareStep checks, before anything is stopped, that the step can run.
+// An exec step's program must exist and be executable, else it returns a
+// fault.BadInput error, exit 2. A run step's image must be in the engine
+// or be pulled now, else it exits 1. A window never stops what its step
+// cannot bring through. It takes no lock, since a pull may take minutes.
 func (w *window) prepareStep(ctx context.Context) error {
 	if w.def.Run == nil {
 		if len(w.def.Exec) == 0 {
@@ -89,8 +89,8 @@ func (w *window) runStep(ctx context.Context) {
 	defer cancel()
 	w.stepStart = time.Now()
 	w.opts.Progress("step %s started (timeout %s)\n", w.step, w.timeout)
-	// stderr going away (a pipe whose reader died) must neither stop the
-	// step's output from draining nor fail the step.
+	// stderr may go away, as a pipe whose reader died. That must neither
+	// stop the step's output from draining nor fail the step.
 	out := &softWriter{w: w.opts.StepOutput}
 	stopElapsed := w.showElapsed(stepCtx, out.lastWrite)
 	var code int
@@ -104,7 +104,7 @@ func (w *window) runStep(ctx context.Context) {
 	w.stepEnd = time.Now()
 	out.endLine()
 	// A kill that failed must not be hidden behind "timeout" or
-	// "interrupted"; the context's own error says nothing new.
+	// "interrupted". The context's own error says nothing new.
 	var also error
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		also = err
@@ -127,8 +127,9 @@ func (w *window) runStep(ctx context.Context) {
 		w.result = ResultOK
 	}
 	took := w.stepEnd.Sub(w.stepStart).Round(time.Millisecond)
-	// Only an exit status the step really had is recorded: not the -1 of a
-	// step that never started or whose container could not be waited for.
+	// Only an exit status the step really had is recorded. A step that
+	// never started, or whose container could not be waited for, has -1,
+	// which is not recorded.
 	if err != nil || code < 0 {
 		w.opts.Progress("step %s ended after %s without an exit status\n", w.step, took)
 		return
@@ -146,13 +147,13 @@ func (w *window) status(item, msg string) {
 
 // elapsedQuiet is how long a step must have written nothing before its
 // elapsed time shows. Step output ends the lines the terminal updates in
-// place, so an elapsed line shown between output would be left behind, a
-// stale one each second, among the output.
+// place. So an elapsed line shown between output would be left behind
+// among the output, a stale one each second.
 const elapsedQuiet = 3 * time.Second
 
-// showElapsed shows, on a terminal, the step's elapsed time once a second
-// while the step has written nothing for elapsedQuiet (lastOutput says when
-// it last did), until the returned func is called.
+// showElapsed shows the step's elapsed time on a terminal, once a second.
+// It does so while the step has written nothing for elapsedQuiet, and
+// lastOutput says when it last did. It stops when the returned func is called.
 func (w *window) showElapsed(ctx context.Context, lastOutput func() time.Time) func() {
 	if w.opts.Status == nil {
 		return func() {}
@@ -181,12 +182,13 @@ func (w *window) showElapsed(ctx context.Context, lastOutput func() time.Time) f
 	return func() { close(done); <-stopped }
 }
 
-// runExec runs an exec: step on the host: its argv exec'd as it is, never
-// through a shell (argv[0] a shell's builtin name, echo, runs the program
-// found on the step's PATH), with the step's environment only (stepEnv). The
-// step is in a process group of its own, killed whole on timeout or signal,
-// and killed whole if the window's process dies (a guard in the group,
-// startGuard): neither the step nor what it started outlives the window.
+// runExec runs an exec step on the host. Its argv is exec'd as it is,
+// never through a shell. So an argv[0] that is a shell's builtin name,
+// such as echo, runs the program found on the step's PATH. The step gets
+// only its own environment (stepEnv). It is in a process group of its
+// own, killed whole on timeout or signal. It is also killed whole if the
+// window's process dies, by a guard in the group (startGuard). Neither the
+// step nor what it started outlives the window.
 func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	prog, err := lookStepPath(w.def.Exec[0])
 	if err != nil {
@@ -195,15 +197,15 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	g := w.guard
 	defer g.stop()
 	cmd := &exec.Cmd{Path: prog, Args: w.def.Exec, Env: stepEnv(os.Getenv)}
-	// The step writes to a pipe of ours, an *os.File: Wait then returns when
-	// the step exits, not when the last process holding its output (a child
-	// it left in the background) lets go of it, up to the step's timeout.
+	// The step writes to a pipe of ours, an *os.File. So Wait returns when
+	// the step exits. It does not wait, up to the step's timeout, for the
+	// last process holding its output, such as a child left in the background.
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return -1, err
 	}
 	cmd.Stdout, cmd.Stderr = pw, pw
-	// In the guard's process group; the parent-death signal also ends the
+	// In the guard's process group. The parent-death signal also ends the
 	// step itself at once should the window die.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: g.pgid, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
@@ -219,7 +221,7 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 		_, _ = io.Copy(out, pr)
 	}()
 	defer func() {
-		// Killing the group closed most writers; one that left it (setsid)
+		// Killing the group closed most writers. One that left it by setsid
 		// is not waited for past outputDrain.
 		drain := time.NewTimer(outputDrain)
 		defer drain.Stop()
@@ -240,13 +242,13 @@ func (w *window) runExec(ctx context.Context, out io.Writer) (int, error) {
 	}()
 	err = cmd.Wait()
 	close(done)
-	// What the step left running in its process group (a daemon it forked)
-	// must not go on past the step either.
+	// What the step left running in its process group, such as a daemon
+	// it forked, must not go on past the step either.
 	_ = syscall.Kill(-g.pgid, syscall.SIGKILL)
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
-		// Killed by a signal: 128+signal, as a shell and the engine say
-		// (ExitCode is -1 then).
+		// Killed by a signal, so 128+signal, as a shell and the engine say.
+		// ExitCode is -1 then.
 		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			return 128 + int(ws.Signal()), nil
 		}
@@ -274,9 +276,9 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		return -1, fmt.Errorf("create step container: %w", err)
 	}
 	defer func() {
-		// Bounded by lifecycle.SignalGrace once ctx is done: a remove that
-		// hangs is given up; the container has exited (waited for, or
-		// killed), and the next window removes it as a leftover.
+		// Bounded by lifecycle.SignalGrace once ctx is done. A remove that
+		// hangs is given up. The container has exited, waited for or killed,
+		// and the next window removes it as a leftover.
 		rctx, cancel := lifecycle.Cleanup(ctx, removeTimeout)
 		defer cancel()
 		if err := w.eng.Remove(rctx, id); err != nil && !engine.IsNotFound(err) {
@@ -295,11 +297,11 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 	return w.stopStep(ctx, id)
 }
 
-// clearLeftoverStep removes the step container that a window that died
-// left under name: it has exited by now (its hold was stale, or this window
-// would not have opened). A container of that name that is not this state
-// directory's step container belongs to someone else (another state
-// directory on the same engine, or nobody's): it is never touched.
+// clearLeftoverStep removes the step container that a dead window left
+// under name. It has exited by now. Its hold was stale, or this window
+// would not have opened. A container of that name that is not this
+// state directory's step container belongs to someone else. That may be
+// another state directory on the same engine, or nobody. It is never touched.
 func (w *window) clearLeftoverStep(ctx context.Context, name string) error {
 	old, err := w.eng.Inspect(ctx, name)
 	switch {
@@ -317,8 +319,8 @@ func (w *window) clearLeftoverStep(ctx context.Context, name string) error {
 }
 
 // followLogs streams the step container's output to out for as long as it
-// runs, past a timeout or a signal too, and returns what ends the stream
-// once the container has been waited for: it lets the last lines drain, for
+// runs, past a timeout or a signal too. Once the container has been waited
+// for, it returns what ends the stream. It lets the last lines drain, for
 // outputDrain at most.
 func (w *window) followLogs(ctx context.Context, id string, out io.Writer) (end func()) {
 	logCtx, stopLogs := context.WithCancel(context.WithoutCancel(ctx))
@@ -340,9 +342,9 @@ func (w *window) followLogs(ctx context.Context, id string, out io.Writer) (end 
 	}
 }
 
-// stopStep kills the step container after a timeout or a signal: the sweep
+// stopStep kills the step container after a timeout or a signal. The sweep
 // must stop before the containers come back. The engine refuses to kill a
-// container that has just exited by itself: the wait that follows tells the
+// container that has just exited by itself. The wait that follows tells the
 // two apart.
 func (w *window) stopStep(ctx context.Context, id string) (int, error) {
 	kctx, cancel := boundedContext(ctx, killTimeout)
@@ -365,13 +367,13 @@ func (w *window) stopStep(ctx context.Context, id string) (int, error) {
 }
 
 // boundedContext is a context for a cleanup that must happen after ctx is
-// done (a timeout, a signal), bounded by d from now.
+// done, by a timeout or a signal. It is bounded by d from now.
 func boundedContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), d)
 }
 
 // softWriter passes writes on to w until one fails, then discards them. It
-// never fails: the step's output keeps draining when its destination is
+// never fails. The step's output keeps draining when its destination is
 // gone, and that is not the step's failure.
 type softWriter struct {
 	mu     sync.Mutex
@@ -400,8 +402,8 @@ func (s *softWriter) lastWrite() time.Time {
 	return s.lastAt
 }
 
-// endLine ends the output's last line if the step left it open (printf
-// without a newline), so that meshctl's next line starts on a line of its
+// endLine ends the output's last line if the step left it open, as printf
+// without a newline does. So meshctl's next line starts on a line of its
 // own.
 func (s *softWriter) endLine() {
 	s.mu.Lock()
@@ -412,8 +414,8 @@ func (s *softWriter) endLine() {
 	}
 }
 
-// Tail keeps the last bytes written to it, at most its limit: the output of
-// a step of hours, kept for a failure report, stays bounded.
+// Tail keeps the last bytes written to it, at most its limit. The output
+// of a step of hours, kept for a failure report, stays bounded.
 type Tail struct {
 	mu    sync.Mutex
 	limit int
@@ -424,7 +426,7 @@ type Tail struct {
 // NewTail returns a Tail that keeps the last limit bytes.
 func NewTail(limit int) *Tail { return &Tail{limit: limit} }
 
-// Write keeps the end of p; it never fails.
+// Write keeps the end of p. It never fails.
 func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -434,7 +436,7 @@ func (t *Tail) Write(p []byte) (int, error) {
 		t.buf = t.buf[:0]
 	}
 	t.buf = append(t.buf, p...)
-	// Trim at twice the limit, not at each write: amortised copies.
+	// Trim at twice the limit, not at each write, to amortise the copies.
 	if len(t.buf) > 2*t.limit {
 		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.limit:]...)
 		t.cut = true
@@ -452,9 +454,9 @@ func (t *Tail) Bytes() ([]byte, bool) {
 	return t.buf, t.cut
 }
 
-// stepSpec is the one-off container of a run: step. Its image defaults to
-// the first held container's, its volumes-from to the held containers, its
-// network to none.
+// stepSpec is the one-off container of a run step. Its image defaults to
+// the first held container's. Its volumes-from defaults to the held
+// containers, and its network to none.
 func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	r := w.def.Run
 	image := r.Image

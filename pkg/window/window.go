@@ -24,8 +24,8 @@ import (
 // Options is one window.
 type Options struct {
 	Module, Step string
-	// File is the mesh file to take the step from; nil takes it from the
-	// last applied desired state.
+	// File is the mesh file to take the step from. A nil File takes it
+	// from the last applied desired state.
 	File *mesh.File
 	// Timeout overrides the step's timeout when not zero.
 	Timeout time.Duration
@@ -33,21 +33,21 @@ type Options struct {
 	Wait time.Duration
 	Lock state.LockOptions
 	Now  func() time.Time
-	// Progress reports what the window does (stderr).
+	// Progress reports what the window does, on stderr.
 	Progress func(format string, args ...any)
-	// Status, when set (a terminal), shows a held container's or the
-	// step's progress on a line of its own, updated in place: the stops,
-	// and the step's elapsed time.
+	// Status, when set on a terminal, shows a held container's or the
+	// step's progress on a line of its own, updated in place. It shows the
+	// stops, and the step's elapsed time.
 	Status func(item, msg string)
 	// StepOutput receives the step's stdout and stderr.
 	StepOutput io.Writer
 	// Settle is how long a held container without a healthcheck must keep
-	// running once the close starts it (lifecycle.Executor.WaitHealthy).
+	// running once the close starts it. See lifecycle.Executor.WaitHealthy.
 	Settle time.Duration
-	// Opened, when set, is called once the window holds its module (its
-	// lock taken, its hold recorded), before the step runs; a window that
-	// never opened does not call it. window run publishes the window to
-	// the mesh there, never while it waits for another window's lock.
+	// Opened, when set, is called once the window holds its module, before
+	// the step runs. By then its lock is taken and its hold recorded. A
+	// window that never opened does not call it. window run publishes the
+	// window to the mesh there, never while it waits for another window's lock.
 	Opened func()
 }
 
@@ -113,11 +113,11 @@ type window struct {
 	stepErr   error
 	result    string
 
-	// stepStarted says that the step's process or container started: only
-	// then is there output to keep (window logs).
+	// stepStarted says that the step's process or container started. Only
+	// then is there output to keep for window logs.
 	stepStarted bool
-	// guard leads an exec: step's process group; started before the hold
-	// is recorded, so that the hold names the group (coord.Hold.StepGroup).
+	// guard leads an exec step's process group. It is started before the
+	// hold is recorded, so that the hold names the group (coord.Hold.StepGroup).
 	guard *guard
 }
 
@@ -146,8 +146,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	if err != nil {
 		return nil, err
 	}
-	// The step's output is kept (its tail) for meshctl window logs, whatever
-	// is done with it live.
+	// The tail of the step's output is kept for meshctl window logs,
+	// whatever is done with it live.
 	logTail := NewTail(LogLimit)
 	opts.StepOutput = &teeWriter{w: opts.StepOutput, tail: logTail}
 	if err := eng.Ping(ctx); err != nil {
@@ -158,7 +158,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 		return nil, err
 	}
 
-	// One window per module: this lock is held for the window's life.
+	// One window per module. This lock is held for the window's life.
 	waitUntil := time.Now().Add(opts.Wait)
 	modLock, err := d.Lock(ctx, coord.ModuleLock(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
 	var busy *state.BusyError
@@ -171,8 +171,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	defer modLock.Unlock()
 
 	id := newID(opts.Now())
-	// The window's liveness: held until the window has closed. A hold whose
-	// lock is free belongs to a dead window.
+	// The window's liveness lock, held until the window has closed. A hold
+	// whose lock is free belongs to a dead window.
 	winLock, err := d.Lock(ctx, coord.WindowLock(id), state.LockOptions{})
 	if err != nil {
 		return nil, err
@@ -192,13 +192,13 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 		if w.hold == nil {
 			return nil, err
 		}
-		// Opened in part: close what was opened, then report the failure.
+		// Opened in part. Close what was opened, then report the failure.
 		w.openErr = err
 	}
 	if opts.Opened != nil {
 		opts.Opened()
 	}
-	// A signal during the open (a stop seen through) skips the step.
+	// A signal during the open, as a stop seen through, skips the step.
 	if w.openErr == nil && ctx.Err() == nil {
 		w.runStep(ctx)
 	}
@@ -209,12 +209,12 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	return entry, err
 }
 
-// keepLog keeps the step's output (its tail) beside the history, for
+// keepLog keeps the tail of the step's output beside the history, for
 // meshctl window logs. A log that cannot be kept is said, and fails
-// nothing: the window has closed.
+// nothing, since the window has closed.
 func (w *window) keepLog(tail *Tail) {
 	out, cut := tail.Bytes()
-	// A fresh, bounded context: the window may be closing after a signal.
+	// A fresh, bounded context, since the window may be closing after a signal.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := &Log{ID: w.id, Module: w.module, Step: w.step, Truncated: cut, Output: string(out)}
@@ -225,10 +225,10 @@ func (w *window) keepLog(tail *Tail) {
 	}
 }
 
-// openWaiting opens the window (open), trying again until waitUntil while
-// the module is busy: a dead window's step container still sweeping keeps
-// the module busy without holding its lock, and --wait waits for it too.
-// A context cancelled while it waits is its error.
+// openWaiting opens the window, trying again until waitUntil while the
+// module is busy. A dead window's step container still sweeping keeps the
+// module busy without holding its lock. --wait waits for it too. A context
+// cancelled while it waits is its error.
 func (w *window) openWaiting(ctx context.Context, waitUntil time.Time) error {
 	for {
 		err := w.open(ctx)
@@ -291,8 +291,8 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 	return p, nil
 }
 
-// didYouMean is "; did you mean "x"?" for the candidate nearest to word,
-// "" when none is near.
+// didYouMean is `; did you mean "x"?` for the candidate nearest to word,
+// or "" when none is near.
 func didYouMean(word string, candidates []string) string {
 	if s := mesh.Suggest(word, candidates); s != "" {
 		return fmt.Sprintf("; did you mean %q?", s)
@@ -306,7 +306,7 @@ func newID(now time.Time) string {
 	return "w-" + now.UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b)
 }
 
-// StepContainerName is the deterministic engine name of a run: step's
+// StepContainerName is the deterministic engine name of a run step's
 // one-off container. It has two dots, so it never clashes with a service
 // container's "module.container".
 func StepContainerName(module, step string) string {
