@@ -22,13 +22,16 @@ closed, each module's current build, and the last apply's time and result. A
 container the engine restarted reads restarting until it has run for 3s.
 
 A host with a window open reads as working: its held containers are stopped on
-purpose and come back when the window closes.
+purpose and come back when the window closes. So does a host an apply is
+deploying to: the containers it is changing read changing until its claim's
+deadline (stop grace, health gate and drain of each).
 
 --check is for monitoring (Nagios-style checks, cron mail): it prints one line
 per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
-end ok, a stale hold, an overdue window, or a container drifted, missing,
-stopped or restarting that no window holds.`,
+end ok, a stale hold, an overdue window, an apply's claim past its deadline, or
+a container drifted, missing, stopped or restarting that no window holds and no
+live apply is changing.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
   */5 * * * * meshctl status --check -q          # cron mails only problems
