@@ -276,7 +276,11 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 		return err
 	}
 	ours := map[string]bool{}
+	steps := map[string]string{}
 	for _, c := range a.windows.Observed {
+		if lifecycle.IsStep(c, a.scope) {
+			steps[c.Name] = c.Labels[lifecycle.LabelModule]
+		}
 		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
 			ours[c.Name] = true
 			if hold, held := a.in.Holds[c.Name]; held {
@@ -291,6 +295,11 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 		}
 	}
 	for _, name := range n.Containers {
+		// A window's step container is ours, but no apply may move it.
+		if module, ok := steps[name]; ok {
+			return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
+				Why: "the step container " + name + " of a window on module " + module + " is attached to it: apply again once the window has closed"}
+		}
 		if !ours[name] {
 			return &ChangedNetworkError{Name: it.Name, Module: it.Module, Change: it.Reasons[0],
 				Why: name + ", which meshctl does not manage here, is attached to it: take it off (docker network disconnect " + it.Name + " " + name + ") and apply again"}

@@ -186,6 +186,37 @@ func TestRunNetworkRefusals(t *testing.T) {
 			t.Errorf("changes %v, want none", c)
 		}
 	})
+	t.Run("a changed definition with a window's step container on it", func(t *testing.T) {
+		d, eng := stateDir(t), enginetest.NewFake(busybox)
+		if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
+			t.Fatal(err)
+		}
+		scope, err := d.ID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		step := engine.Spec{Image: busybox, Networks: map[string][]string{"meshctl.m.default": nil}, Labels: map[string]string{
+			lifecycle.LabelManaged: scope, lifecycle.LabelRole: lifecycle.RoleStep, lifecycle.LabelModule: "m"}}
+		id, err := eng.Create(context.Background(), "meshctl-window.m.gc", step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := eng.Start(context.Background(), id); err != nil {
+			t.Fatal(err)
+		}
+		eng.Changes()
+		_, err = run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+		want := "the step container meshctl-window.m.gc of a window on module m is attached to it: apply again once the window has closed"
+		if ce := (*ChangedNetworkError)(nil); !errors.As(err, &ce) || !strings.Contains(err.Error(), want) {
+			t.Fatalf("err = %v, want a ChangedNetworkError naming the step container", err)
+		}
+		if strings.Contains(err.Error(), "does not manage here") || strings.Contains(err.Error(), "disconnect") {
+			t.Errorf("err = %v: a step container is meshctl's, and no one should disconnect it", err)
+		}
+		if c := eng.Changes(); len(c) > 0 {
+			t.Errorf("changes %v, want none", c)
+		}
+	})
 	t.Run("a changed definition with a container of a module this apply does not converge on it", func(t *testing.T) {
 		d, eng := stateDir(t), enginetest.NewFake(busybox)
 		other := "\n  o:\n    containers:\n      x: {image: meshtest/busybox:1, networks: [m/default]}\n"
