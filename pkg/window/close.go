@@ -51,6 +51,10 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 		return nil, err
 	}
 	defer lock.Unlock()
+	if w.missing != nil {
+		w.opts.Progress("warning: %v: %s brought back as it was; put the file back, then meshctl apply --last\n",
+			w.missing, strings.Join(w.held, ", "))
+	}
 
 	if w.result == "" {
 		w.result = ResultFailed
@@ -213,14 +217,31 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 		return w.desired, nil
 	}
 	all, err := desiredByName(w.d, &a, w.module)
+	if unreadableWish(err) {
+		// The held containers' own files cannot be read now. Each container
+		// is still what ran before the window, so it comes back as it was.
+		// The next apply converges it once the file is back.
+		w.missing = err
+		return map[string]*lifecycle.Desired{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
+	w.missing = nil
 	out := map[string]*lifecycle.Desired{}
 	for _, name := range w.held {
 		out[name] = all[name]
 	}
 	return out, nil
+}
+
+// unreadableWish says whether err is a module file that cannot be read
+// now: an env-file, a secret or a config. The module's wish is then
+// unknown, though its containers are not.
+func unreadableWish(err error) bool {
+	var ef *mesh.EnvFileError
+	var sf *mesh.SecretFileError
+	return errors.As(err, &ef) || errors.As(err, &sf)
 }
 
 // changedMeanwhile names the held containers whose desired spec differs

@@ -102,8 +102,11 @@ type window struct {
 	// scope is the state directory's ID (lifecycle.LabelManaged).
 	scope string
 
-	hold     *coord.Hold
-	atOpen   map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
+	hold   *coord.Hold
+	atOpen map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
+	// missing is why the close could not read the held containers' wish:
+	// their own env-file, secret or config. They come back as they were.
+	missing  error
 	openedAt time.Time
 	openErr  error
 
