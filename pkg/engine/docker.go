@@ -308,7 +308,7 @@ func (c *dockerClient) Start(ctx context.Context, id string) error {
 		return err
 	}
 	// runc's refusal can quote the container's environment.
-	if env, ok := c.envOf(ctx, id); ok {
+	if env, _, ok := c.envOf(ctx, id); ok {
 		return hideIn(err, env)
 	}
 	return &hiddenError{text: "start " + id + ": the engine refused it (its words withheld: the container's environment, which they may quote, could not be read)", err: err}

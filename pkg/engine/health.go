@@ -24,6 +24,11 @@ func inspectHealth(ct *Container, r container.InspectResponse) {
 				}
 				if r.Config != nil {
 					out = hideEnv(out, r.Config.Env)
+					if files, ok := hiddenFiles(r.Config.Labels); ok {
+						out = hideFiles(out, files)
+					} else {
+						out = "(withheld: a secret or config file of the container, which it may quote, could not be read)"
+					}
 				}
 				ct.HealthOutput = out
 			}
@@ -69,10 +74,15 @@ func (c *dockerClient) Tail(ctx context.Context, id string, lines int) (string, 
 	if err != nil {
 		return "", err
 	}
-	// A program may print its environment, and meshctl prints the tail.
-	env, ok := c.envOf(ctx, id)
+	// A program may print its environment or its secrets, and meshctl
+	// prints the tail.
+	env, labels, ok := c.envOf(ctx, id)
 	if !ok {
 		return "", fmt.Errorf("logs of %s: not shown: the container's environment, which they may quote, could not be read", id)
 	}
-	return hideEnv(out.String(), env), nil
+	files, ok := hiddenFiles(labels)
+	if !ok {
+		return "", fmt.Errorf("logs of %s: not shown: a secret or config file of the container, which they may quote, could not be read", id)
+	}
+	return hideFiles(hideEnv(out.String(), env), files), nil
 }

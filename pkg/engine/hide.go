@@ -2,6 +2,10 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,20 +78,81 @@ func hideIn(err error, env []string) error {
 	return err
 }
 
-// envOf returns the environment of the container id, to hide it in what the
-// engine said of it. ok is false when the engine could not say. Then nothing
+// envOf returns the environment and labels of the container id, to hide its
+// values in what the engine said of it. ok is false when the engine could not say. Then nothing
 // it said of the container may be shown.
-func (c *dockerClient) envOf(ctx context.Context, id string) (env []string, ok bool) {
+func (c *dockerClient) envOf(ctx context.Context, id string) (env []string, labels map[string]string, ok bool) {
 	var r container.InspectResponse
 	err := c.do(ctx, "inspect "+id, func(ctx context.Context) (err error) {
 		r, err = c.api.ContainerInspect(ctx, id)
 		return err
 	})
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
 	if r.Config != nil {
-		env = r.Config.Env
+		env, labels = r.Config.Env, r.Config.Labels
 	}
-	return env, true
+	return env, labels, true
+}
+
+// LabelHidden names the host files whose content must never be shown, as a
+// JSON object from the path the container sees to the host file. meshctl sets
+// it on a container with secrets or configs. A container's log tail may
+// print such a file, and meshctl prints and keeps the tail.
+const LabelHidden = "io.meshctl.hidden"
+
+// maxHiddenFile bounds what is read of one hidden file. A secret or a
+// config is small, and every read is bounded.
+const maxHiddenFile = 1 << 20
+
+// hiddenFiles reads the files that labels name (LabelHidden). It returns
+// each content by the path the container sees it at. ok is false when one
+// cannot be read: the text that may quote it must not be shown then.
+func hiddenFiles(labels map[string]string) (files map[string]string, ok bool) {
+	raw := labels[LabelHidden]
+	if raw == "" {
+		return nil, true
+	}
+	var paths map[string]string
+	if err := json.Unmarshal([]byte(raw), &paths); err != nil {
+		return nil, false
+	}
+	files = map[string]string{}
+	for target, host := range paths {
+		b, err := readBounded(host, maxHiddenFile)
+		if err != nil {
+			return nil, false
+		}
+		files[target] = string(b)
+	}
+	return files, true
+}
+
+// readBounded reads at most limit bytes of the regular file path.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return io.ReadAll(io.LimitReader(f, limit))
+}
+
+// hideFiles returns text with the content of each file hidden, as
+// "[content of TARGET]". A file is hidden whole, trimmed, and line by line.
+// Each piece counts from minHidden characters, as hideEnv's values do.
+func hideFiles(text string, files map[string]string) string {
+	var env []string
+	for target, content := range files {
+		key := "content of " + target
+		env = append(env, key+"="+strings.TrimSpace(content))
+		for _, line := range strings.Split(content, "\n") {
+			env = append(env, key+"="+strings.TrimSpace(line))
+		}
+	}
+	return strings.ReplaceAll(hideEnv(text, env), "[value of content of ", "[content of ")
 }

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"sort"
@@ -90,11 +91,20 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	spec.ExtraHosts = f.ExtraHosts
 	// Secrets and configs are the host files themselves, bound read-only.
 	// Their content never passes through meshctl's requests.
+	hidden := map[string]string{}
 	for _, m := range c.Secrets {
 		spec.Binds = append(spec.Binds, m.Bind(mesh.KindSecret))
+		hidden[m.TargetPath(mesh.KindSecret)] = m.File
 	}
 	for _, m := range c.Configs {
 		spec.Binds = append(spec.Binds, m.Bind(mesh.KindConfig))
+		hidden[m.TargetPath(mesh.KindConfig)] = m.File
+	}
+	// The engine hides these files' content in what it says of the
+	// container (its log tail, its probe's output).
+	if len(hidden) > 0 {
+		b, _ := json.Marshal(hidden)
+		spec.Labels[engine.LabelHidden] = string(b)
 	}
 	spec.Expose, spec.Sysctls, spec.DNS = f.Expose, f.Sysctls, f.DNS
 	for _, name := range slices.Sorted(maps.Keys(f.Ulimits)) {
