@@ -8,8 +8,6 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
-	"github.com/meshctl/meshctl/pkg/mesh"
-	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -31,20 +29,7 @@ func TestLiveClaimIsWorkInProgress(t *testing.T) {
 	}
 	t.Cleanup(claim.Abandon)
 
-	drifted := fx.service("store.web", true)
-	other, err := mesh.Decode("x.yaml", []byte(strings.Replace(meshYAML, "image: meshtest/busybox:1", "image: meshtest/busybox:2", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	od, err := record.Desire(other, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range od {
-		if x.Name == "store.web" {
-			drifted.Labels = x.EngineSpec(fx.scope).Labels
-		}
-	}
+	drifted := fx.drifted(t)
 	old := fx.service("store.web", false)
 	old.ID, old.Name = "id-old", "store.web.meshctl-old"
 	containers := []engine.Container{fx.service("store.registry", true), drifted, old}

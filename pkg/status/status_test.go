@@ -118,6 +118,27 @@ func (fx *fixture) service(name string, running bool) engine.Container {
 	return engine.Container{ID: "id-" + name, Name: name, Image: spec.Image, State: st, Running: running, Labels: spec.Labels}
 }
 
+// drifted is store.web running as an apply of another image made it: its
+// recorded spec differs from the applied one.
+func (fx *fixture) drifted(t *testing.T) engine.Container {
+	t.Helper()
+	c := fx.service("store.web", true)
+	other, err := mesh.Decode("x.yaml", []byte(strings.Replace(meshYAML, "image: meshtest/busybox:1", "image: meshtest/busybox:2", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	od, err := record.Desire(other, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range od {
+		if x.Name == "store.web" {
+			c.Labels = x.EngineSpec(fx.scope).Labels
+		}
+	}
+	return c
+}
+
 // step is a window's one-off container.
 func (fx *fixture) step(name string, running bool) engine.Container {
 	return engine.Container{ID: "id-" + name, Name: name, Running: running, Labels: map[string]string{
@@ -238,20 +259,7 @@ func TestStaleWindowReadsBroken(t *testing.T) {
 // TestContainerStates covers the states without a window.
 func TestContainerStates(t *testing.T) {
 	fx := newFixture(t, meshYAML)
-	drifted := fx.service("store.web", true)
-	other, err := mesh.Decode("x.yaml", []byte(strings.Replace(meshYAML, "image: meshtest/busybox:1", "image: meshtest/busybox:2", 1)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	od, err := record.Desire(other, nil, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, x := range od {
-		if x.Name == "store.web" {
-			drifted.Labels = x.EngineSpec(fx.scope).Labels
-		}
-	}
+	drifted := fx.drifted(t)
 	leftover := fx.service("store.registry", true)
 	leftover.Name, leftover.ID = "store.old", "id-old"
 	eng := &fakeEngine{containers: []engine.Container{drifted, leftover,
