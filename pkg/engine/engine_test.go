@@ -91,13 +91,16 @@ func TestListWithoutPingNegotiates(t *testing.T) {
 	ctx := ctxT(t)
 	// Without negotiation the client speaks the newest API version, which an
 	// older engine refuses; this must succeed whatever the engine's version.
-	if _, err := c.List(ctx, nil); err != nil {
+	// The filter matches nothing: a container of another test that started
+	// again within engine.Settle would cost an inspect (engine.StateOf).
+	none := map[string]string{"meshctl.test.none": prefix}
+	if _, err := c.List(ctx, none); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.Calls(); n != 1 {
 		t.Errorf("first list made %d requests, want 1 (it speaks the engine's own version: no negotiation)", n)
 	}
-	calls(t, c, 1, "second list", func() error { _, err := c.List(ctx, nil); return err })
+	calls(t, c, 1, "second list", func() error { _, err := c.List(ctx, none); return err })
 }
 
 func TestListFiltersByLabelsIncludingStopped(t *testing.T) {
