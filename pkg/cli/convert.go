@@ -70,7 +70,7 @@ A service with build: runs the current build of its own ledger module,
 artifact: MODULE-SERVICE, also when it names an image: too. A comment above
 it (on stderr with -o json) says how CI records each build: meshctl build
 request MODULE-SERVICE before building, meshctl build record ID --image REF
-after pushing.
+after pushing, and that the first build is requested with --new.
 
 A value from the shell is never written: an environment entry that Compose
 would take from it (- API_TOKEN, or ${X} set in the shell) is refused,

@@ -88,8 +88,10 @@ func buildNote(s types.ServiceConfig, artifact string) string {
 	}
 	return fmt.Sprintf("%s is built from source (%s): it runs the current build of %s in meshctl's build ledger.\n"+
 		"CI records each build: before building, meshctl build request %s (it prints the build ID);\n"+
-		"after pushing, meshctl build record ID --image REF, REF: %s.",
-		s.Name, strings.Join(from, ", "), artifact, artifact, ref)
+		"after pushing, meshctl build record ID --image REF, REF: %s.\n"+
+		"Its first build is requested with meshctl build request --new %s: the typo guard asks for --new\n"+
+		"when a module it does not know is named like one it knows.",
+		s.Name, strings.Join(from, ", "), artifact, artifact, ref, artifact)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

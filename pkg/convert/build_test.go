@@ -35,7 +35,7 @@ services:
 		if ct.Artifact != "shop-"+name || ct.Image != "" {
 			t.Errorf("%s: artifact %q image %q, want artifact shop-%s", name, ct.Artifact, ct.Image, name)
 		}
-		for _, s := range []string{"meshctl build request shop-" + name, "meshctl build record ID --image REF", want, "context ."} {
+		for _, s := range []string{"meshctl build request shop-" + name, "meshctl build record ID --image REF", "meshctl build request --new shop-" + name, want, "context ."} {
 			if !strings.Contains(note, s) {
 				t.Errorf("%s's note lacks %q:\n%s", name, s, note)
 			}
