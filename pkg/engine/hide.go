@@ -25,26 +25,38 @@ const minHidden = 4
 // container's log tail and its probe's output. meshctl prints and keeps them,
 // and CONTRACT §4 says no value of env or env-file is ever printed.
 func hideEnv(text string, env []string) string {
-	type pair struct{ key, value string }
-	var pairs []pair
+	var pieces []hidden
 	for _, kv := range env {
 		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		// The value as it is, and as Go quotes it (runc's "PW=S3CRET\x00…").
-		// Then each run of it between control characters.
-		forms := append([]string{v, quoted(v)}, strings.FieldsFunc(v, unicode.IsControl)...)
-		for _, f := range forms {
-			if len(f) >= minHidden {
-				pairs = append(pairs, pair{k, f})
-			}
+		if ok {
+			pieces = append(pieces, hiddenForms(v, "[value of "+k+"]")...)
 		}
 	}
-	// The longest first, so that a value holding another is hidden whole.
-	sort.SliceStable(pairs, func(i, j int) bool { return len(pairs[i].value) > len(pairs[j].value) })
-	for _, p := range pairs {
-		text = strings.ReplaceAll(text, p.value, "[value of "+p.key+"]")
+	return hide(text, pieces)
+}
+
+// hidden is one piece of text to hide, and what stands in its place.
+type hidden struct{ value, label string }
+
+// hiddenForms returns v as it is, as Go quotes it (runc's "PW=S3CRET\x00…"),
+// and each run of it between control characters. Each form counts from
+// minHidden characters.
+func hiddenForms(v, label string) []hidden {
+	var out []hidden
+	for _, f := range append([]string{v, quoted(v)}, strings.FieldsFunc(v, unicode.IsControl)...) {
+		if len(f) >= minHidden {
+			out = append(out, hidden{f, label})
+		}
+	}
+	return out
+}
+
+// hide replaces each piece in text by its label. The longest goes first, so
+// that a value holding another is hidden whole.
+func hide(text string, pieces []hidden) string {
+	sort.SliceStable(pieces, func(i, j int) bool { return len(pieces[i].value) > len(pieces[j].value) })
+	for _, p := range pieces {
+		text = strings.ReplaceAll(text, p.value, p.label)
 	}
 	return text
 }
@@ -146,13 +158,13 @@ func readBounded(path string, limit int64) ([]byte, error) {
 // "[content of TARGET]". A file is hidden whole, trimmed, and line by line.
 // Each piece counts from minHidden characters, as hideEnv's values do.
 func hideFiles(text string, files map[string]string) string {
-	var env []string
+	var pieces []hidden
 	for target, content := range files {
-		key := "content of " + target
-		env = append(env, key+"="+strings.TrimSpace(content))
+		label := "[content of " + target + "]"
+		pieces = append(pieces, hiddenForms(strings.TrimSpace(content), label)...)
 		for _, line := range strings.Split(content, "\n") {
-			env = append(env, key+"="+strings.TrimSpace(line))
+			pieces = append(pieces, hiddenForms(strings.TrimSpace(line), label)...)
 		}
 	}
-	return strings.ReplaceAll(hideEnv(text, env), "[value of content of ", "[content of ")
+	return hide(text, pieces)
 }
