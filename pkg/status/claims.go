@@ -54,16 +54,19 @@ func changing(d *state.Dir, desired []lifecycle.Desired, now time.Time) ([]Chang
 func markChanging(rep *Report) {
 	names := map[string]string{}
 	for _, c := range rep.Changing {
-		if !c.Stuck {
-			for _, n := range c.Containers {
-				names[n] = fmt.Sprintf("apply (pid %d) is changing it", c.PID)
+		if c.Stuck {
+			continue
+		}
+		why := fmt.Sprintf("apply (pid %d) is changing it", c.PID)
+		for _, n := range c.Containers {
+			for _, name := range []string{n, lifecycle.OldName(n), lifecycle.NewName(n), lifecycle.RetiringName(n)} {
+				names[name] = why
 			}
 		}
 	}
 	for i := range rep.Containers {
 		c := &rep.Containers[i]
-		base, _, _ := strings.Cut(c.Name, ".meshctl-")
-		if why, ok := names[base]; ok {
+		if why, ok := names[c.Name]; ok {
 			c.Changing = true
 			c.Reasons = append(c.Reasons, why)
 		}
