@@ -155,6 +155,9 @@ func removeLeftNews(ctx context.Context, x lifecycle.Executor, observed []engine
 	return begun, removed, nil
 }
 
+// removing is the engine's state of a container whose removal is under way.
+const removing = "removing"
+
 // healName heals what dead claim c left of its container name. It takes
 // healDead's cases in order. It says whether it changed the engine.
 func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim, name string, progress func(string, ...any)) (bool, error) {
@@ -167,6 +170,13 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 			return false, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
 		}
 		progress("%s: a start-first recreate that died was %s\n", name, done)
+	case isAside && aside.State == removing:
+		// The dead apply was removing the old one, which a recreate does only
+		// once the new one passed its gate. The recreate is done. Putting the
+		// old one back would remove the healthy new one, and then find the
+		// old one gone.
+		progress("%s: an apply that died had replaced it; %s is being removed\n", name, lifecycle.OldName(name))
+		return false, nil
 	case isAside:
 		newID := ""
 		if exists {

@@ -312,3 +312,36 @@ func startFirstHost(t *testing.T) (*enginetest.Fake, lifecycle.Executor) {
 	f.Changes()
 	return f, x
 }
+
+// TestHealLeavesARecreateWhoseOldOneIsBeingRemoved checks the heal of an
+// apply killed after its new container passed the gate. The apply had sent
+// the removal of m.c.meshctl-old, which the engine carries out after the
+// kill and lists as removing. The recreate is done: the heal leaves the new
+// m.c running. Putting the old one back removed the healthy new one and then
+// found the old one gone (TestKillRecreateHealsInOneApply, kill 7 of seed 1).
+func TestHealLeavesARecreateWhoseOldOneIsBeingRemoved(t *testing.T) {
+	ctx := context.Background()
+	f := enginetest.NewFake("new:1")
+	x := lifecycle.Executor{Engine: f, Scope: "s"}
+	if err := x.Create(ctx, desiredOf(t, "new:1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	observed, err := f.List(ctx, lifecycle.Managed("s"))
+	if err != nil || len(observed) != 1 {
+		t.Fatalf("list: %v, %v", observed, err)
+	}
+	old := observed[0]
+	old.ID, old.Name, old.State, old.Running = "the-old-one", lifecycle.OldName("m.c"), "removing", false
+	observed = append(observed, old)
+	f.Changes()
+	dead := []Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": "the-old-one"}}}
+	if _, _, err := healDead(ctx, x, observed, dead, func(string) bool { return true }, func(string, ...any) {}); err != nil {
+		t.Fatalf("healDead: %v", err)
+	}
+	if ch := f.Changes(); len(ch) != 0 {
+		t.Errorf("engine changes %q, want none: the new m.c passed its gate", ch)
+	}
+	if c, err := f.Inspect(ctx, "m.c"); err != nil || !c.Running {
+		t.Errorf("m.c = %+v, %v; want the new one, running", c, err)
+	}
+}
