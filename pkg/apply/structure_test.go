@@ -180,6 +180,11 @@ func protocolTouches(g goFile) []string {
 				out = append(out, g.rel+" uses coord."+n.Sel.Name+": read and write it through coord's API")
 			}
 		case *ast.StructType:
+			// A state file's document embeds state.Header: state.Document
+			// asks for it. A report's "holds" key, as a dry run's, is none.
+			if !embedsHeader(n) {
+				return true
+			}
 			for _, f := range n.Fields.List {
 				tag := ""
 				if f.Tag != nil {
@@ -195,6 +200,19 @@ func protocolTouches(g goFile) []string {
 	return out
 }
 
+// embedsHeader says whether st embeds state.Header, as every document of a
+// state file does.
+func embedsHeader(st *ast.StructType) bool {
+	for _, f := range st.Fields.List {
+		if sel, ok := f.Type.(*ast.SelectorExpr); ok && len(f.Names) == 0 && sel.Sel.Name == "Header" {
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "state" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TestOnlyCoordTouchesProtocolFiles: holds.json, claims.json and the
 // window history are pkg/coord's alone. Every other package reads holds
 // through its API (Observe, ClassifySnapshot, ReadHolds), never the file.
@@ -208,11 +226,14 @@ func TestOnlyCoordTouchesProtocolFiles(t *testing.T) {
 	for name, src := range map[string]string{
 		"a literal file name": `package status; const f = "holds.json"`,
 		"a coord file name":   `package status; import "github.com/meshctl/meshctl/pkg/coord"; var f = coord.ClaimsFile`,
-		"a holds document":    `package status; type doc struct { Holds []int ` + "`json:\"holds\"`" + ` }`,
+		"a holds document":    `package status; import "github.com/meshctl/meshctl/pkg/state"; type doc struct { state.Header; Holds []int ` + "`json:\"holds\"`" + ` }`,
 	} {
 		if len(protocolTouches(plant(t, fset, "pkg/status/planted.go", src))) == 0 {
 			t.Errorf("%s outside pkg/coord goes unseen", name)
 		}
+	}
+	if v := protocolTouches(plant(t, fset, "pkg/window/planted.go", `package window; type report struct { Holds []int `+"`json:\"holds\"`"+` }`)); len(v) != 0 {
+		t.Errorf("a report with a holds key, not a state file's document, is refused: %v", v)
 	}
 	if len(protocolTouches(plant(t, fset, "pkg/coord/planted.go", `package coord; const f = "holds.json"`))) != 0 {
 		t.Error("pkg/coord itself is refused its own file")

@@ -15,6 +15,7 @@ import (
 type windowListOptions struct {
 	history int
 	mesh    bool
+	steps   bool
 }
 
 func newWindowListCmd(env *Env) *cobra.Command {
@@ -30,10 +31,14 @@ runs: still honoured); unknown
 (its process is gone and the engine cannot say whether its step container runs:
 still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
-it, bringing its containers back as the close would).`,
+it, bringing its containers back as the close would).
+
+--steps lists instead every module's steps in the last applied desired state:
+each with the containers it holds and how (stopped), and its timeout.`,
 		Example: `  meshctl window list
   meshctl window list --history 0                  # only windows not yet closed
-  meshctl window list -o json | jq '.windows[] | select(.state == "stale")'`,
+  meshctl window list -o json | jq '.windows[] | select(.state == "stale")'
+  meshctl window list --steps                      # every step a window can run`,
 		Annotations: map[string]string{exitStatusKey: `  0    listed
   1    the engine is unreachable (a window's liveness needs it)
   2    bad usage, a state file that cannot be read`},
@@ -45,11 +50,16 @@ it, bringing its containers back as the close would).`,
 			if opts.mesh {
 				return runMeshView(cmd.Context(), env)
 			}
+			if opts.steps {
+				return runWindowSteps(env)
+			}
 			return runWindowList(cmd.Context(), env, opts)
 		},
 	}
 	cmd.Flags().IntVar(&opts.history, "history", 20, "how many closed windows to show (0: none)")
 	cmd.Flags().BoolVar(&opts.mesh, "mesh", false, "every host's open windows and the current builds, from the etcd ledger")
+	cmd.Flags().BoolVar(&opts.steps, "steps", false, "every module's steps in the last applied state, with what each holds and its timeout")
+	cmd.MarkFlagsMutuallyExclusive("mesh", "steps")
 	return cmd
 }
 

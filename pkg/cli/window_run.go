@@ -18,12 +18,13 @@ type windowRunOptions struct {
 	timeout      time.Duration
 	wait         time.Duration
 	settle       time.Duration
+	dryRun       bool
 }
 
 func newWindowRunCmd(env *Env) *cobra.Command {
 	opts := &windowRunOptions{}
 	cmd := &cobra.Command{
-		Use:   "run MODULE STEP [-f FILE]",
+		Use:   "run MODULE STEP [-f FILE] [--dry-run]",
 		Short: "Run a module's maintenance step with its containers held stopped",
 		Long: `Run a module's maintenance step with some of its containers held stopped.
 
@@ -50,23 +51,35 @@ Before anything is stopped, the window checks that the step can run: an exec:
 program that is missing or not executable is refused (exit 2), a run: image
 not in the engine is pulled, and one that cannot be had fails the window
 (exit 1). The window closes when the step exits, whatever children it left
-holding its output; a closed stderr does not stop it.`,
+holding its output; a closed stderr does not stop it.
+
+--dry-run shows what the window would hold and how (stopped), what it would
+run (image, command, volumes-from), its timeout, and what each check of the
+open finds. It changes nothing: it takes no lock a real command waits for,
+pulls nothing (an absent image reads "image absent: would pull"), and heals
+and releases nothing. It exits as a real run would now, except that a live
+apply or, with --wait, an open window it would wait for reads 0.`,
 		Example: `  # crontab: the step comes from the last apply, -q mails only failures
   30 3 * * * meshctl -q window run store garbage-collect
   meshctl window run store garbage-collect -f mesh.yaml --timeout 2h
-  meshctl window run store garbage-collect --wait 10m   # wait for another window on store`,
+  meshctl window run store garbage-collect --wait 10m   # wait for another window on store
+  meshctl window run store garbage-collect --dry-run    # what it would hold, run and check`,
 		Annotations: map[string]string{exitStatusKey: `  0    the step succeeded and every held container runs again
   1    the step failed or timed out, its image cannot be had, or a held
        container could not be brought back (its hold stays for the next apply)
   2    bad usage, an unknown module or step, an exec: program that is missing
   3    another window on the module is open (after --wait), or the state
        lock was not had within --lock-timeout
-  130  interrupted (SIGINT, SIGTERM): the window closed first`},
+  130  interrupted (SIGINT, SIGTERM): the window closed first
+  --dry-run exits as the run would now: 0 also where it would wait`},
 		Args: usageArgs(cobra.ExactArgs(2)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.module, opts.step = args[0], args[1]
 			if opts.timeout < 0 || opts.wait < 0 || opts.settle < 0 {
 				return &UsageError{Err: fmt.Errorf("--timeout, --wait and --settle must not be negative"), Cmd: cmd.CommandPath()}
+			}
+			if opts.dryRun {
+				return runWindowDryRun(cmd.Context(), env, opts)
 			}
 			return runWindowRun(cmd.Context(), env, opts)
 		},
@@ -75,6 +88,7 @@ holding its output; a closed stderr does not stop it.`,
 	f.StringVarP(&opts.file, "file", "f", "", "mesh file to take the step from (default: the last applied one)")
 	f.DurationVar(&opts.timeout, "timeout", 0, "kill the step past this (default: the step's timeout, else 1h)")
 	f.DurationVar(&opts.wait, "wait", 0, "wait this long for another window on the module to close (default: exit 3 at once)")
+	f.BoolVar(&opts.dryRun, "dry-run", false, "show what the window would hold, run and check, and change nothing")
 	f.DurationVar(&opts.settle, "settle", lifecycle.DefaultSettle, "how long a held container without a healthcheck must keep running once started again, to count as back")
 	return writesMetrics(cmd)
 }

@@ -2,10 +2,14 @@ package window
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -30,4 +34,43 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 		entries = []coord.Entry{}
 	}
 	return views, entries, nil
+}
+
+// StepView is one step of a module, as window list --steps shows it.
+type StepView struct {
+	Module  string   `json:"module"`
+	Step    string   `json:"step"`
+	Holds   []HeldAs `json:"holds"`
+	Timeout string   `json:"timeout"`
+}
+
+// Steps lists every module's steps in the applied record, sorted by
+// module and step. ok is false when nothing was applied yet.
+func Steps(d *state.Dir) (views []StepView, ok bool, err error) {
+	a, ok, err := record.LoadApplied(d)
+	views = []StepView{}
+	if err != nil || !ok || a.File == nil {
+		return views, false, err
+	}
+	for _, module := range a.File.ModuleNames() {
+		m := a.File.Modules[module]
+		if m == nil {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(m.Steps)) {
+			if s := m.Steps[name]; s != nil {
+				views = append(views, stepView(module, name, s))
+			}
+		}
+	}
+	return views, true, nil
+}
+
+// stepView is step name of module, as window list --steps shows it.
+func stepView(module, name string, s *mesh.Step) StepView {
+	v := StepView{Module: module, Step: name, Holds: []HeldAs{}, Timeout: s.TimeoutOrDefault().String()}
+	for _, c := range s.WhileStopped {
+		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeStopped})
+	}
+	return v
 }

@@ -90,10 +90,8 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	}
 	// Re-check under the state lock. A dead window's step container may
 	// still be sweeping, and then its hold stays honoured.
-	for _, c := range ws.Classified {
-		if c.Module == w.module && coord.Honoured(c.State) {
-			return nil, &BusyError{Module: w.module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
-		}
+	if busy := busyOn(ws, w.module); busy != nil {
+		return nil, busy
 	}
 	x := lifecycle.Executor{Engine: w.eng, Scope: w.scope}
 	// What dead applies left on the held containers is healed first. Held
@@ -130,16 +128,33 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	return stop, nil
 }
 
+// busyOn returns a *BusyError when a hold on module is still honoured.
+// A dead window's step container that still sweeps keeps its hold honoured.
+func busyOn(ws *coord.Windows, module string) *BusyError {
+	for _, c := range ws.Classified {
+		if c.Module == module && coord.Honoured(c.State) {
+			return &BusyError{Module: module, Why: fmt.Sprintf("window %s is %s", c.ID, c.State)}
+		}
+	}
+	return nil
+}
+
+// servicesOf returns the service containers of observed, by engine name.
+func servicesOf(observed []engine.Container, scope string) map[string]engine.Container {
+	services := map[string]engine.Container{}
+	for _, c := range observed {
+		if lifecycle.IsService(c, scope) {
+			services[c.Name] = c
+		}
+	}
+	return services
+}
+
 // holdOf returns this window's hold, with the restart policy of each held
 // container, and the held containers to stop. A held container that does
 // not exist is created by the close.
 func (w *window) holdOf(ctx context.Context, observed []engine.Container, now time.Time) (coord.Hold, []engine.Container, error) {
-	services := map[string]engine.Container{}
-	for _, c := range observed {
-		if lifecycle.IsService(c, w.scope) {
-			services[c.Name] = c
-		}
-	}
+	services := servicesOf(observed, w.scope)
 	h := coord.Hold{ID: w.id, Module: w.module, Step: w.step, PID: os.Getpid(), Containers: w.held,
 		Restart: map[string]string{}, OpenedAt: now.UTC(), Deadline: now.Add(w.timeout).UTC()}
 	if w.def.Run != nil {

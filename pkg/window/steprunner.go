@@ -45,19 +45,16 @@ func (e *killError) Error() string {
 
 func (e *killError) Unwrap() error { return e.err }
 
-// prepareStep checks, before anything is stopped, that the step can run.
-// An exec step's program must exist and be executable, else it returns a
-// fault.BadInput error, exit 2. A run step's image must be in the engine
-// or be pulled now, else it exits 1. A window never stops what its step
-// cannot bring through. It takes no lock, since a pull may take minutes.
+// prepareStep makes the step ready to run, before anything is stopped. It
+// checks the step (checkStep), then starts an exec step's guard or pulls a
+// run step's absent image. A window never stops what its step cannot bring
+// through. It takes no lock, since a pull may take minutes.
 func (w *window) prepareStep(ctx context.Context) error {
+	c, err := w.checkStep(ctx)
+	if err != nil {
+		return err
+	}
 	if w.def.Run == nil {
-		if len(w.def.Exec) == 0 {
-			return fault.New(fault.BadInput, "step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)
-		}
-		if _, err := lookStepPath(w.def.Exec[0]); err != nil {
-			return fault.New(fault.BadInput, "step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)
-		}
 		g, err := startGuard()
 		if err != nil {
 			return fmt.Errorf("start the step's guard: %w; nothing was stopped", err)
@@ -65,22 +62,51 @@ func (w *window) prepareStep(ctx context.Context) error {
 		w.guard = g
 		return nil
 	}
-	spec, err := w.stepSpec(ctx)
-	if err != nil {
-		return fmt.Errorf("%w; nothing was stopped", err)
-	}
-	present, err := w.eng.ImagePresent(ctx, spec.Image)
-	if err == nil && present {
+	if c.present {
 		return nil
 	}
-	if err == nil {
-		w.opts.Progress("pulling %s for step %s\n", spec.Image, w.step)
-		err = w.eng.Pull(ctx, spec.Image, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("step %s/%s: image %s cannot be had: %w; nothing was stopped", w.module, w.step, spec.Image, err)
+	w.opts.Progress("pulling %s for step %s\n", c.image, w.step)
+	if err := w.eng.Pull(ctx, c.image, nil); err != nil {
+		return w.unobtainable(c.image, err)
 	}
 	return nil
+}
+
+// stepCheck is what checkStep found of a step.
+type stepCheck struct {
+	image   string // a run step's image, "" for an exec step
+	present bool   // the engine has image
+}
+
+// checkStep checks that the step can run, and changes nothing. An exec
+// step's program must exist and be executable, else it returns a
+// fault.BadInput error, exit 2. A run step's image is looked up, and an
+// engine that cannot say fails it, exit 1. A window's open and its dry run
+// both call it.
+func (w *window) checkStep(ctx context.Context) (stepCheck, error) {
+	if w.def.Run == nil {
+		if len(w.def.Exec) == 0 {
+			return stepCheck{}, fault.New(fault.BadInput, "step %s/%s has neither run: nor exec:; nothing was stopped", w.module, w.step)
+		}
+		if _, err := lookStepPath(w.def.Exec[0]); err != nil {
+			return stepCheck{}, fault.New(fault.BadInput, "step %s/%s cannot run: %v; nothing was stopped", w.module, w.step, err)
+		}
+		return stepCheck{}, nil
+	}
+	spec, err := w.stepSpec(ctx)
+	if err != nil {
+		return stepCheck{}, fmt.Errorf("%w; nothing was stopped", err)
+	}
+	present, err := w.eng.ImagePresent(ctx, spec.Image)
+	if err != nil {
+		return stepCheck{image: spec.Image}, w.unobtainable(spec.Image, err)
+	}
+	return stepCheck{image: spec.Image, present: present}, nil
+}
+
+// unobtainable is a run step refused because its image cannot be had.
+func (w *window) unobtainable(image string, err error) error {
+	return fmt.Errorf("step %s/%s: image %s cannot be had: %w; nothing was stopped", w.module, w.step, image, err)
 }
 
 // runStep runs the step, killed past the timeout or on a signal.

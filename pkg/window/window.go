@@ -65,6 +65,12 @@ func (e *BusyError) Error() string {
 // Fault says a busy module is busy.
 func (e *BusyError) Fault() fault.Kind { return fault.Busy }
 
+// moduleBusy is a window refused because holder has the module's window
+// lock. That is another window's process.
+func moduleBusy(module string, holder state.Holder) *BusyError {
+	return &BusyError{Module: module, Why: "held by " + holder.String()}
+}
+
 // FailedError is a window that closed, but whose step failed or whose
 // containers did not all run again (exit 1, or 130 when interrupted).
 type FailedError struct {
@@ -166,7 +172,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	modLock, err := d.Lock(ctx, coord.ModuleLock(p.module), state.LockOptions{Timeout: opts.Wait, What: "module " + p.module + "'s window lock", Waiting: opts.Lock.Waiting})
 	var busy *state.BusyError
 	if errors.As(err, &busy) {
-		return nil, &BusyError{Module: p.module, Why: "held by " + busy.Holder.String()}
+		return nil, moduleBusy(p.module, busy.Holder)
 	}
 	if err != nil {
 		return nil, err

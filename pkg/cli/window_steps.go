@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/meshctl/meshctl/pkg/window"
+)
+
+// windowStepsJSON is window list --steps -o json.
+type windowStepsJSON struct {
+	Steps []window.StepView `json:"steps"`
+}
+
+// runWindowSteps is window list --steps. It reads the applied record
+// read-only, and needs no engine.
+func runWindowSteps(env *Env) error {
+	dir, err := env.StateReadOnly()
+	if err != nil {
+		return err
+	}
+	steps, applied, err := window.Steps(dir)
+	if err != nil {
+		return err
+	}
+	if env.JSON() {
+		return env.PrintJSON(windowStepsJSON{Steps: steps})
+	}
+	if env.Global.Quiet {
+		return nil
+	}
+	switch {
+	case !applied:
+		env.Printf("no steps: nothing was applied in %s yet\n", dir.Path())
+		return nil
+	case len(steps) == 0:
+		env.Printf("no steps: no applied module has one\n")
+		return nil
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODULE\tSTEP\tHOLDS\tTIMEOUT")
+	for _, s := range steps {
+		var holds []string
+		for _, h := range s.Holds {
+			holds = append(holds, h.Name+" ("+h.Mode+")")
+		}
+		if len(holds) == 0 {
+			holds = []string{"-"}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Module, s.Step, strings.Join(holds, ", "), s.Timeout)
+	}
+	return tw.Flush()
+}
