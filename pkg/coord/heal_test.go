@@ -345,3 +345,27 @@ func TestHealLeavesARecreateWhoseOldOneIsBeingRemoved(t *testing.T) {
 		t.Errorf("m.c = %+v, %v; want the new one, running", c, err)
 	}
 }
+
+// TestHealPutsBackARunningAside: a container a recreate left running
+// aside, with nothing under its name, is the only copy of the service. The
+// heal renames it back, running, rather than leave the name to a second.
+func TestHealPutsBackARunningAside(t *testing.T) {
+	for _, aside := range []string{lifecycle.OldName("m.c"), lifecycle.RetiringName("m.c")} {
+		t.Run(aside, func(t *testing.T) {
+			ctx := context.Background()
+			f, x := startFirstHost(t)
+			old, _ := f.Get("m.c")
+			_ = f.Rename(ctx, old.ID, aside)
+			observed, err := f.List(ctx, lifecycle.Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, changed, err := healDead(ctx, x, observed, nil, func(string) bool { return true }, t.Logf); err != nil || !changed {
+				t.Fatalf("healDead: changed %v, %v", changed, err)
+			}
+			if cs := f.Containers(); len(cs) != 1 || cs[0].ID != old.ID || cs[0].Name != "m.c" || !cs[0].Running {
+				t.Errorf("containers %+v: want the old one back as m.c, running", cs)
+			}
+		})
+	}
+}
