@@ -159,9 +159,6 @@ func removeLeftNews(ctx context.Context, x lifecycle.Executor, observed []engine
 	return begun, removed, nil
 }
 
-// removing is the engine's state of a container whose removal is under way.
-const removing = "removing"
-
 // healName heals what dead claim c left of its container name. It takes
 // healDead's cases in order. It says whether it changed the engine.
 func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim, name string, progress func(string, ...any)) (bool, error) {
@@ -174,7 +171,7 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 			return false, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
 		}
 		progress("%s: a start-first recreate that died was %s\n", name, done)
-	case isAside && aside.State == removing:
+	case isAside && aside.State == lifecycle.StateRemoving:
 		// The dead apply was removing the old one, which a recreate does only
 		// once the new one passed its gate. The recreate is done. Putting the
 		// old one back would remove the healthy new one, and then find the
@@ -299,8 +296,13 @@ func finishStartFirst(ctx context.Context, x lifecycle.Executor, name string, by
 		}
 	}
 	cctx := lifecycle.CleanupContext(ctx)
-	if err := lifecycle.StopThrough(cctx, x.Engine, aside.ID, lifecycle.StopTimeoutOf(aside)); err != nil {
-		return "", fmt.Errorf("stop the old one: %w", err)
+	// The dead apply may have sent the old one's removal, still under way.
+	// Its stop would then fail. The removal is waited out (RemoveGone).
+	if aside.State != lifecycle.StateRemoving {
+		err := lifecycle.StopThrough(cctx, x.Engine, aside.ID, lifecycle.StopTimeoutOf(aside))
+		if err != nil && !engine.IsNotFound(err) {
+			return "", fmt.Errorf("stop the old one: %w", err)
+		}
 	}
 	if err := x.RemoveGone(cctx, aside.ID); err != nil {
 		return "", fmt.Errorf("remove the old one: %w", err)
