@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
 )
@@ -67,12 +69,33 @@ func TestKillRecreateHealsInOneApply(t *testing.T) {
 	// Start-first: the new one under its temporary name runs beside the
 	// old one; a kill after its gate leaves the old one retiring, and the
 	// heal carries the recreate through.
-	t.Run("start-first", func(t *testing.T) { killRecreate(t, host, killStartFirstMesh, 6) })
+	t.Run("start-first", func(t *testing.T) {
+		// Start-first promises the old one serves until a new one has passed
+		// its gate. So no container of the service is stopped under its
+		// name: only once retiring, by the recreate or the heal carrying it
+		// through. The heal of a kill before the gate once stopped and
+		// restarted the old one.
+		rec, err := eventcheck.Record(t.Context(), host, func(name string, _ map[string]string) bool { return strings.HasPrefix(name, "kre") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rec.Stop()
+		name := killRecreate(t, host, killStartFirstMesh, 6)
+		if err := rec.Sync(t.Context(), enginetest.Image); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range rec.Events() {
+			if e.Name == name && (e.Action == "kill" || e.Action == "die" || e.Action == "stop") {
+				t.Errorf("%s %s under the service's name at %s: start-first stopped a serving container", e.Action, e.ID[:12], e.At.Format(time.StampMilli))
+			}
+		}
+	})
 }
 
 // killRecreate is TestKillRecreateHealsInOneApply on the service meshText
-// describes, with kills kills (more under MESHCTL_STRESS).
-func killRecreate(t *testing.T, host, meshText string, kills int) {
+// describes, with kills kills (more under MESHCTL_STRESS). It returns the
+// service's engine name.
+func killRecreate(t *testing.T, host, meshText string, kills int) string {
 	kills = stressKills(t, kills, 100)
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kre%08x", rand.Uint32())
@@ -148,6 +171,7 @@ func killRecreate(t *testing.T, host, meshText string, kills int) {
 		t.Fatal("no kill landed between the new container's create and the old one's rename")
 	}
 	t.Logf("%d kills in %d applies, %d of them with the new container under its temporary name", killed, tries, atNew)
+	return name
 }
 
 // killApply starts args (an apply) and SIGKILLs it after delay; it returns

@@ -40,6 +40,9 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 					want.Ran = map[string]string{}
 				}
 				want.Ran[it.Name] = it.Observed.ID
+				if lifecycle.StartsFirst(it.Desired, true) {
+					want.StartsFirst = append(want.StartsFirst, it.Name)
+				}
 			}
 		}
 	}

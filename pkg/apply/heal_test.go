@@ -11,6 +11,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -379,4 +380,44 @@ func liveWindow(t *testing.T, d *state.Dir, container, policy string) *state.Loc
 		t.Fatal(err)
 	}
 	return win
+}
+
+// TestClaimSaysWhatStartsFirst: the claim of a start-first recreate names
+// it (Claim.StartsFirst), so that the heal after the apply's death leaves
+// the old container running, as start-first promises. A stop-first
+// recreate is not in it.
+func TestClaimSaysWhatStartsFirst(t *testing.T) {
+	file := func(v string) *mesh.File {
+		t.Helper()
+		f, err := mesh.Decode("mesh.yaml", []byte(`modules:
+  m:
+    networks: {net: {}}
+    containers:
+      c: {image: `+v+`, networks: [net], update-order: start-first}
+      e: {image: `+v+`, networks: [net]}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	d := stateDir(t)
+	f := enginetest.NewFake("old:1", "new:1")
+	if _, err := run(t, d, f, file("old:1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	var seen coord.ClaimsDoc
+	f.Hook = func(op, target string) {
+		if op == enginetest.OpCreate && len(seen.Claims) == 0 {
+			if _, err := d.Read(coord.ClaimsFile, &seen); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	if _, err := run(t, d, f, file("new:1"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen.Claims) != 1 || !slices.Equal(seen.Claims[0].StartsFirst, []string{"m.c"}) {
+		t.Errorf("claims while the new ones were made: %+v, want m.c alone as starting first", seen)
+	}
 }

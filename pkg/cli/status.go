@@ -31,7 +31,8 @@ per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
 end ok, a stale hold, an overdue window, an apply's claim past its deadline, or
 a container drifted, missing, stopped or restarting that no window holds and no
-live apply is changing.`,
+live apply is changing. So is a container a recreate left under a temporary
+name (NAME.meshctl-new, -old or -retiring), running or not.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
   */5 * * * * meshctl status --check -q          # cron mails only problems

@@ -29,8 +29,12 @@ type Claim struct {
 	// container under the name and nothing aside. A stop or a start of it may
 	// then still be in flight, which the listing reads as the opposite. The
 	// heal stops it, waiting for either, and starts it.
-	Ran   map[string]string `json:"ran,omitempty"`
-	Since time.Time         `json:"since"`
+	Ran map[string]string `json:"ran,omitempty"`
+	// StartsFirst are the containers of Ran the claim recreates start-first.
+	// Until its new one passes the gate, the old one is never stopped. So
+	// the heal never stops it either.
+	StartsFirst []string  `json:"starts_first,omitempty"`
+	Since       time.Time `json:"since"`
 }
 
 // ClaimedError is another apply's live claim, seen under the state lock.
@@ -223,6 +227,9 @@ func (c Claim) Part(in func(name string) bool) (Claim, bool) {
 				p.Ran = map[string]string{}
 			}
 			p.Ran[n] = id
+		}
+		if slices.Contains(c.StartsFirst, n) {
+			p.StartsFirst = append(p.StartsFirst, n)
 		}
 	}
 	return p, len(p.Containers) > 0

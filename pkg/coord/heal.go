@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,15 +63,18 @@ func HealClaims(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w *
 //     started. The plan that follows replaces it again, gate and all.
 //   - A claimed create (Claim.Creates) is there with nothing aside. Its
 //     gate was never seen through. It goes, and the plan creates it again.
+//   - A claimed start-first recreate whose old one is still under the
+//     name never stopped it. The old one runs on, untouched.
 //   - A claimed container that ran (Claim.Ran) is still under its name,
 //     with nothing aside. A stop or a start of it may be in flight. It is
 //     stopped, which waits for either, and started (putBackInPlace).
 //   - A leftover NewName is unverified. It goes before anything starts.
 //     Its recreate had begun, so an old one left stopped is started again.
-//   - A leftover OldName, stopped, beside a container under the name, is
-//     what a recreate could not remove (OldLeftError). No dead claim names
-//     it, so it goes. Without the name beside it, it may be the last good
-//     one, and it stays.
+//   - A leftover OldName or RetiringName beside a container under the name
+//     is what a recreate could not remove (OldLeftError). No dead claim
+//     names it, so it goes, stopped first if it runs. Without the name
+//     beside it, one that runs takes the name back. One stopped may be the
+//     last good one, and it stays.
 //
 // mine says which names the caller may heal now. A name it may not is left
 // as it is. A live window may hold it, or it is another module's. That
@@ -155,9 +159,6 @@ func removeLeftNews(ctx context.Context, x lifecycle.Executor, observed []engine
 	return begun, removed, nil
 }
 
-// removing is the engine's state of a container whose removal is under way.
-const removing = "removing"
-
 // healName heals what dead claim c left of its container name. It takes
 // healDead's cases in order. It says whether it changed the engine.
 func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim, name string, progress func(string, ...any)) (bool, error) {
@@ -170,7 +171,7 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 			return false, fmt.Errorf("an interrupted start-first recreate of %s: %w", name, err)
 		}
 		progress("%s: a start-first recreate that died was %s\n", name, done)
-	case isAside && aside.State == removing:
+	case isAside && aside.State == lifecycle.StateRemoving:
 		// The dead apply was removing the old one, which a recreate does only
 		// once the new one passed its gate. The recreate is done. Putting the
 		// old one back would remove the healthy new one, and then find the
@@ -193,6 +194,11 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 			return false, fmt.Errorf("remove %s, which an interrupted apply created unverified: %w", name, err)
 		}
 		progress("removed %s: an apply that died while creating it never saw it healthy; the plan creates it again\n", name)
+	case exists && c.Ran[name] == cur.ID && slices.Contains(c.StartsFirst, name):
+		// Its new one had not passed the gate, or the old one would read
+		// retiring. So the old one was never stopped, and it serves on.
+		progress("%s: a start-first recreate that died before its new one's gate left the old one running; it runs on\n", name)
+		return false, nil
 	case exists && c.Ran[name] == cur.ID:
 		if err := putBackInPlace(ctx, x, name, cur); err != nil {
 			return false, fmt.Errorf("an interrupted apply left %s: %w", name, err)
@@ -209,9 +215,12 @@ func healName(ctx context.Context, x lifecycle.Executor, left *deadLeft, c Claim
 	return true, nil
 }
 
-// removeLeftAside removes the OldName containers a recreate could not
-// remove. Each is stopped, no dead claim names its name, and a container
-// has that name.
+// removeLeftAside removes the containers a recreate set aside and could
+// not remove. Each is an OldName, or a start-first recreate's RetiringName.
+// No dead claim names its name, and a container has that name. That one is
+// the service. A leftover that runs is stopped first, so never two copies
+// of the service serve. One that runs with nothing under the name is the
+// service. It is renamed back instead.
 func removeLeftAside(ctx context.Context, x lifecycle.Executor, observed []engine.Container, byName map[string]engine.Container,
 	dead []Claim, mine func(name string) bool, progress func(string, ...any)) (bool, error) {
 	claimed := map[string]bool{}
@@ -222,20 +231,49 @@ func removeLeftAside(ctx context.Context, x lifecycle.Executor, observed []engin
 	}
 	removed := false
 	for _, c := range observed {
-		base, isOld := strings.CutSuffix(c.Name, lifecycle.OldName(""))
-		if !isOld || !lifecycle.IsService(c, x.Scope) || c.Running || claimed[base] || !mine(base) {
+		base, ok := lifecycle.AsideOf(c.Name)
+		if !ok || !lifecycle.IsService(c, x.Scope) || claimed[base] || !mine(base) {
 			continue
 		}
 		if _, ok := byName[base]; !ok {
+			if !c.Running {
+				continue // it may be the last good one
+			}
+			// The only copy of the service that runs. It takes its name back.
+			if err := x.Rename(lifecycle.CleanupContext(ctx), c.ID, base); err != nil {
+				return removed, fmt.Errorf("rename %s, which a recreate of %s left running, back: %w", c.Name, base, err)
+			}
+			progress("put %s back as %s: a recreate left it running aside\n", c.Name, base)
+			byName[base], removed = c, true
 			continue
 		}
-		if err := x.RemoveGone(lifecycle.CleanupContext(ctx), c.ID); err != nil {
+		if err := removeAside(ctx, x, c); err != nil {
 			return removed, fmt.Errorf("remove %s, which a recreate of %s left: %w", c.Name, base, err)
 		}
 		progress("removed %s: a recreate replaced %s but could not remove it\n", c.Name, base)
 		removed = true
 	}
 	return removed, nil
+}
+
+// removeAside stops c if it runs, then removes it. A stop that fails
+// leaves the removal to kill it, since the service runs under its name.
+// Each call has its own bounded context, made as it starts.
+func removeAside(ctx context.Context, x lifecycle.Executor, c engine.Container) error {
+	var serr error
+	if c.Running {
+		serr = lifecycle.StopThrough(lifecycle.CleanupContext(ctx), x.Engine, c.ID, lifecycle.StopTimeoutOf(c))
+		if engine.IsNotFound(serr) {
+			serr = nil
+		}
+	}
+	if err := x.RemoveGone(lifecycle.CleanupContext(ctx), c.ID); err != nil {
+		if serr != nil {
+			err = errors.Join(fmt.Errorf("stop it: %w", serr), err)
+		}
+		return err
+	}
+	return nil
 }
 
 // finishStartFirst carries through a start-first recreate of name. It died
@@ -258,8 +296,13 @@ func finishStartFirst(ctx context.Context, x lifecycle.Executor, name string, by
 		}
 	}
 	cctx := lifecycle.CleanupContext(ctx)
-	if err := lifecycle.StopThrough(cctx, x.Engine, aside.ID, lifecycle.StopTimeoutOf(aside)); err != nil {
-		return "", fmt.Errorf("stop the old one: %w", err)
+	// The dead apply may have sent the old one's removal, still under way.
+	// Its stop would then fail. The removal is waited out (RemoveGone).
+	if aside.State != lifecycle.StateRemoving {
+		err := lifecycle.StopThrough(cctx, x.Engine, aside.ID, lifecycle.StopTimeoutOf(aside))
+		if err != nil && !engine.IsNotFound(err) {
+			return "", fmt.Errorf("stop the old one: %w", err)
+		}
 	}
 	if err := x.RemoveGone(cctx, aside.ID); err != nil {
 		return "", fmt.Errorf("remove the old one: %w", err)

@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -343,5 +344,101 @@ func TestHealLeavesARecreateWhoseOldOneIsBeingRemoved(t *testing.T) {
 	}
 	if c, err := f.Inspect(ctx, "m.c"); err != nil || !c.Running {
 		t.Errorf("m.c = %+v, %v; want the new one, running", c, err)
+	}
+}
+
+// TestHealPutsBackARunningAside: a container a recreate left running
+// aside, with nothing under its name, is the only copy of the service. The
+// heal renames it back, running, rather than leave the name to a second.
+func TestHealPutsBackARunningAside(t *testing.T) {
+	for _, aside := range []string{lifecycle.OldName("m.c"), lifecycle.RetiringName("m.c")} {
+		t.Run(aside, func(t *testing.T) {
+			ctx := context.Background()
+			f, x := startFirstHost(t)
+			old, _ := f.Get("m.c")
+			_ = f.Rename(ctx, old.ID, aside)
+			observed, err := f.List(ctx, lifecycle.Managed("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, changed, err := healDead(ctx, x, observed, nil, func(string) bool { return true }, t.Logf); err != nil || !changed {
+				t.Fatalf("healDead: changed %v, %v", changed, err)
+			}
+			if cs := f.Containers(); len(cs) != 1 || cs[0].ID != old.ID || cs[0].Name != "m.c" || !cs[0].Running {
+				t.Errorf("containers %+v: want the old one back as m.c, running", cs)
+			}
+		})
+	}
+}
+
+// beingRemoved is an engine already removing one container. Its stop and
+// its removal fail while the removal runs, and it reads removing for a
+// few looks before it is gone.
+type beingRemoved struct {
+	*enginetest.Fake
+	id    string
+	looks int
+}
+
+func (e *beingRemoved) Stop(ctx context.Context, id string, grace time.Duration) error {
+	if id == e.id {
+		return errors.New("container " + id + " is marked for removal")
+	}
+	return e.Fake.Stop(ctx, id, grace)
+}
+
+func (e *beingRemoved) Remove(ctx context.Context, id string) error {
+	if id == e.id {
+		return errors.New("removal of container " + id + " is already in progress")
+	}
+	return e.Fake.Remove(ctx, id)
+}
+
+func (e *beingRemoved) Inspect(ctx context.Context, idOrName string) (engine.Container, error) {
+	c, err := e.Fake.Inspect(ctx, idOrName)
+	if err != nil || c.ID != e.id {
+		return c, err
+	}
+	if e.looks++; e.looks > 3 {
+		_ = e.Fake.Remove(ctx, e.id)
+		return e.Fake.Inspect(ctx, idOrName)
+	}
+	c.State, c.Running = lifecycle.StateRemoving, false
+	return c, nil
+}
+
+// TestHealCarriesThroughAStartFirstWhoseOldIsBeingRemoved: an apply died
+// while the engine removed its start-first recreate's retiring one. The
+// heal carries the recreate through: it waits the removal out rather than
+// stop a container the engine is removing, and fail.
+func TestHealCarriesThroughAStartFirstWhoseOldIsBeingRemoved(t *testing.T) {
+	ctx := context.Background()
+	f, _ := startFirstHost(t)
+	old, _ := f.Get("m.c")
+	_ = f.Rename(ctx, old.ID, lifecycle.RetiringName("m.c"))
+	newID, err := f.Create(ctx, "m.c", startFirstOf(t, "new:1", nil).EngineSpec("s"))
+	if err == nil {
+		err = f.Start(ctx, newID)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := &beingRemoved{Fake: f, id: old.ID}
+	observed, err := eng.List(ctx, lifecycle.Managed("s"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range observed {
+		if observed[i].ID == old.ID {
+			observed[i].State, observed[i].Running = lifecycle.StateRemoving, false
+		}
+	}
+	x := lifecycle.Executor{Engine: eng, Scope: "s"}
+	dead := []Claim{{ID: "c-1", PID: 1, Containers: []string{"m.c"}, Ran: map[string]string{"m.c": old.ID}, StartsFirst: []string{"m.c"}}}
+	if kept, _, err := healDead(ctx, x, observed, dead, func(string) bool { return true }, t.Logf); err != nil || len(kept) != 0 {
+		t.Fatalf("healDead: kept %v, %v", kept, err)
+	}
+	if cs := f.Containers(); len(cs) != 1 || cs[0].ID != newID || !cs[0].Running {
+		t.Errorf("containers %+v: want the new m.c alone, running", cs)
 	}
 }

@@ -63,6 +63,15 @@ func OldName(name string) string { return strings.TrimSuffix(name, ".") + ".mesh
 // through.
 func RetiringName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-retiring" }
 
+// AsideOf says whether name is one a recreate sets a container aside
+// under, OldName or RetiringName. It returns the service's name.
+func AsideOf(name string) (string, bool) {
+	if base, ok := strings.CutSuffix(name, OldName("")); ok {
+		return base, true
+	}
+	return strings.CutSuffix(name, RetiringName(""))
+}
+
 // NewName is the name a replacement is created under, before the container
 // it replaces stops (Executor.Recreate).
 func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }

@@ -92,7 +92,7 @@ func (x Executor) gate(ctx context.Context, id, name string) error {
 // crashes or never becomes ready. A running container whose update order
 // is start-first is replaced without a gap (recreateStartFirst).
 func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container) (err error) {
-	if startsFirst(d, old.Running) {
+	if StartsFirst(d, old.Running) {
 		return x.recreateStartFirst(ctx, d, old)
 	}
 	// Before the old one stops, so a network that cannot be had leaves it
@@ -219,12 +219,15 @@ func (x Executor) putBackName(ctx context.Context, name, id string) error {
 // OldLeftError is a recreate that replaced its container but could not
 // remove the old one. The new one runs, healthy, under the name. The old
 // one is left aside and stopped as NAME.meshctl-old. A start-first
-// recreate leaves it as Aside, NAME.meshctl-retiring. Nothing may start it
-// again, or two copies of the service would run. The next apply's heal
-// removes it (coord.HealClaims), as does the next recreate of the name.
+// recreate leaves it as Aside, NAME.meshctl-retiring. Its retirement may
+// have failed before the stop, and Left says whether it still runs.
+// Nothing may start it again, or two copies of the service would run. The
+// next apply's heal removes it, stopping it first (coord.HealClaims). So
+// does the next recreate of the name.
 type OldLeftError struct {
 	Name  string
 	Aside string // "": OldName(Name)
+	Left  string // LeftStopped, LeftRunning or LeftUnknown; "": LeftStopped
 	Err   error
 }
 
@@ -233,14 +236,21 @@ func (e *OldLeftError) Error() string {
 	if aside == "" {
 		aside = OldName(e.Name)
 	}
-	return fmt.Sprintf("%s replaced, but the old one could not be removed: %v; it stays aside, stopped, as %s", e.Name, e.Err, aside)
+	switch e.Left {
+	case LeftRunning:
+		return fmt.Sprintf("%s replaced, but the old one could not be retired: %v; it still runs, aside, as %s; the next apply stops and removes it", e.Name, e.Err, aside)
+	case LeftUnknown:
+		return fmt.Sprintf("%s replaced, but the old one could not be retired: %v; it may still run, aside, as %s; the next apply stops and removes it", e.Name, e.Err, aside)
+	}
+	return fmt.Sprintf("%s replaced, but the old one could not be removed: %v; it stays aside, stopped, as %s; the next apply removes it", e.Name, e.Err, aside)
 }
 
 func (e *OldLeftError) Unwrap() error { return e.Err }
 
 // RemoveGone removes container id and makes sure it is gone. An engine
 // that refused once, or whose answer was lost, is asked again. Then it is
-// asked whether the container still exists, before anyone acts on it.
+// asked whether the container still exists, before anyone acts on it. A
+// removal already under way in the engine is waited out (settled).
 func (x Executor) RemoveGone(ctx context.Context, id string) error {
 	err := x.Engine.Remove(ctx, id)
 	if err == nil || engine.IsNotFound(err) {
@@ -249,10 +259,35 @@ func (x Executor) RemoveGone(ctx context.Context, id string) error {
 	if err2 := x.Engine.Remove(ctx, id); err2 == nil || engine.IsNotFound(err2) {
 		return nil
 	}
-	if _, ierr := x.Engine.Inspect(ctx, id); engine.IsNotFound(ierr) {
+	if _, ierr := x.settled(ctx, id); engine.IsNotFound(ierr) {
 		return nil
 	}
 	return err
+}
+
+// StateRemoving is the engine's state of a container being removed.
+const StateRemoving = "removing"
+
+// settlePoll is how often settled asks again while a removal is under way.
+const settlePoll = 100 * time.Millisecond
+
+// settled inspects container id once no removal of it is under way. A
+// removal whose answer was lost may still be running in the engine. So may
+// one another command sent. The container reads StateRemoving until it is
+// gone. settled waits that out, bounded by ctx. Then it returns the
+// container as it reads, removing or not.
+func (x Executor) settled(ctx context.Context, id string) (engine.Container, error) {
+	for {
+		c, err := x.Engine.Inspect(ctx, id)
+		if err != nil || c.State != StateRemoving {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return c, nil
+		case <-time.After(settlePoll):
+		}
+	}
 }
 
 // Rename renames container id to the name to, and makes sure of the

@@ -77,14 +77,14 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 		}
 		return err
 	}
-	return x.retire(ctx, d, old)
+	return x.retireThrough(ctx, d, old)
 }
 
 // retire takes the old container of a start-first recreate off the
 // networks of d. That container is retiring and running. Off them, the
 // aliases answer with the new one only. retire lets it drain, then stops
 // and removes it. After a signal the drain is cut short. The stop and the
-// removal are seen through.
+// removal are seen through. It is one try of retireThrough.
 func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) error {
 	var errs []error
 	if err := x.leaveNetworks(ctx, d, old.ID); err != nil {
@@ -105,10 +105,7 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 	} else if err := x.RemoveGone(cctx, old.ID); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return &OldLeftError{Name: d.Name, Aside: RetiringName(d.Name), Err: errors.Join(errs...)}
-	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // takeAliases gives container id, healthy, the service's aliases on d's
@@ -139,8 +136,8 @@ func (x Executor) leaveNetworks(ctx context.Context, d *Desired, id string) erro
 	return errors.Join(errs...)
 }
 
-// startsFirst reports whether a recreate of d is start-first. Running says
+// StartsFirst reports whether a recreate of d is start-first. Running says
 // whether d's old container runs.
-func startsFirst(d *Desired, running bool) bool {
+func StartsFirst(d *Desired, running bool) bool {
 	return running && d.Def.UpdateOrder == mesh.StartFirst
 }

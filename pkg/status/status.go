@@ -271,8 +271,9 @@ func problems(rep *Report) []string {
 		}
 	}
 	out = append(out, stuckClaims(rep.Changing)...)
+	out = append(out, leftovers(rep.Containers)...)
 	for _, c := range rep.Containers {
-		if c.Changing {
+		if _, ok := leftoverOf(c.Name); c.Changing || ok {
 			continue
 		}
 		if c.State == Running && c.Health == "unhealthy" {
@@ -290,6 +291,43 @@ func problems(rep *Report) []string {
 		}
 	}
 	return out
+}
+
+// leftovers lists the containers a recreate left under a temporary name
+// as problems. No live apply changes them and no window holds their
+// service. One that runs answers beside the service, on its aliases. Each
+// line says what the next apply does with it.
+func leftovers(cs []Container) []string {
+	state := map[string]string{}
+	for _, c := range cs {
+		state[c.Name] = c.State
+	}
+	var out []string
+	for _, c := range cs {
+		base, ok := leftoverOf(c.Name)
+		if !ok || c.Changing || state[base] == Held {
+			continue
+		}
+		fix := "meshctl apply --last removes it"
+		switch st, there := state[base]; {
+		case strings.HasSuffix(c.Name, lifecycle.NewName("")) || there && st != Missing:
+		case c.State == Running:
+			fix = "meshctl apply --last puts it back as " + base
+		default:
+			fix = "meshctl apply --last creates " + base + ", and the apply after it removes this one"
+		}
+		out = append(out, fmt.Sprintf("container %s is %s, left by a recreate of %s; %s", c.Name, c.State, base, fix))
+	}
+	return out
+}
+
+// leftoverOf says whether name is a temporary name of a recreate. Those are
+// NAME.meshctl-new, -old and -retiring. It returns the service's name.
+func leftoverOf(name string) (string, bool) {
+	if base, ok := lifecycle.AsideOf(name); ok {
+		return base, true
+	}
+	return strings.CutSuffix(name, lifecycle.NewName(""))
 }
 
 func firstLine(s string) string {
@@ -326,7 +364,9 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 }
 
 func summary(rep *Report) string {
-	bad := 0
+	// A recreate's leftover is never what the last apply wants, running
+	// or not.
+	bad := len(leftovers(rep.Containers))
 	for _, c := range rep.Containers {
 		if c.State != Running && c.State != Held && !c.Changing {
 			bad++

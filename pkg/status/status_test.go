@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -307,4 +308,41 @@ func TestNothingApplied(t *testing.T) {
 // fileLedger reads a module's current build from d's file ledger.
 func fileLedger(d *state.Dir) func(module string) (ledger.Build, bool, error) {
 	return func(m string) (ledger.Build, bool, error) { return ledger.New(d).CurrentBuild(context.Background(), m) }
+}
+
+// TestLeftoverIsAProblem: a container a recreate left under a temporary
+// name, running or stopped, with no live apply changing it, is a problem.
+// One running aside answers beside the service. Each says what the next
+// apply does with it, which the heal does (coord.healDead).
+func TestLeftoverIsAProblem(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		running bool
+		base    bool // the service runs under its name
+		says    string
+	}{
+		{lifecycle.RetiringName("store.web"), true, true, "is running, left by a recreate of store.web; meshctl apply --last removes it"},
+		{lifecycle.RetiringName("store.web"), false, true, "is stopped, left by a recreate of store.web; meshctl apply --last removes it"},
+		{lifecycle.OldName("store.web"), true, false, "is running, left by a recreate of store.web; meshctl apply --last puts it back as store.web"},
+		{lifecycle.NewName("store.web"), true, false, "meshctl apply --last removes it"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, meshYAML)
+			left := fx.service("store.web", tc.running)
+			left.Name, left.ID = tc.name, "id-left"
+			cs := []engine.Container{fx.service("store.registry", true), left}
+			if tc.base {
+				cs = append(cs, fx.service("store.web", true))
+			}
+			rep := get(t, fx, &fakeEngine{containers: cs}, t0)
+			if !slices.ContainsFunc(rep.Problems, func(p string) bool {
+				return strings.HasPrefix(p, "container "+tc.name+" ") && strings.HasSuffix(p, tc.says)
+			}) {
+				t.Errorf("problems %q: want %s that %s", rep.Problems, tc.name, tc.says)
+			}
+			if !strings.HasPrefix(rep.Summary, "attention: ") {
+				t.Errorf("summary %q", rep.Summary)
+			}
+		})
+	}
 }

@@ -97,7 +97,9 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 	// What dead applies left on the held containers is healed first. Held
 	// as it is, the window would hold an unverified new container, while
 	// the last good one waits aside. Their parts on other containers stay
-	// for the next apply.
+	// for the next apply. A recreate's leftover of a held container goes
+	// too, or nothing is held. A copy running aside would answer the
+	// service's name through the step.
 	if err := coord.HealClaims(ctx, lock, x, ws, w.held, w.opts.Progress); err != nil {
 		return nil, fmt.Errorf("nothing held: %w", err)
 	}

@@ -2,6 +2,7 @@ package window
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -217,5 +220,82 @@ func TestOpenHealsADeadClaim(t *testing.T) {
 	var doc coord.ClaimsDoc
 	if _, err := d.Read(coord.ClaimsFile, &doc); err != nil || len(doc.Claims) != 1 || !slices.Equal(doc.Claims[0].Containers, []string{"other.web"}) {
 		t.Errorf("claims.json = %+v, %v; want the dead claim's part on other.web kept", doc, err)
+	}
+}
+
+// removeRefused is an engine whose Remove of one container always fails.
+type removeRefused struct {
+	*enginetest.Fake
+	id string
+}
+
+func (e *removeRefused) Remove(ctx context.Context, id string) error {
+	if id == e.id {
+		return errors.New("engine says no")
+	}
+	return e.Fake.Remove(ctx, id)
+}
+
+// TestOpenRemovesALeftRetiring: a start-first recreate whose retirement
+// failed left the old store.registry running as
+// store.registry.meshctl-retiring, its apply gone. Held as it is, the
+// window would stop store.registry and run its step while the old copy
+// answers the service's name. The open removes it before it holds
+// anything. When it cannot, the window is refused (exit 1), holding
+// nothing and stopping nothing.
+func TestOpenRemovesALeftRetiring(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		refuse bool
+	}{{"removed", false}, {"cannot be removed", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d, err := state.Open(filepath.Join(dir, "state"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := mesh.Decode("mesh.yaml", []byte(stepTimesYAML(filepath.Join(dir, "a"), filepath.Join(dir, "b"))))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fake := enginetest.NewFake(enginetest.Image)
+			ctx := context.Background()
+			applyFresh(t, d, fake, f)
+			svc, _ := fake.Get("store.registry")
+			left := lifecycle.RetiringName("store.registry")
+			leftID, err := fake.Create(ctx, left, svc.Spec)
+			if err == nil {
+				err = fake.Start(ctx, leftID)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var eng engine.Client = fake
+			if tc.refuse {
+				eng = &removeRefused{Fake: fake, id: leftID}
+			}
+			_, err = Run(ctx, d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+			_, there := fake.Get(left)
+			if !tc.refuse {
+				if err != nil || there {
+					t.Fatalf("window: %v; %s there: %v; want it removed and the window run", err, left, there)
+				}
+				return
+			}
+			var k interface{ Fault() fault.Kind }
+			if err == nil || !strings.Contains(err.Error(), "nothing held") || !strings.Contains(err.Error(), left) || errors.As(err, &k) && k.Fault() != fault.Failed {
+				t.Fatalf("window: %v; want it refused (exit 1), naming %s", err, left)
+			}
+			if c, _ := fake.Get("store.registry"); c.ID != svc.ID || !c.Running {
+				t.Errorf("store.registry after the refused window: %+v, want it running, untouched", c)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "a")); err == nil {
+				t.Error("the step ran")
+			}
+			var holds coord.HoldsDoc
+			if _, err := d.Read(coord.HoldsFile, &holds); err != nil || len(holds.Holds) != 0 {
+				t.Errorf("holds after the refused window: %+v, %v; want none", holds, err)
+			}
+		})
 	}
 }
