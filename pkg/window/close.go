@@ -47,11 +47,14 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
 
-	back, lock, _, err := w.bringBackConverged(ctx)
+	back, lock, wish, err := w.bringBackConverged(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
+	if lock, err = w.convergeDependents(ctx, lock, wish, back); err != nil {
+		return nil, err
+	}
+	defer func() { lock.Unlock() }()
 	if w.missing != nil {
 		w.opts.Progress("warning: %v: %s brought back as it was; put the file back, then meshctl apply --last\n",
 			w.missing, strings.Join(w.held, ", "))
@@ -171,6 +174,12 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 			if !errors.Is(err, errPutBack) && !errors.Is(err, errUnhealthy) {
 				notBack = append(notBack, name)
 			}
+		}
+	}
+	// A dependent is not held, so its failure keeps no hold.
+	for _, name := range w.dependents() {
+		if err := w.dependentErrs[name]; err != nil {
+			convergeErrs = append(convergeErrs, fmt.Errorf("%s: %w", name, err))
 		}
 	}
 	if len(notBack) > 0 {
