@@ -55,9 +55,16 @@ func (w *window) convergeDependents(ctx context.Context, lock *state.Lock, wish 
 		}
 	}
 	claim, todo := w.dependentsToChange(deps, wish, byName)
+	if todo, err = w.unclaimed(lock, todo); err != nil {
+		for _, name := range deps {
+			w.dependentErrs[name] = fmt.Errorf("not brought to its deferred change: %w", err)
+		}
+		return lock, nil
+	}
 	if len(todo) == 0 {
 		return lock, nil
 	}
+	claim, _ = claim.Part(func(name string) bool { return slices.Contains(todo, name) })
 	held, err := coord.TakeClaim(lock, claim, w.opts.Now())
 	if err != nil {
 		for _, name := range todo {
@@ -73,6 +80,25 @@ func (w *window) convergeDependents(ctx context.Context, lock *state.Lock, wish 
 		return nil, err
 	}
 	return relock, held.Release(relock)
+}
+
+// unclaimed returns the names of todo that no live claim covers. An apply
+// that began before the window opened may still be changing one. That one
+// is left to it, and so to the next apply.
+func (w *window) unclaimed(lock *state.Lock, todo []string) ([]string, error) {
+	live, err := coord.LiveClaims(w.d, lock.Read)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(todo, func(name string) bool {
+		for _, c := range live {
+			if slices.Contains(c.Containers, name) {
+				w.opts.Progress("%s: apply (pid %d) is changing it; the change deferred to it is left to it and the next apply\n", name, c.PID)
+				return true
+			}
+		}
+		return false
+	}), nil
 }
 
 // dependentsToChange returns the claim on the dependents that differ from
