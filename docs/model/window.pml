@@ -98,6 +98,18 @@
  *                       claim (takeLock)
  *   BROKEN_HEAL_IGNORES_HOLDS  an apply's heal takes C as its own though a
  *                       hold holds it
+ * The close recreates C if and only if its hold records that an apply
+ * reported C deferred during the window (holddef, Hold.Deferred), to the
+ * version it reads at the close. Property: what was reported deferred is
+ * what runs once the close drops its hold (unless its recreate failed, or
+ * it gave up after closeRounds).
+ * CONTENT_DRIFT (with RECREATE): the desired state reads version 2 from
+ * the start while C runs 1 (an env-file's content changed after the last
+ * apply, before any window opened).
+ *   BROKEN_CLOSE_AT_OPEN  the close recreates C only when the desired
+ *                       state changed since the open (the code before the
+ *                       hold recorded deferrals): the deferred change is
+ *                       not carried out
  * DEFER_CLAIM (with RECREATE): an apply that defers C's change also changes
  * another container, D: the deferral is made under a claim (Defers C), and
  * written to applied.json once D is done; the close waits for such a
@@ -218,6 +230,10 @@ bool claimran[6];   /* the claim says its old C ran (claims.Claim.Ran) */
  * Containers name another container, D, which it changes) */
 bool claimdef[6];
 byte closedwith[3]; /* ghost: the version window w's close last read in applied.json */
+/* holds.json: hold w records that an apply reported C deferred during
+ * window w (Hold.Deferred, coord.RecordDeferred); a new hold has none */
+bool holddef[3];
+bool putback;       /* ghost: a close's recreate failed, the old C put back */
 bool gaveup;        /* ghost: a close gave up converging after closeRounds */
 #define RETN  4   /* C.meshctl-retiring (lifecycle.RetiringName) */
 #ifdef START_FIRST
@@ -718,11 +734,18 @@ inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_c = 0; obs
 #ifdef RECREATE
 /* forget_all also clears what a process keeps across its steps (at its
  * death) */
-inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0; begun = 0; w = 0; atopen = 0; want = 0; round = 0; err = 0
+inline forget_all() { forget(); atomic { o = 0; n = 0; k = 0; hc = 0; oldrun = 0; begun = 0; w = 0; atopen = 0; want = 0; round = 0; err = 0; dfr = 0
 #ifdef START_FIRST
 	; r = 0; fwd = 0
 #endif
 } }
+
+/* code: coord.RecordDeferred, under the state lock: the plan reported C
+ * deferred (it is not at version 2) while window w holds it; holds.json
+ * records that in w's hold, before applied.json is written */
+inline defer_record(w) {
+	atomic { slot(NAMEN, k); if :: k == NONE || ver[k] != 2 -> holddef[w] = 1 :: else fi; k = 0 }
+}
 
 /* One apply (RECREATE): apply.runLocked. takeLock: another apply's live
  * claim → unlock, coord.WaitClaim, again (Run); observe; heal (coord.HealClaims:
@@ -762,11 +785,14 @@ inline apply_pass(me) {
 		lock_state(me);
 		/* a deferred change is carried out by the close of the window that
 		 * held C, or that window is still there (its hold stays) */
+		defer_record(w);                   /* code: record: coord.RecordDeferred */
 		atomic { assert(hold[w] || gaveup || closedwith[w] == 2); applied = 2 };  /* code: record: lock.Write(applied.json) */
 		atomic { claimdef[me] = 0; clk[me] = 0; w = 0 };  /* code: Held.Release */
 		unlock_state(me)
 #else
-		atomic { applied = 2; unlock_state(me); forget() }  /* code: record: lock.Write(applied.json) */
+		w = (h1 && !s1 -> W1 : W2);
+		defer_record(w);                   /* code: record: coord.RecordDeferred */
+		atomic { applied = 2; unlock_state(me); forget(); w = 0 }  /* code: record: lock.Write(applied.json) */
 #endif
 	:: else ->
 #if defined(LOST_ANSWER) || defined(START_FIRST)
@@ -861,9 +887,9 @@ inline apply_pass(me) {
  * works on */
 #ifdef RECREATE
 #ifdef START_FIRST
-#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round, r; bool oldrun, begun, err, fwd
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round, r; bool oldrun, begun, err, fwd, dfr
 #else
-#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun, err
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun, err, dfr
 #endif
 #else
 #define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr
@@ -930,7 +956,7 @@ record:
 		release_stale();
 		/* code: holdOf: Inspect C; what applied.json wants now (atOpen) */
 		atomic { slot(NAMEN, hc); assert(hc != NONE); atopen = applied };
-		hold[me] = 1;                      /* code: lock.Write(holds.json) */
+		atomic { hold[me] = 1; holddef[me] = 0 }  /* code: lock.Write(holds.json): nothing deferred yet */
 		unlock_state(me);
 		polno[hc] = 1;                     /* code: open: SetRestart(no) */
 		forget(); stop_k(hc);              /* code: StopThrough, whatever the listing said */
@@ -984,22 +1010,26 @@ record:
 		 * held), lockToClose, appliedNow again: changed meanwhile → again
 		 * (once: applied.json moves from 1 to 2 once) */
 		do
-		:: atomic { want = applied; slot(NAMEN, o); assert(o != NONE); oldrun = crun[o] };  /* code: appliedNow; bringBack: List */
+		:: atomic { dfr = holddef[me]; want = applied; slot(NAMEN, o); assert(o != NONE); oldrun = crun[o] };  /* code: wishNow (coord.DeferredIn, appliedNow); bringBack: List */
 			if
-			:: want != ver[o] && want != atopen ->    /* code: bringOne: deferred (a change since the open) */
+#ifdef BROKEN_CLOSE_AT_OPEN
+			:: want != ver[o] && want != atopen ->    /* the code before: a change since the open */
+#else
+			:: want != ver[o] && dfr ->               /* code: bringOne: drift, and its hold records an apply's deferral */
+#endif
 				recreate(o, oldrun);                  /* code: Recreate */
 #ifdef LOST_ANSWER
 				/* code: failed: Inspect(C): the old one back under C →
 				 * BringBack; else nothing started, the hold kept */
 				if
-				:: nm[o] == NAMEN -> polno[o] = 0; start_k(o)  /* code: BringBack: SetRestart, Start */
+				:: nm[o] == NAMEN -> putback = 1; polno[o] = 0; start_k(o)  /* code: BringBack: SetRestart, Start */
 				:: nm[o] == 0                         /* replaced: the old one removed */
 				:: else -> goto closed                /* not back under its name */
 				fi
 #else
 				if
 				:: !healthy2 ->                       /* code: Inspect(C): the old one is back under C */
-					polno[o] = 0; start_k(o)          /* code: BringBack: SetRestart, Start */
+					putback = 1; polno[o] = 0; start_k(o)  /* code: BringBack: SetRestart, Start */
 				:: else
 				fi
 #endif
@@ -1025,10 +1055,11 @@ record:
 				fi
 			:: else
 			fi;
-			/* code: appliedNow, changedMeanwhile: unchanged → done; changed
-			 * in the last round → gives up (the next apply converges it) */
+			/* code: wishNow, changedMeanwhile: unchanged, and no deferral
+			 * recorded meanwhile → done; changed in the last round → gives up
+			 * (the next apply converges it) */
 			if
-			:: applied == want -> break
+			:: applied == want && holddef[me] == dfr -> break
 			:: else ->
 				if
 				:: round == 2 -> gaveup = 1; break
@@ -1038,7 +1069,11 @@ record:
 nextround:
 			skip
 		od;
-		atomic { closedwith[me] = want; hold[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0 }  /* code: lock.Write(holds.json) */
+		/* what an apply reported deferred is what runs once the hold goes,
+		 * unless the recreate failed (the old C put back) or the close gave
+		 * up after closeRounds */
+		atomic { slot(NAMEN, k); assert(!dfr || putback || gaveup || k != NONE && ver[k] == want); k = 0 };
+		atomic { closedwith[me] = want; hold[me] = 0; holddef[me] = 0; o = 0; oldrun = 0; hc = 0; want = 0; atopen = 0; round = 0; dfr = 0 }  /* code: lock.Write(holds.json) */
 #else
 		/* code: close → bringBack, no lock held: List, then BringBack */
 		/* code: List (no shared effect) */
@@ -1185,6 +1220,9 @@ init {
 #ifdef RECREATE
 		run Apply(B);
 		nm[0] = NAMEN; ver[0] = 1; crun[0] = 1;
+#ifdef CONTENT_DRIFT
+		applied = 2;   /* an env-file's content changed after the last apply: C runs 1, the desired state reads 2 */
+#endif
 #ifdef START_FIRST
 		alias[0] = 1; booted = 1;
 #endif

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
@@ -33,7 +34,13 @@ func executeClaimed(ctx context.Context, d *state.Dir, lock *state.Lock, x lifec
 		case Create:
 			want.Creates = append(want.Creates, it.Name)
 		case Deferred:
-			want.Defers = append(want.Defers, it.Name)
+			// The held containers it waits for too. A close waits for a claim
+			// that defers a change to one of those it holds.
+			for _, n := range append([]string{it.Name}, it.Waits...) {
+				if !slices.Contains(want.Defers, n) {
+					want.Defers = append(want.Defers, n)
+				}
+			}
 		case Recreate:
 			if it.Observed != nil && it.Observed.Running {
 				if want.Ran == nil {

@@ -296,7 +296,12 @@ func (a *pass) record(runErr error) error {
 	if !a.appliedChanged {
 		recorded = nil
 	}
-	err := writeRecord(a.lock, recorded, a.rep, a.opts, runErr)
+	// The deferrals first. A close that reads them before applied.json
+	// finds applied.json changed under the lock, and converges again.
+	err := coord.RecordDeferred(a.lock, deferrals(a.items))
+	if err == nil {
+		err = writeRecord(a.lock, recorded, a.rep, a.opts, runErr)
+	}
 	if a.claim != nil {
 		err = errors.Join(err, a.claim.Release(a.lock))
 	}
@@ -304,6 +309,18 @@ func (a *pass) record(runErr error) error {
 		return errors.Join(runErr, err)
 	}
 	return runErr
+}
+
+// deferrals are the deferred changes of items, by the window whose close
+// carries them out.
+func deferrals(items []Item) map[string][]string {
+	out := map[string][]string{}
+	for _, it := range items {
+		if it.Action == Deferred {
+			out[it.Window] = append(out[it.Window], it.Name)
+		}
+	}
+	return out
 }
 
 // takenNames asks the engine, for each container the plan would create,

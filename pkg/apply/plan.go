@@ -68,6 +68,10 @@ type Item struct {
 	Window    string
 	Desired   *lifecycle.Desired // nil for orphans
 	Observed  *engine.Container  // nil when missing
+	// Waits are the held containers a deferred change waits for. It is the
+	// container itself, or the held ones it depends on. The close of their
+	// window carries the change out.
+	Waits []string
 }
 
 // Input is everything the planner decides from.
@@ -113,6 +117,7 @@ func Plan(in Input) []Item {
 		wanted[d.Name] = true
 		items = append(items, planOne(d, observed[d.Name], in))
 	}
+	deferDependents(items, in.Holds)
 	for name, c := range observed {
 		module := c.Labels[lifecycle.LabelModule]
 		if wanted[name] || in.Modules != nil && !in.Modules[module] {
@@ -166,6 +171,9 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	if hold, held := in.Holds[d.Name]; held {
 		it.Window = hold.Window
 		it.Action, it.Reasons = heldAction(hold, c, diff)
+		if it.Action == Deferred {
+			it.Waits = []string{d.Name}
+		}
 		return it
 	}
 	switch why := mustRecreate(c, diff, in.Now); {
@@ -202,6 +210,57 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []str
 	default:
 		return Held, []string{by}
 	}
+}
+
+// deferDependents defers the create or recreate of a container that
+// depends on a held one. What it depends on is stopped, so its gate would
+// prove nothing. The close of the holding window carries the change out,
+// once the held one is back. A dependency whose own change is deferred
+// defers its dependents too, in depends-on order. holds names the held
+// containers of every module, planned here or not.
+func deferDependents(items []Item, holds map[string]HoldRef) {
+	byName := map[string]*Item{}
+	names := make([]string, 0, len(items))
+	for i := range items {
+		byName[items[i].Name] = &items[i]
+		names = append(names, items[i].Name)
+	}
+	deps := func(name string) []string {
+		if d := byName[name].Desired; d != nil {
+			return d.Def.Dependencies(d.Module)
+		}
+		return nil
+	}
+	for _, name := range lifecycle.DependencyOrder(names, deps) {
+		it := byName[name]
+		if it.Action != Create && it.Action != Recreate {
+			continue
+		}
+		for _, dep := range deps(name) {
+			if why, window, waits := waitingOn(dep, byName[dep], holds); window != "" {
+				it.Action, it.Window, it.Waits = Deferred, window, waits
+				it.Reasons = append([]string{why}, it.Reasons...)
+				break
+			}
+		}
+	}
+}
+
+// waitingOn says whether dependency dep, planned as it (nil when not
+// planned here), is held or has its change deferred. It returns the reason,
+// the holding window and the held containers to wait for. An empty window
+// means dep is not waited on.
+func waitingOn(dep string, it *Item, holds map[string]HoldRef) (why, window string, waits []string) {
+	switch {
+	case it != nil && it.Action == Deferred:
+		return "depends on " + dep + ", whose change waits for window " + it.Window + " to close", it.Window, it.Waits
+	case it != nil && it.Action != Held:
+		return "", "", nil
+	}
+	if h, held := holds[dep]; held {
+		return "depends on " + dep + ", held by window " + h.Window, h.Window, []string{dep}
+	}
+	return "", "", nil
 }
 
 // mustRecreate is the rule for replacing a container no window holds. It

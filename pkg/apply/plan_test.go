@@ -205,6 +205,26 @@ func TestPlan(t *testing.T) {
 			want:    []line{{"m.a", Deferred, []string{"held by window w-1", "missing: created when the window closes"}, "w-1"}},
 		},
 		{
+			name: "a change depending on a held container is deferred, and so is one depending on that",
+			desired: map[string]*mesh.Container{
+				"a": web(),
+				"b": changed(func(c *mesh.Container) { c.Env["FOO"] = "other"; c.DependsOn = []string{"a"} }),
+				"c": changed(func(c *mesh.Container) { c.DependsOn = []string{"b"} }),
+				"d": changed(func(c *mesh.Container) { c.DependsOn = []string{"other.x"} }),
+				"e": changed(func(c *mesh.Container) { c.DependsOn = []string{"a"} }),
+			},
+			observed: []engine.Container{stopped(running(t, "a", web())), running(t, "b", web()),
+				running(t, "e", changed(func(c *mesh.Container) { c.DependsOn = []string{"a"} }))},
+			holds: map[string]HoldRef{"m.a": {Window: "w-1"}, "other.x": {Window: "w-2"}},
+			want: []line{
+				{"m.a", Held, []string{"held by window w-1"}, "w-1"},
+				{"m.b", Deferred, []string{"depends on m.a, held by window w-1", "env.FOO"}, "w-1"},
+				{"m.c", Deferred, []string{"depends on m.b, whose change waits for window w-1 to close"}, "w-1"},
+				{"m.d", Deferred, []string{"depends on other.x, held by window w-2"}, "w-2"},
+				{"m.e", Unchanged, nil, ""},
+			},
+		},
+		{
 			name:     "a hold on another container holds nothing here",
 			desired:  map[string]*mesh.Container{"a": web()},
 			observed: []engine.Container{stopped(running(t, "a", web()))},

@@ -46,7 +46,8 @@ Each container gets one action: create, unchanged, recreate (naming each field
 that differs, "not running": a stopped container nobody holds is broken, or
 "restarting": the engine is restarting it after a crash),
 held (a live window holds it: left exactly as it is), deferred (held, and its
-spec changed: the window applies the change when it closes), orphan (no longer
+spec changed, or it depends on a held one: the window applies the change when
+it closes), orphan (no longer
 in the file; removed with --prune, shown as remove) or conflict (a container
 meshctl does not manage has the name: nothing is changed, exit 1).
 

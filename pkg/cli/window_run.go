@@ -39,9 +39,11 @@ and leaves the held containers alone. The step runs with its
 output streamed to stderr and is killed past its timeout. The window then
 closes on every path (success, failure, timeout, SIGINT, SIGTERM): each held
 container is brought to what the most recent apply wants (started again, or
-recreated where an apply deferred a change; after a signal it is started again
-as it was, and the change left to the next apply) and its restart policy
-restored.
+recreated where an apply reported it deferred during this window, else started
+as it was and any drift reported; after a signal it is started again as it
+was, and the change left to the next apply) and its restart policy restored.
+Then the changes an apply deferred to what depends on a held container are
+carried out.
 
 Exit 0 if the step succeeded and every container runs again; else 1, or 130
 when interrupted. With -q nothing is printed on success; on failure the step's

@@ -34,13 +34,24 @@ type Hold struct {
 	// guard's. A window that died while processes of it still run is
 	// orphaned, as one whose step container runs.
 	StepGroup int `json:"step_group,omitempty"`
+	// Deferred are the containers whose change an apply reported deferred
+	// during this window. The close recreates these, and only these. Each
+	// is held, or depends on a held one.
+	Deferred []string `json:"deferred,omitempty"`
 }
+
+// HoldsVersion is the version of the holds file. Version 2 added a hold's
+// deferred containers. An older meshctl refuses it and says to upgrade.
+const HoldsVersion = 2
 
 // HoldsDoc is the holds file.
 type HoldsDoc struct {
 	state.Header
 	Holds []Hold `json:"holds"`
 }
+
+// FormatVersion says the holds file is of HoldsVersion (state.Versioned).
+func (*HoldsDoc) FormatVersion() int { return HoldsVersion }
 
 // ReadHolds reads the holds file and the history with read. read is a
 // state lock's Read for apply and window, or Dir.Read for a snapshot.

@@ -28,6 +28,8 @@ func FuzzHolds(f *testing.F) {
 	f.Add([]byte(`{"version":1,"holds":[{"id":"a/b","step_container":"x"},{"id":""}]}`), []byte(`{"version":1,"windows":null}`))
 	f.Add([]byte(`{"version":1,"holds":null}`), []byte(`{"version":9}`))
 	f.Add([]byte(`{"holds":[]}`), []byte(`[]`))
+	f.Add([]byte(`{"version":2,"holds":[{"id":"w-2","deferred":["store.registry","web.app"]}]}`), []byte(`{"version":1}`))
+	f.Add([]byte(`{"version":3,"holds":[]}`), []byte(`{"version":1}`))
 	f.Fuzz(func(t *testing.T, holdsFile, historyFile []byte) {
 		dir := filepath.Join(t.TempDir(), "state")
 		d, err := state.Open(dir)

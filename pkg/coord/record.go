@@ -27,6 +27,7 @@ func CloseHold(lock *state.Lock, e Entry, notBack []string) (*Entry, error) {
 	hd.Drop(e.ID)
 	if ok && len(notBack) > 0 {
 		h.Containers, h.StepContainer = notBack, ""
+		h.Deferred = slices.DeleteFunc(h.Deferred, func(n string) bool { return !slices.Contains(notBack, n) })
 		hd.Holds = append(hd.Holds, h)
 	}
 	hist.Append(e)
@@ -34,6 +35,46 @@ func CloseHold(lock *state.Lock, e Entry, notBack []string) (*Entry, error) {
 		return &e, err
 	}
 	return &e, lock.Write(HistoryFile, &hist)
+}
+
+// RecordDeferred records in the holds the changes an apply deferred, under
+// lock. deferred maps a window's id to the containers whose change waits
+// for its close. An apply calls it as it records its result. A window
+// whose hold is gone is skipped.
+func RecordDeferred(lock *state.Lock, deferred map[string][]string) error {
+	if len(deferred) == 0 {
+		return nil
+	}
+	var hd HoldsDoc
+	if _, err := lock.Read(HoldsFile, &hd); err != nil {
+		return err
+	}
+	changed := false
+	for i := range hd.Holds {
+		h := &hd.Holds[i]
+		for _, name := range deferred[h.ID] {
+			if !slices.Contains(h.Deferred, name) {
+				h.Deferred = append(h.Deferred, name)
+				changed = true
+			}
+		}
+		slices.Sort(h.Deferred)
+	}
+	if !changed {
+		return nil
+	}
+	return lock.Write(HoldsFile, &hd)
+}
+
+// DeferredIn returns what the hold of window id records as deferred, read
+// with read. A hold that is gone has nothing deferred.
+func DeferredIn(read func(string, state.Document) (bool, error), id string) ([]string, error) {
+	var hd HoldsDoc
+	if _, err := read(HoldsFile, &hd); err != nil {
+		return nil, err
+	}
+	h, _ := hd.Find(id)
+	return h.Deferred, nil
 }
 
 // ReadHistory reads the window history alone with read.

@@ -14,7 +14,8 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
-// Version is the only document version this meshctl reads and writes.
+// Version is the document version this meshctl reads and writes. A
+// document whose format moved on says its own version (Versioned).
 const Version = 1
 
 // DefaultPath returns the state directory used when none is configured. That

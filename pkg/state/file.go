@@ -25,6 +25,22 @@ func (h *Header) header() *Header { return h }
 // Document is a state file's contents, a struct that embeds Header.
 type Document interface{ header() *Header }
 
+// Versioned is a Document whose format moved past Version. Write records
+// its FormatVersion, and Read accepts that version and any older one. An
+// older meshctl then says to upgrade, rather than meet an unknown field.
+type Versioned interface {
+	Document
+	FormatVersion() int
+}
+
+// versionOf is the version Write records for doc, the newest Read accepts.
+func versionOf(doc Document) int {
+	if v, ok := doc.(Versioned); ok {
+		return v.FormatVersion()
+	}
+	return Version
+}
+
 // VersionOnly is a Document read to learn whether it may be replaced. Read
 // checks that the file parses as JSON and that this meshctl reads its
 // version. It decodes nothing else.
@@ -146,11 +162,11 @@ func decode(data []byte, doc Document) error {
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}
-	switch {
+	switch newest := versionOf(doc); {
 	case v.Version == nil:
 		return errors.New(`has no "version"`)
-	case *v.Version > Version:
-		return fmt.Errorf("has version %d, newer than this meshctl reads (%d): upgrade meshctl", *v.Version, Version)
+	case *v.Version > newest:
+		return fmt.Errorf("has version %d, newer than this meshctl reads (%d): upgrade meshctl", *v.Version, newest)
 	case *v.Version < 1:
 		return fmt.Errorf("has unknown version %d", *v.Version)
 	}
@@ -186,7 +202,7 @@ func (l *Lock) Write(name string, doc Document) error {
 	if err != nil {
 		return err
 	}
-	doc.header().Version = Version
+	doc.header().Version = versionOf(doc)
 	data, err := json.MarshalIndent(doc, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", p, err)

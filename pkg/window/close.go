@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,11 +47,14 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 		return nil, &FailedError{Err: errors.Join(w.stepErr, err), Interrupted: interrupted}
 	}
 
-	back, lock, err := w.bringBackConverged(ctx)
+	back, lock, wish, err := w.bringBackConverged(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer lock.Unlock()
+	if lock, err = w.convergeDependents(ctx, lock, wish, back); err != nil {
+		return nil, err
+	}
+	defer func() { lock.Unlock() }()
 	if w.missing != nil {
 		w.opts.Progress("warning: %v: %s brought back as it was; put the file back, then meshctl apply --last\n",
 			w.missing, strings.Join(w.held, ", "))
@@ -77,19 +81,20 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 
 // bringBackConverged brings the held containers back to what the most
 // recent apply wants, with bringBack. Then it takes the state lock to
-// close, and returns the lock with each container's error. An apply may
-// defer a newer change while the containers come back. That change is
-// carried out first, up to closeRounds times.
-func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *state.Lock, error) {
+// close. It returns the lock, each container's error, and the wish read
+// under the lock. An apply may defer a newer change while the containers
+// come back. That change is carried out first, up to closeRounds times.
+func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *state.Lock, map[string]*lifecycle.Desired, error) {
 	for round := 1; ; round++ {
-		applied, err := w.appliedNow(w.d.Read)
+		applied, deferred, err := w.wishNow(w.d.Read)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
+		w.deferred = deferred
 		back := w.bringBack(ctx, applied)
 		lock, err := w.lockToClose(ctx)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		// An apply that deferred a change to a held container may still carry
 		// out the rest of its plan. It records the change only once it is done.
@@ -97,33 +102,34 @@ func (w *window) bringBackConverged(ctx context.Context) (map[string]error, *sta
 		c, deferring, err := coord.Deferring(w.d, lock.Read, w.held)
 		if err != nil {
 			lock.Unlock()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if deferring {
 			lock.Unlock()
 			waited, err := w.waitDeferring(ctx, c)
 			if err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			if waited && round < closeRounds {
 				continue
 			}
 			if lock, err = w.lockToClose(ctx); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
-		now, err := w.appliedNow(lock.Read)
+		now, nowDeferred, err := w.wishNow(lock.Read)
 		if err != nil {
 			lock.Unlock()
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		changed := w.changedMeanwhile(applied, now)
+		changed := w.changedMeanwhile(applied, now, deferred, nowDeferred)
 		if len(changed) == 0 {
-			return back, lock, nil
+			w.deferred = nowDeferred
+			return back, lock, now, nil
 		}
 		if round == closeRounds {
 			w.opts.Progress("an apply changed %s again while the window closed; the next apply converges it\n", strings.Join(changed, ", "))
-			return back, lock, nil
+			return back, lock, now, nil
 		}
 		// An apply deferred a newer change while the containers came back.
 		// Bring them to it before the hold goes.
@@ -170,6 +176,12 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 			}
 		}
 	}
+	// A dependent is not held, so its failure keeps no hold.
+	for _, name := range w.dependents() {
+		if err := w.dependentErrs[name]; err != nil {
+			convergeErrs = append(convergeErrs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
 	if len(notBack) > 0 {
 		convergeErrs = append(convergeErrs, fmt.Errorf("%s not brought back; the hold on it stays until this window's process is gone, then the next apply or window brings it back",
 			strings.Join(notBack, ", ")))
@@ -206,8 +218,21 @@ func (w *window) lockToClose(ctx context.Context) (*state.Lock, error) {
 	return lock, nil
 }
 
-// appliedNow reads what the most recent apply wants of the held containers.
-func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (map[string]*lifecycle.Desired, error) {
+// wishNow reads what the most recent apply wants of the held containers
+// and their deferred dependents. It also reads which of them an apply
+// reported deferred during this window, as the hold records.
+func (w *window) wishNow(read func(string, state.Document) (bool, error)) (map[string]*lifecycle.Desired, []string, error) {
+	deferred, err := coord.DeferredIn(read, w.id)
+	if err != nil {
+		return nil, nil, err
+	}
+	applied, err := w.appliedNow(read, deferred)
+	return applied, deferred, err
+}
+
+// appliedNow reads what the most recent apply wants of the held containers
+// and of the others in deferred.
+func (w *window) appliedNow(read func(string, state.Document) (bool, error), deferred []string) (map[string]*lifecycle.Desired, error) {
 	var a record.Applied
 	ok, err := read(record.AppliedFile, &a)
 	if err != nil {
@@ -229,7 +254,7 @@ func (w *window) appliedNow(read func(string, state.Document) (bool, error)) (ma
 	}
 	w.missing = nil
 	out := map[string]*lifecycle.Desired{}
-	for _, name := range w.held {
+	for _, name := range append(slices.Clone(w.held), deferred...) {
 		out[name] = all[name]
 	}
 	return out, nil
@@ -245,11 +270,12 @@ func unreadableWish(err error) bool {
 }
 
 // changedMeanwhile names the held containers whose desired spec differs
-// between two reads of the applied state.
-func (w *window) changedMeanwhile(before, now map[string]*lifecycle.Desired) []string {
+// between two reads of the applied state. So does one an apply reported
+// deferred between the two reads.
+func (w *window) changedMeanwhile(before, now map[string]*lifecycle.Desired, deferredBefore, deferredNow []string) []string {
 	var changed []string
 	for _, name := range w.held {
-		if !sameDesired(before[name], now[name]) {
+		if !sameDesired(before[name], now[name]) || slices.Contains(deferredBefore, name) != slices.Contains(deferredNow, name) {
 			changed = append(changed, name)
 		}
 	}
@@ -294,12 +320,12 @@ var errPutBack = errors.New("the old container was put back")
 // bringBack brings each held container back in depends-on order, with the
 // state lock released. With bringOne, it is the rule that decides what a
 // window's close starts. It starts the same container and sets its restart
-// policy back. An apply may have deferred a change to it during this
-// window. Then bringBack carries the change out, by a recreate that pulls
-// the image if it is still missing. It creates a container that went
-// missing. A spec that drifted before the window opened is not the
-// window's to change. An earlier apply that failed may have left such a
-// drift. Then the same container is started and the drift reported. After
+// policy back. An apply may have reported it deferred during this window.
+// Then bringBack carries the change out, by a recreate that pulls the
+// image if it is still missing. It creates a container that went missing.
+// Drift no apply deferred during the window is not the window's to change.
+// An earlier apply that failed may have left it, or a secret rotated
+// mid-window. Then the same container is started and the drift reported. After
 // a signal, the same containers are started as they are, by
 // bringBackAsIs. Nothing is created or recreated, since the next apply
 // does that. It returns each container's error.
@@ -394,14 +420,16 @@ func (w *window) bringOne(ctx context.Context, x lifecycle.Executor, name string
 
 // drift says how held container c differs from d, the last apply's wish.
 // With a nil d there is no wish and no difference. It also says whether
-// an apply deferred that change during the window, as the wish changed
-// since the open. Otherwise c had the difference before.
+// an apply reported c deferred during this window, as its hold records.
+// Only then is the difference the window's to carry out. Otherwise it is
+// drift no apply saw. It came before the window, or from a file changed
+// during it.
 func (w *window) drift(name string, c engine.Container, d *lifecycle.Desired) (diff []string, deferred bool) {
 	if d == nil {
 		return nil, false
 	}
 	diff = lifecycle.Diff(c, d)
-	return diff, len(diff) > 0 && !sameDesired(w.atOpen[name], d)
+	return diff, len(diff) > 0 && slices.Contains(w.deferred, name)
 }
 
 // carryOutDeferred recreates held container c as d, the last apply's
@@ -451,7 +479,7 @@ func (w *window) bringBackAsIs(ctx context.Context, x lifecycle.Executor, name s
 	case deferred:
 		w.opts.Progress("%s: the change an apply deferred (%s) is left to the next apply: this window was interrupted\n", name, strings.Join(diff, ", "))
 	case len(diff) > 0:
-		w.opts.Progress("%s differs from the last apply (%s), as it did before the window: started as it was; the next apply converges it\n",
+		w.opts.Progress("%s differs from the last apply (%s), and no apply deferred that change during the window: started as it was; the next apply converges it\n",
 			name, strings.Join(diff, ", "))
 	}
 	if err := coord.BringBack(ctx, x, c, policy); err != nil {

@@ -40,7 +40,10 @@ func TestCloseRechecksUnderTheLock(t *testing.T) {
 	eng.Hook = func(op, target string) {
 		if op == enginetest.OpStart && target != "" {
 			// The close starts rc.web again: an apply records a change to it now.
-			once.Do(func() { recordApplied(t, d, decode(t, recheckYAML("2"))) })
+			once.Do(func() {
+				recordDeferred(t, d, "rc", "rc.web")
+				recordApplied(t, d, decode(t, recheckYAML("2")))
+			})
 		}
 	}
 	ctx := context.Background()

@@ -118,14 +118,6 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	w.hold, w.openedAt = &h, now
-	// Keep what the last apply wanted when the window opened. The close
-	// carries out only the changes an apply deferred after this. Older drift
-	// is not the window's to fix.
-	desired := byName(all)
-	w.atOpen = map[string]*lifecycle.Desired{}
-	for _, name := range w.held {
-		w.atOpen[name] = desired[name]
-	}
 	w.opts.Progress("window %s: holding %s\n", w.id, strings.Join(w.held, ", "))
 	return stop, nil
 }

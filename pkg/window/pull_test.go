@@ -60,6 +60,7 @@ func TestCloseCarriesOutANewerPull(t *testing.T) {
 			t.Error(err)
 		}
 		recordPulled(t, d, "sha256:newer")
+		recordDeferred(t, d, "pa", "pa.web")
 	}
 	if _, err := Run(ctx, d, eng, Options{Module: "pa", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ func TestSignalledCloseLeavesADeferredChange(t *testing.T) {
 	defer signal()
 	opened := func() {
 		recordApplied(t, d, decode(t, recheckYAML("2"))) // the apply mid-window
+		recordDeferred(t, d, "rc", "rc.web")
 		signal()
 	}
 	_, err := Run(ctx, d, eng, Options{Module: "rc", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}})

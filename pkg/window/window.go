@@ -108,8 +108,13 @@ type window struct {
 	// scope is the state directory's ID (lifecycle.LabelManaged).
 	scope string
 
-	hold   *coord.Hold
-	atOpen map[string]*lifecycle.Desired // what the last apply wanted of each held container at open
+	hold *coord.Hold
+	// deferred are the containers whose change an apply reported deferred
+	// during this window, as its hold records them. The close reads them.
+	deferred []string
+	// dependentErrs are why dependents of the held containers were not
+	// brought to their deferred change.
+	dependentErrs map[string]error
 	// missing is why the close could not read the held containers' wish:
 	// their own env-file, secret or config. They come back as they were.
 	missing  error

@@ -99,6 +99,30 @@ func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 // applyFresh does what the first apply of f does on a host without
 // containers: it creates and starts each desired container (health gate
 // and all) and records applied.json.
+// recordDeferred records in every hold on module that an apply reported
+// names deferred, as a mid-window apply does (coord.RecordDeferred).
+func recordDeferred(t *testing.T, d *state.Dir, module string, names ...string) {
+	t.Helper()
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	hd, _, err := coord.ReadHolds(l.Read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deferred := map[string][]string{}
+	for _, h := range hd.Holds {
+		if h.Module == module {
+			deferred[h.ID] = names
+		}
+	}
+	if err := coord.RecordDeferred(l, deferred); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
 	t.Helper()
 	scope, err := d.ID()
