@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
 )
 
@@ -76,12 +77,13 @@ func jsonTime(t time.Time) *time.Time {
 	return &u
 }
 
-// textTime is a time for a text table, in local time, or "-" when unset.
+// textTime is a time for a text table as state.When gives it, or "-" when
+// unset.
 func textTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return state.When(t)
 }
 
 func orDash(s string) string {

@@ -80,7 +80,7 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(v.Deadline), strings.Join(v.Containers, ","))
+			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.Containers, ","))
 	}
 	if err := tw.Flush(); err != nil || len(hist) == 0 {
 		return err
@@ -95,7 +95,7 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 			code = fmt.Sprint(*e.StepExitCode)
 		}
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.ID, e.Module, e.Step, e.Result, code,
-			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(e.ClosedAt))
+			state.When(e.OpenedAt), state.When(e.ClosedAt))
 	}
 	return tw.Flush()
 }
