@@ -36,8 +36,9 @@ record, so a retried or late record of them is still judged correctly.`,
 		Example: `  id=$(meshctl build request store | awk '$1 == "store" {print $2}')
   meshctl build record "$id" --image registry.example/store@sha256:…
   meshctl build current store`,
-		Annotations: map[string]string{exitStatusKey: `  2    no subcommand, or an unknown one; see each subcommand`},
-		Args:        usageArgs(cobra.NoArgs),
+		Annotations: map[string]string{exitStatusKey: `  2    no subcommand (its subcommands are listed on stderr), or an unknown
+       one; see each subcommand`},
+		Args: usageArgs(cobra.NoArgs),
 	}
 	cmd.AddCommand(
 		newBuildRequestCmd(env),
