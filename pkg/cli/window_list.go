@@ -30,7 +30,11 @@ runs: still honoured); unknown
 (its process is gone and the engine cannot say whether its step container runs:
 still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
-it, bringing its containers back as the close would).`,
+it, bringing its containers back as the close would).
+
+With none open, the text says "no window open". A failed window someone
+acknowledged (meshctl window ack) reads "failed (acknowledged)"; -o json
+gives it acked_at.`,
 		Example: `  meshctl window list
   meshctl window list --history 0                  # only windows not yet closed
   meshctl window list -o json | jq '.windows[] | select(.state == "stale")'`,
