@@ -158,7 +158,7 @@ func TestPlan(t *testing.T) {
 			name:     "stopped with a changed spec names the fields",
 			desired:  map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Image = "meshtest/busybox:2" })},
 			observed: []engine.Container{stopped(running(t, "a", web()))},
-			want:     []line{{"m.a", Recreate, []string{"image"}, ""}},
+			want:     []line{{"m.a", Recreate, []string{"image: meshtest/busybox:1 -> meshtest/busybox:2"}, ""}},
 		},
 		{
 			name: "every differing field is named, in a stable order",
@@ -174,7 +174,7 @@ func TestPlan(t *testing.T) {
 				c.Labels = map[string]string{"team": "web", "tier": "front"}
 			})},
 			observed: []engine.Container{running(t, "a", web())},
-			want: []line{{"m.a", Recreate, []string{"image", "entrypoint", "command", "env.BAR", "env.FOO", "env.NEW",
+			want: []line{{"m.a", Recreate, []string{"image: meshtest/busybox:1 -> meshtest/busybox:2", "entrypoint", "command", "env.BAR", "env.FOO", "env.NEW",
 				"volumes", "network", "ports", "restart", "labels.team", "labels.tier"}, ""}},
 		},
 		{

@@ -43,7 +43,8 @@ while a window holds it). --last converges every applied module again without a
 file: the recovery command after a crash.
 
 Each container gets one action: create, unchanged, recreate (naming each field
-that differs, "not running": a stopped container nobody holds is broken, or
+that differs, the image with its old and new value, "image: web:1 -> web:2";
+"not running": a stopped container nobody holds is broken, or
 "restarting": the engine is restarting it after a crash),
 held (a live window holds it: left exactly as it is), deferred (held, and its
 spec changed, or it depends on a held one: the window applies the change when

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
+	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/spf13/cobra"
 )
 
@@ -35,8 +36,9 @@ record, so a retried or late record of them is still judged correctly.`,
 		Example: `  id=$(meshctl build request store | awk '$1 == "store" {print $2}')
   meshctl build record "$id" --image registry.example/store@sha256:…
   meshctl build current store`,
-		Annotations: map[string]string{exitStatusKey: `  2    no subcommand, or an unknown one; see each subcommand`},
-		Args:        usageArgs(cobra.NoArgs),
+		Annotations: map[string]string{exitStatusKey: `  2    no subcommand (its subcommands are listed on stderr), or an unknown
+       one; see each subcommand`},
+		Args: usageArgs(cobra.NoArgs),
 	}
 	cmd.AddCommand(
 		newBuildRequestCmd(env),
@@ -76,12 +78,13 @@ func jsonTime(t time.Time) *time.Time {
 	return &u
 }
 
-// textTime is a time for a text table, in local time, or "-" when unset.
+// textTime is a time for a text table as state.When gives it, or "-" when
+// unset.
 func textTime(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05")
+	return state.When(t)
 }
 
 func orDash(s string) string {

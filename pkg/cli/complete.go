@@ -68,7 +68,7 @@ func addCompletions(root *cobra.Command, env *Env) {
 		var out []string
 		for i := len(hist.Windows) - 1; i >= 0; i-- {
 			w := hist.Windows[i]
-			out = append(out, fmt.Sprintf("%s\t%s/%s %s, closed %s", w.ID, w.Module, w.Step, w.Result, textTime(w.ClosedAt)))
+			out = append(out, fmt.Sprintf("%s\t%s/%s %s, closed %s", w.ID, w.Module, w.Step, resultText(w), textTime(w.ClosedAt)))
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp | cobra.ShellCompDirectiveKeepOrder
 	})

@@ -23,7 +23,7 @@ func jsonDocument(result []byte, err error, code int) []byte {
 		return result
 	}
 	je := jsonError{Code: code, Message: err.Error()}
-	e, _ := json.MarshalIndent(je, "  ", "  ")
+	e, _ := indentJSON(je, "  ")
 	var b bytes.Buffer
 	b.WriteString("{\n  \"error\": ")
 	b.Write(e)
@@ -36,7 +36,7 @@ func jsonDocument(result []byte, err error, code int) []byte {
 				continue
 			}
 			k, _ := json.Marshal(m.key)
-			v, _ := json.MarshalIndent(m.value, "  ", "  ")
+			v, _ := indentJSON(m.value, "  ")
 			fmt.Fprintf(&b, ",\n  %s: %s", k, v)
 		}
 		b.WriteString("\n}\n")
@@ -97,11 +97,19 @@ func objectMembers(doc []byte) (out members, ok bool) {
 // marshalJSON encodes v as an indented JSON document in which every nil
 // slice reads [], never null. A reader iterates over it without a check.
 func marshalJSON(v any) ([]byte, error) {
+	b, err := indentJSON(emptySlices(reflect.ValueOf(v)).Interface(), "")
+	return append(b, '\n'), err
+}
+
+// indentJSON is json.MarshalIndent that writes <, > and & as they are.
+// A reason such as "image: web:1 -> web:2" then reads the same as in text.
+func indentJSON(v any, prefix string) ([]byte, error) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
-	enc.SetIndent("", "  ")
-	err := enc.Encode(emptySlices(reflect.ValueOf(v)).Interface())
-	return b.Bytes(), err
+	enc.SetEscapeHTML(false)
+	enc.SetIndent(prefix, "  ")
+	err := enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), err
 }
 
 var marshalerType = reflect.TypeFor[json.Marshaler]()

@@ -73,3 +73,22 @@ func TestJSONErrorComesFirst(t *testing.T) {
 		t.Errorf("apply's partial report: %v", ms)
 	}
 }
+
+// TestJSONWritesArrowsAsTheyAre: a reason's "->" and an error's "<" or "&"
+// read as in text, not as \u003e, in a result and in an error document.
+func TestJSONWritesArrowsAsTheyAre(t *testing.T) {
+	b, err := marshalJSON(map[string][]string{"reasons": {"image: web:1 -> web:2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(jsonDocument(b, errors.New("a <b> & c"), 1))
+	for _, want := range []string{`"image: web:1 -> web:2"`, `"a <b> & c"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %s in:\n%s", want, out)
+		}
+	}
+	entry := []byte(`{"id": "w-1", "error": "x -> y"}`)
+	if out := string(jsonDocument(entry, errors.New("w-1 & more"), 1)); !strings.Contains(out, `"w-1 & more"`) {
+		t.Errorf("an error in place of the entry's escapes:\n%s", out)
+	}
+}

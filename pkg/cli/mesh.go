@@ -142,7 +142,7 @@ func runMeshView(ctx context.Context, env *Env) error {
 		if w.Lapsed {
 			lapsed = "\tLAPSED: killed or cut off from etcd, its step may still run; check on the host"
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s%s\n", w.Host, w.Module, w.Step, w.PID, w.OpenedAt.Local().Format(time.DateTime), lapsed)
+		fmt.Fprintf(tw, "%s\t%s/%s\t%d\t%s%s\n", w.Host, w.Module, w.Step, w.PID, state.When(w.OpenedAt), lapsed)
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintln(tw, "MODULE\tBUILD\tIMAGE")

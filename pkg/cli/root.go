@@ -3,9 +3,11 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -153,9 +155,10 @@ func flagHint(cmd *cobra.Command, err error) error {
 // default prints the help on stdout and exits 0, so a mistyped cron line
 // would "succeed" every night.
 //
-// A bare group ("meshctl window") is refused alike, its usage printed on
-// stderr. A cron line or script that names no subcommand is a mistake too.
-// Only a bare "meshctl" prints its help on stdout and exits 0.
+// A bare group ("meshctl window") is refused alike, exit 2. A cron line or
+// script that names no subcommand is a mistake too. Its subcommands go to
+// stderr, a line each, not its 40 lines of help. Only a bare "meshctl"
+// prints its help on stdout and exits 0.
 func strictGroups(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		strictGroups(sub)
@@ -180,10 +183,22 @@ func groupArgs(cmd *cobra.Command, args []string) error {
 		if !cmd.HasParent() {
 			return nil
 		}
-		fmt.Fprint(cmd.ErrOrStderr(), cmd.UsageString())
+		printSubcommands(cmd.ErrOrStderr(), cmd)
 		return &UsageError{Err: fmt.Errorf("%s needs a subcommand: %s", cmd.CommandPath(), strings.Join(subcommandNames(cmd), ", ")), Cmd: cmd.CommandPath()}
 	}
 	return unknownCommand(cmd, args[0])
+}
+
+// printSubcommands lists cmd's subcommands to w, each with its summary.
+func printSubcommands(w io.Writer, cmd *cobra.Command) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "Available commands of %s:\n", cmd.CommandPath())
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			fmt.Fprintf(tw, "  %s\t%s\n", c.Name(), c.Short)
+		}
+	}
+	tw.Flush()
 }
 
 // unknownCommand is the usage error for a word that is none of cmd's

@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
 )
@@ -118,10 +119,10 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)
 	}
 	for _, e := range rep.FailedWindows {
-		fmt.Fprintf(out, "last window %s %s/%s: %s at %s\n", e.ID, e.Module, e.Step, e.Result, e.ClosedAt.Local().Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(out, "last window %s %s/%s: %s at %s\n", e.ID, e.Module, e.Step, e.Result, state.When(e.ClosedAt))
 	}
 	if l := rep.LastApply; l != nil {
-		fmt.Fprintf(out, "last apply: %s, %s (%s)\n", l.FinishedAt.Local().Format("2006-01-02 15:04:05"), l.Result, l.Source)
+		fmt.Fprintf(out, "last apply: %s, %s (%s)\n", state.When(l.FinishedAt), l.Result, l.Source)
 	} else {
 		fmt.Fprintln(out, "last apply: never")
 	}

@@ -8,8 +8,9 @@ func newWindowCmd(env *Env) *cobra.Command {
 		Short: "Hold containers stopped while a maintenance step runs",
 		Example: `  meshctl window run store garbage-collect
   meshctl window list`,
-		Annotations: map[string]string{exitStatusKey: `  2    no subcommand, or an unknown one; see each subcommand`},
-		Args:        usageArgs(cobra.NoArgs),
+		Annotations: map[string]string{exitStatusKey: `  2    no subcommand (its subcommands are listed on stderr), or an unknown
+       one; see each subcommand`},
+		Args: usageArgs(cobra.NoArgs),
 	}
 	cmd.AddCommand(newWindowRunCmd(env), newWindowListCmd(env), newWindowLogsCmd(env), newWindowAckCmd(env))
 	return cmd

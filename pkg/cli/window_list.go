@@ -33,6 +33,10 @@ still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
 it, bringing its containers back as the close would).
 
+With none open, the text says "no window open". A failed window someone
+acknowledged (meshctl window ack) reads "failed (acknowledged)"; -o json
+gives it acked_at.
+
 --steps lists instead every module's steps in the last applied desired state:
 each with the containers it holds and how (stopped), and its timeout.`,
 		Example: `  meshctl window list
@@ -86,26 +90,45 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 	if env.Global.Quiet {
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
-	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			v.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(v.Deadline), strings.Join(v.Containers, ","))
-	}
-	if err := tw.Flush(); err != nil || len(hist) == 0 {
+	if err := printOpenWindows(env, views); err != nil || len(hist) == 0 {
 		return err
 	}
 	// Closed windows, newest last, in a table of their own.
 	fmt.Fprintln(env.Stdout)
-	tw = tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "CLOSED WINDOW\tMODULE/STEP\tRESULT\tEXIT\tOPENED\tCLOSED")
 	for _, e := range hist {
 		code := "-"
 		if e.StepExitCode != nil {
 			code = fmt.Sprint(*e.StepExitCode)
 		}
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.ID, e.Module, e.Step, e.Result, code,
-			e.OpenedAt.Local().Format("2006-01-02 15:04:05"), state.When(e.ClosedAt))
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\t%s\n", e.ID, e.Module, e.Step, resultText(e), code,
+			state.When(e.OpenedAt), state.When(e.ClosedAt))
 	}
 	return tw.Flush()
+}
+
+// printOpenWindows is the table of windows not yet closed. With none, it
+// says so in a line rather than printing a bare header.
+func printOpenWindows(env *Env, views []coord.View) error {
+	if len(views) == 0 {
+		_, err := fmt.Fprintln(env.Stdout, "no window open")
+		return err
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
+	for _, v := range views {
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
+			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.Containers, ","))
+	}
+	return tw.Flush()
+}
+
+// resultText is how a closed window ended, for text output. A failure
+// someone acknowledged says so, since it needs nobody any more.
+func resultText(e coord.Entry) string {
+	if e.Failed() && e.AckedAt != nil {
+		return e.Result + " (acknowledged)"
+	}
+	return e.Result
 }

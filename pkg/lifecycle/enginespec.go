@@ -157,7 +157,7 @@ const ReasonNewerPull = "image (newer pull)"
 // It is the one rule for apply's plan and a window's close.
 func Diff(c engine.Container, d *Desired) []string {
 	diff := SpecDiff(c, d.Spec)
-	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.Contains(diff, "image") {
+	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.ContainsFunc(diff, mesh.IsImageReason) {
 		diff = append([]string{ReasonNewerPull}, diff...)
 	}
 	return diff

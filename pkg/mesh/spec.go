@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // SpecVersion is the version of the canonical spec this meshctl records. A
@@ -148,11 +149,14 @@ func DecodeSpec(label string) (Spec, error) {
 // restart and labels.KEY. They also cover the container fields, secrets.NAME
 // and configs.NAME. Diff never names an env value or a file's content. Empty
 // means equal.
+//
+// The image alone comes with its old and new value (ImageReason). A
+// reference is no secret, and it says at a glance what a deploy changes.
 func Diff(have, want Spec) []string {
 	have, want = have.Normalize(), want.Normalize()
 	var d []string
 	if have.Image != want.Image {
-		d = append(d, "image")
+		d = append(d, ImageReason(have.Image, want.Image))
 	}
 	if !sameEntrypoint(have, want) {
 		d = append(d, "entrypoint")
@@ -178,6 +182,15 @@ func Diff(have, want Spec) []string {
 	d = append(d, diffFields(have.SpecFields, want.SpecFields)...)
 	return d
 }
+
+// ImageReason is Diff's reason for an image that changed from old to new,
+// as in "image: web:1 -> web:2".
+func ImageReason(old, new string) string {
+	return "image: " + old + " -> " + new
+}
+
+// IsImageReason reports whether reason is one of ImageReason's.
+func IsImageReason(reason string) bool { return strings.HasPrefix(reason, "image: ") }
 
 // sameEntrypoint compares entrypoints. It keeps an empty one, which clears,
 // apart from none, which is the image's. A spec older than
