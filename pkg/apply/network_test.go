@@ -262,9 +262,10 @@ func TestRunNetworkRefusals(t *testing.T) {
 
 // TestRunNetworkChanged: a changed internal flag makes the network again
 // (the engine changes none in place), before any container: its containers
-// are stopped, taken off it, joined to the new one under the same names and
-// started again; then recreated, health-gated, with the new definition in
-// their spec. A dry run says so and changes nothing.
+// are stopped (dependents first), taken off it, joined to the new one under
+// the same names and started again in depends-on order; then recreated,
+// health-gated, with the new definition in their spec. A dry run says so
+// and changes nothing.
 func TestRunNetworkChanged(t *testing.T) {
 	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
@@ -291,8 +292,8 @@ func TestRunNetworkChanged(t *testing.T) {
 	}
 	changes := strings.Join(eng.Changes(), "\n")
 	if !strings.HasPrefix(changes, "stop m.api\ndisconnect m.api meshctl.m.default\nstop m.db\ndisconnect m.db meshctl.m.default\n"+
-		"remove-network meshctl.m.default\ncreate-network meshctl.m.default\nconnect m.api meshctl.m.default\nstart m.api\n"+
-		"connect m.db meshctl.m.default\nstart m.db\n") {
+		"remove-network meshctl.m.default\ncreate-network meshctl.m.default\nconnect m.db meshctl.m.default\nstart m.db\n"+
+		"connect m.api meshctl.m.default\nstart m.api\n") {
 		t.Errorf("engine changes:\n%s", changes)
 	}
 	nets := eng.NetworkList()
