@@ -380,3 +380,52 @@ func TestRunNetworkKept(t *testing.T) {
 		t.Errorf("once unused: networks %+v, left %v", rep.Networks, eng.NetworkList())
 	}
 }
+
+// failingNetCreate is a fake engine whose first network create fails.
+type failingNetCreate struct {
+	*enginetest.Fake
+	failed bool
+}
+
+func (f *failingNetCreate) CreateNetwork(ctx context.Context, name string, spec engine.NetworkSpec) (string, error) {
+	if !f.failed {
+		f.failed = true
+		return "", errors.New("engine says no")
+	}
+	return f.Fake.CreateNetwork(ctx, name, spec)
+}
+
+// TestRunNetworkReplacePutBack: a replace whose new network cannot be
+// made puts back what it stopped: the network made again as it was, its
+// containers on it under their aliases, running. The apply fails, and its
+// report says what was put back, not recreate.
+func TestRunNetworkReplacePutBack(t *testing.T) {
+	d, fake := stateDir(t), enginetest.NewFake(busybox)
+	if _, err := run(t, d, fake, decodeMesh(t, netFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	eng := &failingNetCreate{Fake: fake}
+	rep, err := run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+	if fe := (*FailedError)(nil); !errors.As(err, &fe) || !strings.Contains(err.Error(), "put back as it was (internal: false)") {
+		t.Fatalf("err = %v, want a FailedError saying the network was put back", err)
+	}
+	for _, name := range []string{"m.db", "m.api"} {
+		if c, ok := fake.Get(name); !ok || !c.Running {
+			t.Errorf("%s is not running after the put-back", name)
+		}
+	}
+	if api, _ := fake.Get("m.api"); !slices.Equal(api.Spec.Networks["meshctl.m.default"], []string{"api", "m.api", "backend"}) {
+		t.Errorf("m.api joins %v, want its aliases back", api.Spec.Networks)
+	}
+	if nets := fake.NetworkList(); len(nets) != 1 || nets[0].Internal {
+		t.Errorf("networks %+v, want meshctl.m.default as it was", nets)
+	}
+	for _, c := range rep.Containers {
+		if c.Action != Failed || !strings.Contains(c.Error, "put back, running on the network again") {
+			t.Errorf("report %s: %s %q, want failed and put back", c.Name, c.Action, c.Error)
+		}
+	}
+	if n := rep.Networks; len(n) != 1 || n[0].Action != Failed {
+		t.Errorf("report networks %+v, want the network failed", n)
+	}
+}
