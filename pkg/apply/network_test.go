@@ -429,3 +429,31 @@ func TestRunNetworkReplacePutBack(t *testing.T) {
 		t.Errorf("report networks %+v, want the network failed", n)
 	}
 }
+
+// TestRunNetworkReplacePutBackUnhealthy: a container the put-back starts
+// but whose gate fails is reported as started and unhealthy, not as put
+// back, and not as left stopped.
+func TestRunNetworkReplacePutBackUnhealthy(t *testing.T) {
+	d, fake := stateDir(t), enginetest.NewFake(busybox)
+	probed := strings.Replace(netFile, "db: {image: meshtest/busybox:1, networks: [default]}",
+		"db: {image: meshtest/busybox:1, networks: [default], healthcheck: {test: [CMD, \"true\"]}}", 1)
+	fake.SetHealth(busybox, "healthy", "")
+	if _, err := run(t, d, fake, decodeMesh(t, probed), nil); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetHealth(busybox, "unhealthy", "probe said no")
+	eng := &failingNetCreate{Fake: fake}
+	rep, err := run(t, d, eng, decodeMesh(t, strings.Replace(probed, "default: {}", "default: {internal: true}", 1)), nil)
+	want := "put back and started, but unhealthy: probe said no; the next apply tries again"
+	if err == nil || !strings.Contains(err.Error(), "m.db: "+want) {
+		t.Fatalf("err = %v, want it to say m.db was started but is unhealthy", err)
+	}
+	if c, ok := fake.Get("m.db"); !ok || !c.Running {
+		t.Errorf("m.db is not running")
+	}
+	for _, c := range rep.Containers {
+		if c.Name == "m.db" && !strings.HasSuffix(c.Error, want) {
+			t.Errorf("report m.db: %q, want it to end %q", c.Error, want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -246,12 +247,9 @@ func (e *NetworkReplaceError) Error() string {
 		return msg
 	}
 	for _, name := range e.Users {
-		if err := e.Left[name]; err != nil {
-			msg += fmt.Sprintf("; %s not put back: %v", name, err)
+		if e.Left[name] != nil {
+			msg += "; " + name + ": " + e.Outcome(name)
 		}
-	}
-	if len(e.Left) > 0 {
-		msg += "; the next apply recreates what stays stopped"
 	}
 	return msg
 }
@@ -269,9 +267,13 @@ func (e *NetworkReplaceError) NetworkOutcome() string {
 
 // Outcome says what became of the container name, one of Users.
 func (e *NetworkReplaceError) Outcome(name string) string {
-	switch err := e.Left[name]; {
+	err := e.Left[name]
+	he := (*HealthError)(nil)
+	switch {
 	case e.NetErr != nil:
 		return "not put back: the network could not be had; it stays stopped, and the next apply recreates it"
+	case errors.As(err, &he):
+		return fmt.Sprintf("put back and started, but %s; the next apply tries again", he.Reason)
 	case err != nil:
 		return fmt.Sprintf("not put back: %v; the next apply recreates it", err)
 	case e.Ran[name]:
