@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
@@ -312,9 +313,13 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 // engine changes no network in place. It runs before any container
 // changes. This state directory's containers on the network are stopped
 // and taken off it. Once it is made again, they join it under the same
-// names, and those that ran are started. The plan then recreates them,
-// health-gated, with the new definition in their spec. The containers are
-// unreachable on the network while it is replaced.
+// names, and those that ran are started (lifecycle.Executor.ReplaceNetwork).
+// The plan then recreates them, health-gated, with the new definition in
+// their spec. The containers are unreachable on the network while it is
+// replaced.
+//
+// A failed engine call, or a signal, ends the apply once what the replace
+// stopped is put back. A signal makes it an interrupted one.
 //
 // It runs under the state lock, before the plan's claim is taken. A
 // window must never find one of these containers half-done. planNetworks
@@ -324,54 +329,73 @@ func (a *pass) checkReplaceable(ctx context.Context, it NetItem) error {
 // recreates them as not running. It first makes the network again if it
 // still has the old definition.
 func (a *pass) replaceNetworks(ctx context.Context) error {
+	x := lifecycle.Executor{Engine: a.eng, Scope: a.scope, Settle: a.opts.Settle}
 	for i := range a.netItems {
 		it := &a.netItems[i]
 		if it.Action != Recreate {
 			continue
 		}
 		a.opts.Progress("replacing network %s (%s)\n", it.Name, strings.Join(it.Reasons, ", "))
-		if err := a.replaceNetwork(ctx, it); err != nil {
-			it.Action, it.Reasons = Failed, append(it.Reasons, "replace failed: "+engine.Reason(err.Error()))
-			a.fillNetworks()
-			return fmt.Errorf("replace network %s: %w", it.Name, err)
+		err := x.ReplaceNetwork(ctx, *it.Observed, it.Desired.Internal, a.networkUsers(it.Name))
+		if err == nil {
+			continue
 		}
+		a.replaceFailed(it, err)
+		if ctx.Err() != nil {
+			return fault.New(fault.Interrupted, "%v", err)
+		}
+		return &FailedError{Err: err}
 	}
 	return nil
 }
 
-func (a *pass) replaceNetwork(ctx context.Context, it *NetItem) error {
-	var users []engine.Container
+// networkUsers are this state directory's containers on the network name,
+// in depends-on order.
+func (a *pass) networkUsers(name string) []engine.Container {
+	byName := map[string]engine.Container{}
+	var names []string
 	for _, c := range a.windows.Observed {
-		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, it.Name) {
-			users = append(users, c)
+		if lifecycle.IsService(c, a.scope) && lifecycle.JoinsNetwork(c, name) {
+			byName[c.Name] = c
+			names = append(names, c.Name)
 		}
 	}
-	for _, c := range users {
-		if c.Running {
-			if err := a.eng.Stop(ctx, c.ID, lifecycle.StopTimeoutOf(c)); err != nil {
-				return err
-			}
+	deps := map[string][]string{}
+	for _, d := range a.desired {
+		deps[d.Name] = d.Def.Dependencies(d.Module)
+	}
+	var users []engine.Container
+	for _, n := range lifecycle.DependencyOrder(names, func(n string) []string { return deps[n] }) {
+		users = append(users, byName[n])
+	}
+	return users
+}
+
+// replaceFailed writes into the report what a failed replace of it left.
+// The network failed, and says what was put back. Each container on it
+// says whether it was put back. The plan's other changes were not begun.
+func (a *pass) replaceFailed(it *NetItem, err error) {
+	it.Action, it.Reasons = Failed, append(it.Reasons, "replace failed: "+engine.Reason(err.Error()))
+	re := (*lifecycle.NetworkReplaceError)(nil)
+	if errors.As(err, &re) {
+		it.Reasons[len(it.Reasons)-1] = "replace failed: " + engine.Reason(re.Err.Error())
+		it.Reasons = append(it.Reasons, re.NetworkOutcome())
+	}
+	a.fillNetworks()
+	for i := range a.rep.Containers {
+		c := &a.rep.Containers[i]
+		user := re != nil && slices.Contains(re.Users, c.Name)
+		changes := changesEngine(c.Action)
+		switch {
+		case user && changes:
+			c.Reasons = append(c.Reasons, "not "+doneWord(c.Action, nil))
+			c.Action, c.Error = Failed, "network "+it.Name+" could not be replaced; "+re.Outcome(c.Name)
+		case user:
+			c.Reasons = append(c.Reasons, re.Outcome(c.Name))
+		case changes:
+			c.Action, c.Error = Failed, "not touched: network "+it.Name+" could not be replaced"
 		}
-		if err := a.eng.DisconnectNetwork(ctx, it.Name, c.ID); err != nil && !engine.IsNotFound(err) {
-			return err
-		}
 	}
-	if err := a.eng.RemoveNetwork(ctx, it.Observed.ID); err != nil {
-		return err
-	}
-	spec := lifecycle.NetworkSpec(a.scope, it.Module, it.Desired.Net, it.Desired.Internal)
-	if _, err := a.eng.CreateNetwork(ctx, it.Name, spec); err != nil {
-		return err
-	}
-	var errs []error
-	for _, c := range users {
-		err := a.eng.ConnectNetwork(ctx, it.Name, c.ID, lifecycle.RecordedAliases(c, it.Name))
-		if err == nil && c.Running {
-			err = a.eng.Start(ctx, c.ID)
-		}
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
 }
 
 // ChangesEngine reports whether carrying out it changes the engine

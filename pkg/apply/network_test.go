@@ -262,9 +262,10 @@ func TestRunNetworkRefusals(t *testing.T) {
 
 // TestRunNetworkChanged: a changed internal flag makes the network again
 // (the engine changes none in place), before any container: its containers
-// are stopped, taken off it, joined to the new one under the same names and
-// started again; then recreated, health-gated, with the new definition in
-// their spec. A dry run says so and changes nothing.
+// are stopped (dependents first), taken off it, joined to the new one under
+// the same names and started again in depends-on order; then recreated,
+// health-gated, with the new definition in their spec. A dry run says so
+// and changes nothing.
 func TestRunNetworkChanged(t *testing.T) {
 	d, eng := stateDir(t), enginetest.NewFake(busybox)
 	if _, err := run(t, d, eng, decodeMesh(t, netFile), nil); err != nil {
@@ -291,8 +292,8 @@ func TestRunNetworkChanged(t *testing.T) {
 	}
 	changes := strings.Join(eng.Changes(), "\n")
 	if !strings.HasPrefix(changes, "stop m.api\ndisconnect m.api meshctl.m.default\nstop m.db\ndisconnect m.db meshctl.m.default\n"+
-		"remove-network meshctl.m.default\ncreate-network meshctl.m.default\nconnect m.api meshctl.m.default\nstart m.api\n"+
-		"connect m.db meshctl.m.default\nstart m.db\n") {
+		"remove-network meshctl.m.default\ncreate-network meshctl.m.default\nconnect m.db meshctl.m.default\nstart m.db\n"+
+		"connect m.api meshctl.m.default\nstart m.api\n") {
 		t.Errorf("engine changes:\n%s", changes)
 	}
 	nets := eng.NetworkList()
@@ -377,5 +378,82 @@ func TestRunNetworkKept(t *testing.T) {
 	}
 	if len(rep.Networks) != 1 || rep.Networks[0].Action != Remove || len(eng.NetworkList()) != 0 {
 		t.Errorf("once unused: networks %+v, left %v", rep.Networks, eng.NetworkList())
+	}
+}
+
+// failingNetCreate is a fake engine whose first network create fails.
+type failingNetCreate struct {
+	*enginetest.Fake
+	failed bool
+}
+
+func (f *failingNetCreate) CreateNetwork(ctx context.Context, name string, spec engine.NetworkSpec) (string, error) {
+	if !f.failed {
+		f.failed = true
+		return "", errors.New("engine says no")
+	}
+	return f.Fake.CreateNetwork(ctx, name, spec)
+}
+
+// TestRunNetworkReplacePutBack: a replace whose new network cannot be
+// made puts back what it stopped: the network made again as it was, its
+// containers on it under their aliases, running. The apply fails, and its
+// report says what was put back, not recreate.
+func TestRunNetworkReplacePutBack(t *testing.T) {
+	d, fake := stateDir(t), enginetest.NewFake(busybox)
+	if _, err := run(t, d, fake, decodeMesh(t, netFile), nil); err != nil {
+		t.Fatal(err)
+	}
+	eng := &failingNetCreate{Fake: fake}
+	rep, err := run(t, d, eng, decodeMesh(t, strings.Replace(netFile, "default: {}", "default: {internal: true}", 1)), nil)
+	if fe := (*FailedError)(nil); !errors.As(err, &fe) || !strings.Contains(err.Error(), "put back as it was (internal: false)") {
+		t.Fatalf("err = %v, want a FailedError saying the network was put back", err)
+	}
+	for _, name := range []string{"m.db", "m.api"} {
+		if c, ok := fake.Get(name); !ok || !c.Running {
+			t.Errorf("%s is not running after the put-back", name)
+		}
+	}
+	if api, _ := fake.Get("m.api"); !slices.Equal(api.Spec.Networks["meshctl.m.default"], []string{"api", "m.api", "backend"}) {
+		t.Errorf("m.api joins %v, want its aliases back", api.Spec.Networks)
+	}
+	if nets := fake.NetworkList(); len(nets) != 1 || nets[0].Internal {
+		t.Errorf("networks %+v, want meshctl.m.default as it was", nets)
+	}
+	for _, c := range rep.Containers {
+		if c.Action != Failed || !strings.Contains(c.Error, "put back, running on the network again") {
+			t.Errorf("report %s: %s %q, want failed and put back", c.Name, c.Action, c.Error)
+		}
+	}
+	if n := rep.Networks; len(n) != 1 || n[0].Action != Failed {
+		t.Errorf("report networks %+v, want the network failed", n)
+	}
+}
+
+// TestRunNetworkReplacePutBackUnhealthy: a container the put-back starts
+// but whose gate fails is reported as started and unhealthy, not as put
+// back, and not as left stopped.
+func TestRunNetworkReplacePutBackUnhealthy(t *testing.T) {
+	d, fake := stateDir(t), enginetest.NewFake(busybox)
+	probed := strings.Replace(netFile, "db: {image: meshtest/busybox:1, networks: [default]}",
+		"db: {image: meshtest/busybox:1, networks: [default], healthcheck: {test: [CMD, \"true\"]}}", 1)
+	fake.SetHealth(busybox, "healthy", "")
+	if _, err := run(t, d, fake, decodeMesh(t, probed), nil); err != nil {
+		t.Fatal(err)
+	}
+	fake.SetHealth(busybox, "unhealthy", "probe said no")
+	eng := &failingNetCreate{Fake: fake}
+	rep, err := run(t, d, eng, decodeMesh(t, strings.Replace(probed, "default: {}", "default: {internal: true}", 1)), nil)
+	want := "put back and started, but unhealthy: probe said no; the next apply tries again"
+	if err == nil || !strings.Contains(err.Error(), "m.db: "+want) {
+		t.Fatalf("err = %v, want it to say m.db was started but is unhealthy", err)
+	}
+	if c, ok := fake.Get("m.db"); !ok || !c.Running {
+		t.Errorf("m.db is not running")
+	}
+	for _, c := range rep.Containers {
+		if c.Name == "m.db" && !strings.HasSuffix(c.Error, want) {
+			t.Errorf("report m.db: %q, want it to end %q", c.Error, want)
+		}
 	}
 }

@@ -275,7 +275,7 @@ func (a *pass) policies() map[string]string {
 // the lock could not be had again.
 func (a *pass) execute(ctx context.Context) (runErr, err error) {
 	if err := a.replaceNetworks(ctx); err != nil {
-		return nil, &FailedError{Err: err}
+		return nil, err
 	}
 	if err := a.createNetworks(ctx); err != nil {
 		// This came before any container, so nothing else changed.

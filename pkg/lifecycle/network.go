@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -112,4 +113,171 @@ func RecordedAliases(c engine.Container, name string) []string {
 		}
 	}
 	return slices.DeleteFunc(aliases, func(a string) bool { return a == "" })
+}
+
+// ReplaceNetwork makes the network old again, with internal as its
+// definition. The engine changes no network in place. Users are this
+// state directory's containers on it, in depends-on order. They are
+// stopped, last first, and taken off it. Once it is made again, each joins
+// it under its recorded aliases, and each that ran is started. A failed
+// engine call, or a signal, puts back what it stopped (putBackNetwork). The
+// error is then a *NetworkReplaceError.
+func (x Executor) ReplaceNetwork(ctx context.Context, old engine.Network, internal bool, users []engine.Container) error {
+	err := x.replaceNetwork(ctx, old, internal, users)
+	if err == nil {
+		return nil
+	}
+	return x.putBackNetwork(ctx, old, users, err)
+}
+
+// replaceNetwork carries out ReplaceNetwork, up to the first call that fails.
+func (x Executor) replaceNetwork(ctx context.Context, old engine.Network, internal bool, users []engine.Container) error {
+	for _, c := range slices.Backward(users) {
+		if c.Running {
+			// Seen through after a signal too, so that the put-back finds
+			// it stopped, not stopping.
+			if err := StopThrough(ctx, x.Engine, c.ID, StopTimeoutOf(c)); err != nil {
+				return fmt.Errorf("stop %s: %w", c.Name, err)
+			}
+		}
+		if err := x.Engine.DisconnectNetwork(ctx, old.Name, c.ID); err != nil && !engine.IsNotFound(err) {
+			return fmt.Errorf("take %s off it: %w", c.Name, err)
+		}
+	}
+	if err := x.Engine.RemoveNetwork(ctx, old.ID); err != nil {
+		return fmt.Errorf("remove the old one: %w", err)
+	}
+	spec := NetworkSpec(x.Scope, old.Labels[LabelModule], old.Labels[LabelNetwork], internal)
+	if _, err := x.Engine.CreateNetwork(ctx, old.Name, spec); err != nil {
+		return fmt.Errorf("create the new one: %w", err)
+	}
+	for _, c := range users {
+		if err := x.Engine.ConnectNetwork(ctx, old.Name, c.ID, RecordedAliases(c, old.Name)); err != nil {
+			return fmt.Errorf("connect %s: %w", c.Name, err)
+		}
+		if c.Running {
+			if err := x.Engine.Start(ctx, c.ID); err != nil {
+				return fmt.Errorf("start %s: %w", c.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// putBackNetwork puts back what a replace of the network old stopped. The
+// replace failed with err, or a signal cut it short. It asks the engine
+// what exists before it acts, each step with a fresh bounded context. The
+// network is the new one if the engine has it. Else the old one is there
+// still, or made again as it was. Each of users joins it again under its
+// recorded aliases. Each that ran is started if stopped, and gated
+// (WaitHealthy), in the order given.
+func (x Executor) putBackNetwork(ctx context.Context, old engine.Network, users []engine.Container, err error) error {
+	e := &NetworkReplaceError{Name: old.Name, Err: err, Was: old.Internal, Ran: map[string]bool{}, Left: map[string]error{}}
+	for _, c := range users {
+		e.Users = append(e.Users, c.Name)
+		e.Ran[c.Name] = c.Running
+	}
+	nctx := CleanupContext(ctx)
+	n, nerr := old, x.EnsureNetworks(nctx, map[string]mesh.SpecNetwork{old.Name: {Internal: old.Internal}})
+	if nerr == nil {
+		n, nerr = x.Engine.InspectNetwork(nctx, old.Name)
+	}
+	if nerr != nil {
+		e.NetErr = nerr
+		return e
+	}
+	e.Internal = n.Internal
+	for _, c := range users {
+		if perr := x.putBackOn(CleanupContext(ctx), n, c); perr != nil {
+			e.Left[c.Name] = perr
+		}
+	}
+	return e
+}
+
+// putBackOn puts container c back on the network n, as a replace that
+// failed found it. The engine lists c on n only while c runs there. If it
+// does not, c leaves n and joins it again. A connect whose answer was lost
+// may have joined it already. If c ran, it is started unless it runs, and
+// gated.
+func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Container) error {
+	cur, err := x.Engine.Inspect(ctx, c.ID)
+	if err != nil {
+		return fmt.Errorf("look it up: %w", err)
+	}
+	if !cur.Running || !slices.Contains(n.Containers, c.Name) {
+		if err := x.Engine.DisconnectNetwork(ctx, n.Name, c.ID); err != nil && !engine.IsNotFound(err) {
+			return fmt.Errorf("take it off the network to connect it again: %w", err)
+		}
+		if err := x.Engine.ConnectNetwork(ctx, n.Name, c.ID, RecordedAliases(c, n.Name)); err != nil {
+			return fmt.Errorf("connect it: %w", err)
+		}
+	}
+	if !c.Running {
+		return nil
+	}
+	if !cur.Running {
+		if err := x.Engine.Start(ctx, c.ID); err != nil {
+			return fmt.Errorf("start it: %w", err)
+		}
+	}
+	_, err = x.WaitHealthy(ctx, c.ID, c.Name)
+	return err
+}
+
+// NetworkReplaceError is a replace of network Name that failed (Err), or
+// that a signal cut short. What it stopped was put back (putBackNetwork).
+// Internal is the network's definition once put back, and Was the old one.
+// NetErr says why no network could be had. Then nothing was put back. Left
+// holds, by name, each of Users the put-back could not bring back. Ran
+// says which of them ran.
+type NetworkReplaceError struct {
+	Name          string
+	Err           error
+	Internal, Was bool
+	NetErr        error
+	Users         []string
+	Ran           map[string]bool
+	Left          map[string]error
+}
+
+func (e *NetworkReplaceError) Error() string {
+	msg := fmt.Sprintf("replace network %s: %v; %s", e.Name, e.Err, e.NetworkOutcome())
+	if e.NetErr != nil {
+		return msg
+	}
+	for _, name := range e.Users {
+		if e.Left[name] != nil {
+			msg += "; " + name + ": " + e.Outcome(name)
+		}
+	}
+	return msg
+}
+
+// NetworkOutcome says what became of the network.
+func (e *NetworkReplaceError) NetworkOutcome() string {
+	switch {
+	case e.NetErr != nil:
+		return fmt.Sprintf("not put back: %v; its containers stay stopped, and the next apply recreates them", e.NetErr)
+	case e.Internal == e.Was:
+		return fmt.Sprintf("put back as it was (internal: %v), its containers on it", e.Internal)
+	}
+	return fmt.Sprintf("the new one kept (internal: %v), its containers put back on it", e.Internal)
+}
+
+// Outcome says what became of the container name, one of Users.
+func (e *NetworkReplaceError) Outcome(name string) string {
+	err := e.Left[name]
+	he := (*HealthError)(nil)
+	switch {
+	case e.NetErr != nil:
+		return "not put back: the network could not be had; it stays stopped, and the next apply recreates it"
+	case errors.As(err, &he):
+		return fmt.Sprintf("put back and started, but %s; the next apply tries again", he.Reason)
+	case err != nil:
+		return fmt.Sprintf("not put back: %v; the next apply recreates it", err)
+	case e.Ran[name]:
+		return "put back, running on the network again"
+	}
+	return "put back on the network, stopped as it was"
 }
