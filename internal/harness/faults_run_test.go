@@ -26,7 +26,7 @@ import (
 // engine's events use) to MARKS.
 const fltMesh = `modules:
   MODULE:
-    containers:
+MODFIELDS    containers:
       svc:
         image: meshtest/busybox:1
         entrypoint: [/bin/sh, -c]
@@ -36,7 +36,8 @@ const fltMesh = `modules:
         labels: {flt.version: "VERSION"}
         volumes: ["TERMDIR:/flt"]
         restart: always
-        network: none
+        NETWORK
+        SECRET
         stop-grace-period: 20s
         healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}
 SIDE    steps:
@@ -78,6 +79,11 @@ type fltVersion struct {
 	EnvFile string // an env-file path, or ""
 	Crash   bool   // the service crash-loops
 	Side    string // "" or the health gate's seconds of a second container, side
+	// Net puts the service on a module network, back, under the alias
+	// api; Internal is that network's internal flag.
+	Net, Internal bool
+	StartFirst    bool   // the service's update-order is start-first (drain 1s)
+	Secret        string // a secret file's path, mounted in the service, or ""
 }
 
 // fltScenario is one thing the harness does to the host. Its act runs
@@ -199,6 +205,13 @@ func (r *fltRun) removeModule(module string) {
 		_ = r.g.m.Eng.Remove(ctx, x.ID)
 	}
 	_ = r.g.m.Eng.Remove(ctx, module+".svc")
+	nets, err := r.g.m.Eng.Networks(ctx, map[string]string{"io.meshctl.module": module})
+	if err != nil {
+		r.t.Logf("remove the networks of %s: %v", module, err)
+	}
+	for _, n := range nets {
+		_ = r.g.m.Eng.RemoveNetwork(ctx, n.ID)
+	}
 }
 
 // schedule draws this iteration's faults (up to faults of them): none
@@ -296,6 +309,13 @@ func (r *fltRun) writeMesh(v fltVersion) {
 		// No probe: its gate is --settle, which a crash at 2 s fails when
 		// longer; a probe would pass before the first crash.
 		mesh = strings.Replace(mesh, "healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}", "healthcheck: {disable: true}", 1)
+	}
+	modFields, network, secret := v.paths()
+	mesh = strings.NewReplacer("MODFIELDS", modFields, "NETWORK", network, "SECRET", secret).Replace(mesh)
+	if v.StartFirst {
+		// The old and the new container run together: start-first takes
+		// no writable volume. Its terms are not noted.
+		mesh = strings.Replace(mesh, `:/flt"]`, `:/flt:ro"]`, 1)
 	}
 	mesh = strings.NewReplacer("MODULE", r.module, "VERSION", v.Version, "PROBE", v.Probe,
 		"STEP", v.Step, "GRACE", v.Grace, "MARKS", r.marks, "ENVFILE", envFile, "TERMDIR", r.termDir()).Replace(mesh)

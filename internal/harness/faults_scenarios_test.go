@@ -31,6 +31,10 @@ var faultScenarios = []fltScenario{
 	{name: "closed-stdout", setup: v1, act: actClosedStdout},
 	{name: "concurrent", setup: v1, act: actConcurrent},
 	{name: "state-enospc", setup: setupTinyState, act: actFullState},
+	{name: "startfirst-recreate", classes: allClasses, setup: netV1(true), act: actStartFirst},
+	{name: "startfirst-window", classes: allClasses, setup: netV1(true), act: actWindow("gc")},
+	{name: "network-replace", classes: allClasses, setup: netV1(false), act: actNetworkReplace},
+	{name: "secret-rotate", classes: allClasses, setup: secretV1, act: actSecretRotate},
 }
 
 // noSetup writes version 1's file and applies nothing.
