@@ -160,6 +160,38 @@
  * "A bug the lost-answer configurations found"): retire's StopThrough whose
  * answer is lost ends it (OldLeftError), C.meshctl-retiring stays; without
  * it, the fix: retire asks the engine after a failed stop.
+ * RETIRE_FAIL (with START_FIRST, and a window): one engine call of a
+ * retire (leaveNetworks, StopThrough, removeGone) may fail, once a run: the
+ * engine did not do it. retireThrough asks the engine and tries again from
+ * what is left. Properties, beside the step's and the end state: once an
+ * apply returns, no C.meshctl-retiring runs outside a recorded claim; no
+ * gap while nothing is killed and no hold is recorded.
+ *   BROKEN_RETIRE_NO_RETRY  a failed try ends the retire (the code before
+ *                       c6f0f0a): the old one runs on as C.meshctl-retiring,
+ *                       under the aliases, once its apply has returned
+ * RETIRE_LEFT (with RETIRE_FAIL): the failure lasts through every try, so
+ * the apply leaves C.meshctl-retiring and says so; the next heal (an
+ * apply's, or a window's open) removes it before anything is held.
+ *   BROKEN_SWEEP_NO_RETIRING  the heal's sweep knows only C.meshctl-old (the
+ *                       code before e8ac5b9): the retiring one stays for good
+ *                       beside C (the end state)
+ *   BROKEN_OPEN_NO_SWEEP  only an apply's heal sweeps, not a window's open
+ *                       (the code before aaff465)
+ * NET_REPLACE (without RECREATE): C joins a module network whose internal
+ * flag every apply's file changes. An apply that finds no hold honoured on
+ * C replaces the network under the state lock (ReplaceNetwork), where one
+ * engine call may fail, once a run: the engine did not do it. Property,
+ * beside the step's: once the replace returns, C is on a network, and
+ * running if it ran (what an apply stopped, it puts back).
+ *   BROKEN_NO_NET_PUTBACK  a failed call ends the replace (the code before
+ *                       522af9b): C stays stopped, or off the network
+ * Found by RETIRE_FAIL: a close whose second round replaces a C its first
+ * round started does it start-first. A window killed after its renames
+ * leaves the old one retiring, running, beside the new one under C.
+ *   BROKEN_RELEASE_KEEPS_RETIRING  the stale release puts back only a
+ *                       C.meshctl-old (the code before deadCloseAside): it
+ *                       removes the new one as unverified, and the next plan
+ *                       creates C beside the retiring one, which runs on
  */
 
 #ifndef MAXK
@@ -246,6 +278,10 @@ bool booted;        /* ghost: init has made C */
  * when it passes) runs, not stopping, under the aliases */
 #define SERVES(k) (nm[k] != 0 && crun[k] && !stopping[k] && alias[k] && (ver[k] == 1 || healthy2))
 #define SERVED (SERVES(0) || SERVES(1) || SERVES(2))
+#endif
+#ifdef RETIRE_FAIL
+bool efailed;       /* an engine call of a retire has failed (once a run) */
+bool efail;         /* ghost: a retire left the old one (the last apply runs again) */
 #endif
 #ifdef LOST_ANSWER
 bool lost;          /* an engine call's answer has been lost (once a run) */
@@ -434,6 +470,27 @@ inline LOSTFIRST(o, oldrun) {
 #endif
 
 #ifdef START_FIRST
+#ifdef RETIRE_FAIL
+/* code: lifecycle.Executor.retire of o (C.meshctl-retiring) from what the
+ * engine says is left: leaveNetworks while it has the aliases, the drain,
+ * StopThrough while it runs, removeGone. One call of these may fail, once a
+ * run: the engine did not do it, the caller sees an error (err), and the
+ * try ends there. */
+inline retire_once(o) {
+	if
+	:: alias[o] -> if :: !efailed -> efailed = 1; err = 1 :: alias[o] = 0 fi  /* code: leaveNetworks(old) */
+	:: else
+	fi;
+	if
+	:: !err && crun[o] -> if :: !efailed -> efailed = 1; err = 1 :: stop_k(o) fi  /* code: StopThrough(old) */
+	:: else
+	fi;
+	if
+	:: !err -> if :: !efailed -> efailed = 1; err = 1 :: remove_k(o) fi  /* code: removeGone(old) */
+	:: else
+	fi
+}
+#endif
 /* code: lifecycle.Executor.recreateStartFirst of o (it runs) to version 2:
  * createNewAs (a leftover C.meshctl-new of ours: removeGone; Create on the
  * networks without the aliases), Start, the gate; passed: takeAliases
@@ -492,9 +549,21 @@ inline recreate_start_first(o) {
 #else
 		atomic { assert(nm[o] == NAMEN); nm[o] = RETN };  /* code: rename(old, C.meshctl-retiring) */
 		atomic { assert(nm[n] == NEWN); nm[n] = NAMEN };  /* code: rename(new, C) */
+#ifdef RETIRE_FAIL
+		retire_once(o);                                   /* code: retireThrough: retire */
+#if !defined(BROKEN_RETIRE_NO_RETRY) && !defined(RETIRE_LEFT)
+		/* the fix: a failed try is asked of the engine (Inspect) and tried
+		 * again from what is left (one failure a run: the second try ends it) */
+		if :: err -> err = 0; retire_once(o) :: else fi   /* code: retireThrough: Inspect(old), retire again */
+#endif
+		/* what is left is reported (OldLeftError); the apply exits 1, and
+		 * the next cron run applies again */
+		atomic { if :: err -> efail = 1 :: else fi; err = 0 }
+#else
 		alias[o] = 0;                                     /* code: retire: leaveNetworks(old); the drain */
 		stop_k(o);                                        /* code: retire: StopThrough(old) */
 		remove_k(o)                                       /* code: retire: removeGone(old) */
+#endif
 #endif
 	:: else ->                                            /* code: gate failed: leaveNetworks(new) (no aliases) */
 		remove_k(n)                                       /* code: RemoveNew: removeGone(new) */
@@ -517,6 +586,11 @@ inline recreate(o, oldrun) {
 }
 #endif
 
+#ifdef BROKEN_OPEN_NO_SWEEP
+#define OPEN_SWEEPS && (who == A || who == B || who == F)
+#else
+#define OPEN_SWEEPS
+#endif
 /* code: coord.HealClaims, under the state lock, when mine (the
  * caller may heal C): a leftover C.meshctl-new of ours is removed (begun);
  * for a dead claim on C (every recorded claim is dead here: the caller
@@ -525,8 +599,8 @@ inline recreate(o, oldrun) {
  * stopped where a new one was removed is started (StartOld); claims.json
  * is written without them; the engine is listed again if anything moved.
  * (Claims are per container name: one name here, so the dead claims are
- * healed as one.) */
-inline heal_dead(mine) {
+ * healed as one.) who is the caller: W1, W2, A, B or F. */
+inline heal_dead(mine, who) {
 	if
 	:: mine ->
 #ifdef START_FIRST
@@ -542,6 +616,24 @@ inline heal_dead(mine) {
 #else
 		atomic { slot(NEWN, k) };
 		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeGone(C.meshctl-new) */
+#endif
+#if defined(START_FIRST) && !defined(BROKEN_SWEEP_NO_RETIRING)
+		/* code: removeLeftAside: a C.meshctl-retiring that no recorded
+		 * claim names is what a retire could not remove: it goes, stopped
+		 * first, while a container is under C; else, running, it takes C
+		 * back (BROKEN_OPEN_NO_SWEEP: only an apply's heal does this) */
+		atomic { slot(RETN, r); slot(NAMEN, o) };
+		if
+		:: r != NONE && !(claimed[A] || claimed[B] || claimed[F]) OPEN_SWEEPS ->
+			if
+			:: o != NONE -> stop_k(r); remove_k(r)       /* code: removeAside: StopThrough, RemoveGone */
+			:: o == NONE && crun[r] -> nm[r] = NAMEN     /* code: Rename(retiring, C) */
+			:: else
+			fi;
+			begun = 1
+		:: else
+		fi;
+		atomic { r = 0; o = 0 };
 #endif
 		if
 		:: claimed[A] || claimed[B] || claimed[F] ->
@@ -657,6 +749,11 @@ inline release_stale() {
 		if :: k != NONE -> remove_k(k); begun = 1 :: else fi;  /* code: removeDeadNews: RemoveNew (moved) */
 #endif
 		atomic { slot(OLDN, k); slot(NAMEN, o) };
+#if defined(START_FIRST) && !defined(BROKEN_RELEASE_KEEPS_RETIRING)
+		/* code: deadCloseAside: or C.meshctl-retiring, a dead close's
+		 * start-first recreate's old one (running) */
+		atomic { if :: k == NONE -> slot(RETN, k) :: else fi };
+#endif
 		if
 		:: k != NONE ->                                   /* code: putBackAside → PutBack: */
 			if :: o != NONE -> remove_k(o) :: else fi;    /* code: removeGone(new) */
@@ -768,9 +865,9 @@ inline apply_pass(me) {
 	atomic { h1 = hold[1]; h2 = hold[2] }; /* code: holds.Read */
 	classify();
 #ifdef BROKEN_HEAL_IGNORES_HOLDS
-	heal_dead(1);
+	heal_dead(1, me);
 #else
-	heal_dead(!h1 && !h2);
+	heal_dead(!h1 && !h2, me);
 #endif
 	release_stale();
 	if
@@ -834,6 +931,47 @@ inline apply_pass(me) {
 #else
 inline forget_all() { forget() }
 
+#ifdef NET_REPLACE
+/* the module network C joins: net is 0 (none), 1 (the old one: internal
+ * false) or 2 (the new one the file asks for: internal true); C is on it
+ * (c_on) or not */
+byte net = 1;
+bool c_on = 1;
+bool nfailed;       /* an engine call of the replace has failed (once a run) */
+bool nstopped;      /* ghost: this replace stopped C, and nothing started it since */
+/* NFAIL(do): the engine call does it, or (once a run) fails: the engine
+ * did not do it, the caller sees an error (err) */
+#define NFAIL(do) if :: !nfailed -> nfailed = 1; err = 1 :: atomic { do } fi
+/* code: lifecycle.Executor.ReplaceNetwork, under the state lock, once
+ * checkReplaceable found no hold honoured on C: replaceNetwork (C stopped
+ * if it ran, taken off, the network removed, created anew, C connected,
+ * started if it ran) up to the first call that fails; then putBackNetwork:
+ * EnsureNetworks (the new one if there, else the old one made again), C
+ * on it again, started if it ran and stopped. ran: the listing read C
+ * running. */
+inline net_replace(ran) {
+	nstopped = 0;                                         /* (this replace's) */
+	if :: ran -> (!c_starting); NFAIL(c_stopping = 1); (!c_stopping); if :: !err -> nstopped = 1 :: else fi :: else fi;  /* code: StopThrough */
+	if :: !err -> NFAIL(c_on = 0) :: else fi;             /* code: DisconnectNetwork */
+	if :: !err -> NFAIL(net = 0) :: else fi;              /* code: RemoveNetwork */
+	if :: !err -> NFAIL(net = 2) :: else fi;              /* code: CreateNetwork */
+	if :: !err -> NFAIL(c_on = 1) :: else fi;             /* code: ConnectNetwork, with its aliases */
+	if :: !err && ran -> NFAIL(c_run = 1; nstopped = 0) :: else fi;  /* code: Start */
+#ifndef BROKEN_NO_NET_PUTBACK
+	if
+	:: err ->                                            /* code: putBackNetwork */
+		atomic { if :: net == 0 -> net = 1 :: else fi };  /* code: EnsureNetworks, InspectNetwork */
+		c_on = 1;                                         /* code: putBackOn: ConnectNetwork if off */
+		if :: ran && !c_run -> atomic { c_run = 1; nstopped = 0 } :: else fi  /* code: putBackOn: Start, WaitHealthy */
+	:: else
+	fi;
+#endif
+	/* what an apply stopped, it puts back before it exits */
+	assert(!nstopped && c_on && net != 0);
+	err = 0
+}
+#endif
+
 /* One apply: apply.runLocked, and executeClaimed: a plan that changes C is
  * carried out with the state lock released, under a claim on C. */
 inline apply_pass(me) {
@@ -852,6 +990,15 @@ inline apply_pass(me) {
 	:: lerr -> atomic { unlock_state(me); forget() }  /* the apply fails: ListingError */
 	:: else ->
 	release_stale();
+#ifdef NET_REPLACE
+	/* code: createNetworks, then the replace of a changed one, under the
+	 * state lock: refused while a hold honoured holds C (checkReplaceable) */
+	if
+	:: net == 0 -> net = 2                             /* code: EnsureNetworks: CreateNetwork */
+	:: net == 1 && !((h1 && !s1) || (h2 && !s2)) -> net_replace(obs_c); obs_c = c_run
+	:: else
+	fi;
+#endif
 	/* code: Plan: C held by a hold still honoured → held (untouched);
 	 * else stopped → recreate (the host's rule), running → unchanged. */
 	if
@@ -864,7 +1011,11 @@ inline apply_pass(me) {
 		claim = 1;
 		atomic { unlock_state(me); forget() };
 #ifdef APPLY_START_IN_FLIGHT
-		atomic { c_pol_no = 0; c_stopping = 0; c_starting = 1 };  /* Create, Start sent */
+		atomic { c_pol_no = 0; c_stopping = 0; c_starting = 1
+#ifdef NET_REPLACE
+			; c_on = 1                     /* (created on the network) */
+#endif
+		};  /* Create, Start sent */
 		(!c_starting);                     /* ... and done */
 #else
 		atomic { c_run = 1; c_pol_no = 0; c_stopping = 0 };
@@ -892,7 +1043,11 @@ inline apply_pass(me) {
 #define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr; byte o, n, k, hc, w, atopen, want, round; bool oldrun, begun, err, dfr
 #endif
 #else
+#ifdef NET_REPLACE
+#define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr, err
+#else
 #define LOCALS bool h1, h2, a1, a2, s1, s2, obs_c, obs_step, lerr
+#endif
 #endif
 
 /* The cleanup of a killed process: the kernel drops its flocks. */
@@ -951,7 +1106,7 @@ record:
 		/* code: healDead: C is this window's to heal unless another
 		 * window's hold (a stale one, here) holds it: Release does */
 #ifndef BROKEN_OPEN_NO_HEAL
-		heal_dead(me == W1 && !h2 || me == W2 && !h1);
+		heal_dead(me == W1 && !h2 || me == W2 && !h1, me);
 #endif
 		release_stale();
 		/* code: holdOf: Inspect C; what applied.json wants now (atOpen) */
@@ -1100,6 +1255,12 @@ proctype Apply(byte me) {
 	LOCALS;
 	{
 		apply_pass(me);
+#if defined(RETIRE_FAIL) && !defined(RETIRE_LEFT)
+		/* once an apply returns, no C.meshctl-retiring runs outside a
+		 * recorded claim (an apply's, live or dead) or a recorded hold
+		 * (a close's recreate) */
+		atomic { slot(RETN, k); assert(k == NONE || !crun[k] || claimed[A] || claimed[B] || claimed[F] || hold[1] || hold[2]); k = 0 };
+#endif
 		atomic { done[me] = 1 }
 	} unless { dead[me] };
 	if
@@ -1118,7 +1279,7 @@ proctype LastApply() {
 	:: apply_pass(F);
 		if
 		:: hold[1] || hold[2] -> (!step_run)
-#ifdef LOST_ANSWER
+#if defined(LOST_ANSWER) || defined(RETIRE_FAIL)
 		:: efail -> efail = 0              /* a recreate failed on an engine error: again */
 #endif
 		:: else -> break
@@ -1192,9 +1353,9 @@ end:
 	do
 	:: atomic { step_run && ANYRUN -> assert(!(step_run && ANYRUN)) }
 #ifdef START_FIRST
-	/* start-first: no gap while nothing is killed (two containers of C run
-	 * during the overlap, by design) */
-	:: atomic { booted && !dead[A] && !dead[B] && !SERVED -> assert(dead[A] || dead[B] || SERVED) }
+	/* start-first: no gap while nothing is killed and no hold is recorded
+	 * (two containers of C run during the overlap, by design) */
+	:: atomic { booted && !dead[A] && !dead[B] && !dead[W1] && !dead[W2] && !hold[1] && !hold[2] && !SERVED -> assert(dead[A] || dead[B] || dead[W1] || dead[W2] || hold[1] || hold[2] || SERVED) }
 #else
 	:: atomic { NRUN > 1 -> assert(NRUN <= 1) }
 #endif

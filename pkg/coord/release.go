@@ -61,7 +61,8 @@ func ReleaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 // started (finishDeadStop).
 //
 // A window may die in its close's recreate of a held container, a change
-// an apply deferred. The old container then waits aside as OldName. An
+// an apply deferred. The old container then waits aside as OldName, or
+// as RetiringName when the recreate was start-first. An
 // unverified new one may be under the name, or under NewName, perhaps
 // running. The stale hold marks that recreate. The new one goes before
 // anything comes back (removeDeadNews). The old one is put back and
@@ -105,7 +106,7 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
 		for _, name := range r.Containers {
 			c, ok := byName[name]
-			if aside, asideOK := byName[lifecycle.OldName(name)]; asideOK && lifecycle.IsService(aside, x.Scope) {
+			if aside, asideOK := deadCloseAside(byName, name, x.Scope); asideOK {
 				// The window died in its close's recreate of name. The
 				// container set aside is the last good one, what the window
 				// held. Whatever is under the name is unverified.
@@ -194,6 +195,19 @@ func stepExits(ctx context.Context, x lifecycle.Executor, released []Classified,
 // container cur, when there is one (had), goes. The one aside is put back
 // under name, stopped. The release then starts it with its policy. It
 // returns the container now under name.
+// deadCloseAside is the container a dead close's recreate of name set
+// aside: OldName, or RetiringName for a start-first recreate. The one
+// retiring may run, and it still answers for the service. Left there, it
+// would run beside the container the next plan creates under the name.
+func deadCloseAside(byName map[string]engine.Container, name, scope string) (engine.Container, bool) {
+	for _, n := range []string{lifecycle.OldName(name), lifecycle.RetiringName(name)} {
+		if c, ok := byName[n]; ok && lifecycle.IsService(c, scope) {
+			return c, true
+		}
+	}
+	return engine.Container{}, false
+}
+
 func putBackAside(ctx context.Context, x lifecycle.Executor, name string, cur engine.Container, had bool, aside engine.Container) (engine.Container, error) {
 	newID := ""
 	if had && cur.ID != aside.ID {

@@ -157,11 +157,16 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		oldAs, newAs string // "" for none
+		oldRuns      bool
 	}{
-		{"before-create", "m.c.meshctl-old", ""},
-		{"in-gate", "m.c.meshctl-old", "m.c"},
-		{"started-before-renames", "m.c", "m.c.meshctl-new"},
-		{"started-between-renames", "m.c.meshctl-old", "m.c.meshctl-new"},
+		{"before-create", "m.c.meshctl-old", "", false},
+		{"in-gate", "m.c.meshctl-old", "m.c", false},
+		{"started-before-renames", "m.c", "m.c.meshctl-new", false},
+		{"started-between-renames", "m.c.meshctl-old", "m.c.meshctl-new", false},
+		// A start-first recreate (the close's second round, of a C its
+		// first round started) died after its renames: the old one
+		// retires, running, and the new one is under the name.
+		{"start-first-retiring", "m.c.meshctl-retiring", "m.c", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, eng := stateDir(t), enginetest.NewFake(busybox, "new:1")
@@ -174,6 +179,9 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 			oldID, err := eng.Create(ctx, tc.oldAs, engine.Spec{Image: busybox, Restart: "no", Labels: labels})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.oldRuns {
+				_ = eng.Start(ctx, oldID)
 			}
 			newID := ""
 			if tc.newAs != "" {
@@ -203,7 +211,7 @@ func TestReleasePutsBackADeadClosesRecreate(t *testing.T) {
 			if !ok || c.ID != oldID || !c.Running || c.Spec.Restart != "always" {
 				t.Errorf("m.c after the release: %+v, want the held one (%s) running, restart always", c, oldID)
 			}
-			for _, n := range []string{"m.c.meshctl-old", "m.c.meshctl-new"} {
+			for _, n := range []string{"m.c.meshctl-old", "m.c.meshctl-new", "m.c.meshctl-retiring"} {
 				if _, ok := eng.Get(n); ok {
 					t.Errorf("%s is still there", n)
 				}
