@@ -45,6 +45,12 @@ type Options struct {
 	// Settle is how long a new container without a healthcheck must keep
 	// running before it counts as started (WaitHealthy). Zero looks once.
 	Settle time.Duration
+	// Decode is what File was decoded from. The apply then caches the
+	// decode (record.WriteDecoded). Cached is set when File came from that
+	// cache. Under the state lock, applied.json must still be the one it
+	// came from. Else Run fails with ErrStaleDecode.
+	Decode record.DecodeInput
+	Cached *record.Cached
 }
 
 // Run converges the engine's containers to opts.File. It returns the report

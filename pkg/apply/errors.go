@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -33,6 +34,11 @@ func (e *ConflictError) Error() string {
 	}
 	return "nothing changed: " + strings.Join(msgs, "; ")
 }
+
+// ErrStaleDecode is an apply whose cached decode (Options.Cached) came from
+// an applied.json that changed before the state lock was had. Nothing was
+// changed. The caller decodes the file and applies again.
+var ErrStaleDecode = errors.New("the cached decode of the mesh file is stale")
 
 // nothingApplied is an apply --last before anything was applied (exit 2).
 func nothingApplied(dir string) error {

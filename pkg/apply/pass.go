@@ -41,6 +41,7 @@ type pass struct {
 	netObserved []engine.Network
 	absent      map[string]string // image: why the engine lacks it for good
 	rep         *record.Report
+	key         []byte          // the host's secret key, for a file with secrets
 	recorded    *record.Applied // the applied state this apply records
 	// appliedChanged says whether recorded differs from prev. If not,
 	// applied.json is not written again.
@@ -81,7 +82,7 @@ func (a *pass) read(name string, doc state.Document) (bool, error) {
 // the one engine listing. It returns the `pull: always` images not pulled
 // yet, to pull without the lock.
 func (a *pass) observe(ctx context.Context) ([]string, error) {
-	if _, err := a.read(record.AppliedFile, &a.prev); err != nil {
+	if err := a.readPrev(); err != nil {
 		return nil, err
 	}
 	a.file = a.opts.File
@@ -105,6 +106,7 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.key = key
 	if a.desired, err = record.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
 		return nil, err
 	}
@@ -114,6 +116,30 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 	a.now = a.opts.Now()
 	a.windows, err = coord.Observe(ctx, a.d, a.read, a.eng, a.scope, a.now)
 	return nil, err
+}
+
+// readPrev reads applied.json, the applied state before this apply. A file
+// taken from the decode cache came from a snapshot of it. That snapshot
+// must still be what applied.json holds, and it is used as read.
+func (a *pass) readPrev() error {
+	c := a.opts.Cached
+	if c == nil {
+		_, err := a.read(record.AppliedFile, &a.prev)
+		return err
+	}
+	sum := a.d.Sum
+	if a.lock != nil {
+		sum = a.lock.Sum
+	}
+	have, _, err := sum(record.AppliedFile)
+	if err != nil {
+		return err
+	}
+	if have != c.Sum {
+		return ErrStaleDecode
+	}
+	a.prev = *c.Applied
+	return nil
 }
 
 // heal puts back what an apply that died carrying out its plan left
@@ -301,6 +327,10 @@ func (a *pass) record(runErr error) error {
 	err := coord.RecordDeferred(a.lock, deferrals(a.items))
 	if err == nil {
 		err = writeRecord(a.lock, recorded, a.rep, a.opts, runErr)
+	}
+	if err == nil && (a.opts.Cached == nil || a.appliedChanged) {
+		// A cache that cannot be written costs the next apply a decode.
+		_ = record.WriteDecoded(a.lock, a.opts.Decode, a.file, a.key)
 	}
 	if a.claim != nil {
 		err = errors.Join(err, a.claim.Release(a.lock))

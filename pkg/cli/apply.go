@@ -116,10 +116,12 @@ removed.`,
 
 func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	var file *mesh.File
+	var in record.DecodeInput
+	var cached *record.Cached
 	source := "--last"
 	if opts.file != "" {
 		var err error
-		if file, err = loadMesh(ctx, opts.file, env.Stdin); err != nil {
+		if file, in, cached, err = loadMeshCached(ctx, env, opts.file); err != nil {
 			return err
 		}
 		source = sourceName(opts.file)
@@ -140,8 +142,28 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := apply.Run(ctx, dir, eng, apply.Options{
-		File:          file,
+	run := applyRun(ctx, env, opts, dir, source)
+	run.File, run.Decode, run.Cached = file, in, cached
+	rep, err := apply.Run(ctx, dir, eng, run)
+	if errors.Is(err, apply.ErrStaleDecode) {
+		// applied.json changed since the cache was read: decode after all.
+		if run.File, err = decodeMesh(ctx, in.Src); err != nil {
+			return err
+		}
+		run.Cached = nil
+		rep, err = apply.Run(ctx, dir, eng, run)
+	}
+	if rep != nil {
+		if perr := printApply(env, opts, dir, rep, err); perr != nil {
+			return perr
+		}
+	}
+	return err
+}
+
+// applyRun is the apply's options, but for its file.
+func applyRun(ctx context.Context, env *Env, opts *applyOptions, dir *state.Dir, source string) apply.Options {
+	return apply.Options{
 		Source:        source,
 		Last:          opts.last,
 		DryRun:        opts.dryRun,
@@ -156,26 +178,29 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		Warn:          env.Warnf,
 		Status:        env.StatusFunc(),
 		PullOutput:    env.Progress().PullOutput(),
-	})
-	if rep != nil {
-		forgetReleasedWindows(env, dir, rep.Released)
-		env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
-		if env.JSON() {
-			if perr := env.PrintJSON(rep); perr != nil {
-				return perr
-			}
-		} else if !env.Global.Quiet || err != nil {
-			printApplyReport(env, rep)
-			if err == nil && !rep.DryRun {
-				for _, m := range opts.removeModules {
-					// Said also when the module had no container left. An empty
-					// table alone says nothing of it.
-					fmt.Fprintf(env.Stdout, "module %s removed: its containers and its part of the applied state\n", m)
-				}
-			}
+	}
+}
+
+// printApply writes an apply's report, as JSON or as text. err is the
+// apply's. It returns the error of a JSON document that cannot be made.
+func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report, err error) error {
+	forgetReleasedWindows(env, dir, rep.Released)
+	env.Log.Debug("apply finished", "changed", rep.Changed, "engine_calls", rep.EngineCalls, "containers", len(rep.Containers))
+	if env.JSON() {
+		return env.PrintJSON(rep)
+	}
+	if env.Global.Quiet && err == nil {
+		return nil
+	}
+	printApplyReport(env, rep)
+	if err == nil && !rep.DryRun {
+		for _, m := range opts.removeModules {
+			// Said also when the module had no container left. An empty
+			// table alone says nothing of it.
+			fmt.Fprintf(env.Stdout, "module %s removed: its containers and its part of the applied state\n", m)
 		}
 	}
-	return err
+	return nil
 }
 
 // sourceName is how a mesh file is named in the records. It is an absolute

@@ -141,7 +141,13 @@ func PeekScope(d *state.Dir) (string, error) {
 // recorded spec cannot be read is recreated. meshctl cannot know what it
 // runs.
 func SpecDiff(c engine.Container, want mesh.Spec) []string {
-	have, err := mesh.DecodeSpec(c.Labels[LabelSpec])
+	label := c.Labels[LabelSpec]
+	if label == want.Encode() {
+		// The label this meshctl would record. Encoding is cheaper than
+		// decoding the label, and equal encodings are equal specs.
+		return nil
+	}
+	have, err := mesh.DecodeSpec(label)
 	if err != nil {
 		return []string{"recorded spec unreadable"}
 	}

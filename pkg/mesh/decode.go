@@ -98,27 +98,41 @@ func Load(path string, stdin io.Reader) (*File, error) {
 // a terminal nobody types into. Either input is read up to MaxFileSize and a
 // byte more, never all of an endless one.
 func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, error) {
-	name := path
-	var data []byte
+	src, err := ReadSource(ctx, path, stdin)
+	if err != nil {
+		return nil, err
+	}
+	return src.Decode()
+}
+
+// Source is a mesh file's bytes, read and not yet decoded.
+type Source struct {
+	Name string // the file's name in errors, <stdin> for stdin
+	Data []byte
+	// Dir is the absolute directory that relative env-file, secret and
+	// config paths start from. It is "" when it cannot be known.
+	Dir string
+}
+
+// ReadSource reads the mesh file at path, or stdin for "-", as LoadContext
+// does. It decodes nothing.
+func ReadSource(ctx context.Context, path string, stdin io.Reader) (*Source, error) {
+	src := &Source{Name: path}
 	var err error
 	if path == "-" {
-		name = "<stdin>"
-		if data, err = readStdin(ctx, stdin); ctx.Err() != nil {
+		src.Name = "<stdin>"
+		if src.Data, err = readStdin(ctx, stdin); ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 	} else {
-		data, err = readRegular(path, MaxFileSize)
+		src.Data, err = readRegular(path, MaxFileSize)
 	}
 	if err != nil {
 		msg := err.Error()
 		if nr := (*notRegularError)(nil); errors.As(err, &nr) {
 			msg += `; to read a pipe, give "-f -" and redirect it`
 		}
-		return nil, &DecodeError{File: name, Msg: msg}
-	}
-	f, err := Decode(name, data)
-	if err != nil {
-		return nil, err
+		return nil, &DecodeError{File: src.Name, Msg: msg}
 	}
 	// env-files, secrets and configs are read at apply time, and by a
 	// window's close from the applied state. So their paths must not depend
@@ -128,8 +142,21 @@ func LoadContext(ctx context.Context, path string, stdin io.Reader) (*File, erro
 		dir = filepath.Dir(path)
 	}
 	if abs, err := filepath.Abs(dir); err == nil {
-		f.absEnvFiles(abs)
-		f.absFileMounts(abs)
+		src.Dir = abs
+	}
+	return src, nil
+}
+
+// Decode decodes and validates the source (Decode), and makes its file
+// paths absolute from its directory.
+func (src *Source) Decode() (*File, error) {
+	f, err := Decode(src.Name, src.Data)
+	if err != nil {
+		return nil, err
+	}
+	if src.Dir != "" {
+		f.absEnvFiles(src.Dir)
+		f.absFileMounts(src.Dir)
 	}
 	return f, nil
 }

@@ -272,3 +272,34 @@ func (f *File) absFileMounts(dir string) {
 		}
 	}
 }
+
+// ReferencedFiles returns the env-files, secret files and config files of
+// f's containers. Each path comes once, in order.
+func (f *File) ReferencedFiles() []string {
+	seen := map[string]bool{}
+	for _, m := range f.Modules {
+		if m == nil {
+			continue
+		}
+		for _, c := range m.Containers {
+			if c == nil {
+				continue
+			}
+			for _, p := range c.EnvFile {
+				seen[p] = true
+			}
+			for _, l := range [][]FileMount{c.Secrets, c.Configs} {
+				for _, fm := range l {
+					seen[fm.File] = true
+				}
+			}
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// ReadReferenced reads a file that a mesh file references, as apply reads
+// it. It is bounded, refuses what is not a regular file, and never blocks.
+func ReadReferenced(path string) ([]byte, error) {
+	return readRegular(path, max(MaxEnvFileSize, MaxSecretFileSize))
+}

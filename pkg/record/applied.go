@@ -99,7 +99,7 @@ func (a *Applied) KeepTimes(prev *Applied) (changed bool) {
 	for name, rec := range a.Modules {
 		old, ok := prev.Modules[name]
 		if !ok || old.Source != rec.Source || prev.File == nil || a.File == nil ||
-			!sameJSON(a.File.Modules[name], prev.File.Modules[name]) || !sameImages(a.Images, prev.Images, name) {
+			!sameModule(a.File.Modules[name], prev.File.Modules[name]) || !sameImages(a.Images, prev.Images, name) {
 			changed = true
 			continue
 		}
@@ -130,6 +130,12 @@ func sameImages(a, b map[string]Resolved, m string) bool {
 		}
 	}
 	return n == 0
+}
+
+// sameModule reports whether modules a and b encode alike. The same module,
+// as a file the decode cache gave shares with prev, needs no encoding.
+func sameModule(a, b *mesh.Module) bool {
+	return a == b && a != nil || sameJSON(a, b)
 }
 
 // sameJSON reports whether a and b encode alike, as the state file holds

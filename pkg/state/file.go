@@ -2,6 +2,8 @@ package state
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,8 +48,8 @@ func versionOf(doc Document) int {
 // version. It decodes nothing else.
 type VersionOnly struct{ Header }
 
-// maxFileSize bounds what Read accepts. meshctl's own files stay far below.
-const maxFileSize = 64 << 20
+// MaxFileSize bounds what Read accepts. meshctl's own files stay far below.
+const MaxFileSize = 64 << 20
 
 // FileError reports a state file that cannot be used (exit 2). It may be
 // unparsable, of a newer version, or a symlink. The file is left as it is.
@@ -72,47 +74,93 @@ func (e *FileError) Fault() fault.Kind { return fault.BadInput }
 // file's place. It may lack permission, or have a symlinked directory on its
 // path.
 func (d *Dir) Read(name string, doc Document) (bool, error) {
+	_, ok, err := d.ReadSum(name, doc, MaxFileSize)
+	return ok, err
+}
+
+// ReadSum is Read of a file of at most limit bytes. It also returns the
+// SHA-256 of the bytes it decoded, in hex. A caller compares that sum with a
+// later one (Sum) to learn whether the file changed meanwhile.
+func (d *Dir) ReadSum(name string, doc Document, limit int64) (string, bool, error) {
+	data, ok, err := d.readData(name, limit)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	if err := decode(data.bytes, doc); err != nil {
+		return "", false, &FileError{Path: data.path, Err: fmt.Errorf("cannot be read: %w; it was left as it is: fix it or move it aside", err)}
+	}
+	return sumOf(data.bytes), true, nil
+}
+
+// Sum returns the SHA-256 of the file name, in hex, without decoding it. A
+// missing file reports false. It checks the file as Read does.
+func (d *Dir) Sum(name string) (string, bool, error) {
+	data, ok, err := d.readData(name, MaxFileSize)
+	if err != nil || !ok {
+		return "", false, err
+	}
+	return sumOf(data.bytes), true, nil
+}
+
+func sumOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// fileData is the content of a state file, and its path for errors.
+type fileData struct {
+	path  string
+	bytes []byte
+}
+
+// readData reads the file name, of at most limit bytes, with Read's checks.
+func (d *Dir) readData(name string, limit int64) (fileData, bool, error) {
 	p, err := d.join(name)
 	if err != nil {
-		return false, err
+		return fileData{}, false, err
 	}
 	if err := d.checkParents(p); err != nil {
-		return false, err
+		return fileData{}, false, err
 	}
 	// O_NONBLOCK keeps a FIFO in a file's place from blocking the open. It is
 	// refused below, as not a regular file.
 	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return fileData{}, false, nil
 	}
 	if errors.Is(err, syscall.ELOOP) {
-		return false, symlinkError(p)
+		return fileData{}, false, symlinkError(p)
 	}
 	if err != nil {
-		return false, unreadable(p, err)
+		return fileData{}, false, unreadable(p, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return false, unreadable(p, err)
+		return fileData{}, false, unreadable(p, err)
 	}
 	if !fi.Mode().IsRegular() {
-		return false, &FileError{Path: p, Err: fmt.Errorf("is not a regular file (%s); it was left as it is: move it aside", fi.Mode().Type())}
+		return fileData{}, false, &FileError{Path: p, Err: fmt.Errorf("is not a regular file (%s); it was left as it is: move it aside", fi.Mode().Type())}
 	}
 	if err := trusted(p, fi); err != nil {
-		return false, err
+		return fileData{}, false, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
-		return false, unreadable(p, err)
+		return fileData{}, false, unreadable(p, err)
 	}
-	if len(data) > maxFileSize {
-		return false, &FileError{Path: p, Err: errors.New("is larger than 64 MiB; it was left as it is")}
+	if int64(len(data)) > limit {
+		return fileData{}, false, &FileError{Path: p, Err: fmt.Errorf("is larger than %s; it was left as it is", sizeText(limit))}
 	}
-	if err := decode(data, doc); err != nil {
-		return false, &FileError{Path: p, Err: fmt.Errorf("cannot be read: %w; it was left as it is: fix it or move it aside", err)}
+	return fileData{path: p, bytes: data}, true, nil
+}
+
+// sizeText writes a size limit as "64 MiB", or in bytes when not whole MiB.
+func sizeText(n int64) string {
+	if n >= 1<<20 && n%(1<<20) == 0 {
+		return fmt.Sprintf("%d MiB", n>>20)
 	}
-	return true, nil
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func unreadable(p string, err error) error {
@@ -155,7 +203,16 @@ func (d *Dir) checkParents(p string) error {
 
 // decode checks the version, then decodes strictly. An unknown field is an
 // error. So a file written by a newer meshctl is never half-understood.
+// A file that decodes strictly is decoded once. Only one that fails, or
+// has no version, is probed for its version, to say why it fails.
 func decode(data []byte, doc Document) error {
+	if _, ok := doc.(*VersionOnly); !ok {
+		if err := decodeStrict(data, doc); err == nil {
+			if v := doc.header().Version; v >= 1 && v <= Version {
+				return nil
+			}
+		}
+	}
 	var v struct {
 		Version *int `json:"version"`
 	}
@@ -174,6 +231,12 @@ func decode(data []byte, doc Document) error {
 		h.Version = *v.Version
 		return nil
 	}
+	return decodeStrict(data, doc)
+}
+
+// decodeStrict decodes data into doc. An unknown field, or data after the
+// document, is an error.
+func decodeStrict(data []byte, doc Document) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(doc); err != nil {
@@ -188,6 +251,11 @@ func decode(data []byte, doc Document) error {
 // Read reads the file name under the lock, as Dir.Read does.
 func (l *Lock) Read(name string, doc Document) (bool, error) {
 	return l.dir.Read(name, doc)
+}
+
+// Sum returns the SHA-256 of the file name under the lock, as Dir.Sum does.
+func (l *Lock) Sum(name string) (string, bool, error) {
+	return l.dir.Sum(name)
 }
 
 // Write replaces the file name with doc atomically. It writes and fsyncs a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # apply.sh: a no-op `meshctl apply` at N running containers (MESHCTL_BENCH_SIZES, default
 # "10 40 200 1000"), each figure against its peers in the same run:
-#   - `docker ps -a` on the same engine (target: at most 1.0x);
+#   - `docker ps -a` on the same engine (target: at most 0.9x);
 #   - the raw API floor: one curl process making a ping and one filtered list over the socket,
 #     the two requests a no-op apply makes (target: at most 1.3x);
 #   - the engine requests the apply made (target: 2 at every N);
@@ -51,6 +51,8 @@ mesh_file() {
 }
 
 apply_cmd=("$meshctl" --state-dir "$state" --docker-host "$DOCKER_HOST" apply -f "$mesh")
+# The side-by-side table printed at the end: one line per N.
+side=()
 sock=${DOCKER_HOST#unix://}
 
 for n in "${sizes[@]}"; do
@@ -83,11 +85,19 @@ for n in "${sizes[@]}"; do
 		time_ms "${floor_cmd[@]}" >>"$work/floor.ms"
 	done
 	apply_ms=$(median <"$work/apply.ms")
+	ps_ms=$(median <"$work/ps.ms")
+	floor_ms=$(median <"$work/floor.ms")
 	echo "no-op apply at N=$n (a loop of $runs runs each, interleaved, medians)"
-	bench_row "no-op apply, N=$n" "$apply_ms" "docker ps -a" "$(median <"$work/ps.ms")" ms 1.0
-	bench_row "no-op apply, N=$n" "$apply_ms" "API floor (curl: ping + list)" "$(median <"$work/floor.ms")" ms 1.3
+	bench_row "no-op apply, N=$n" "$apply_ms" "docker ps -a" "$ps_ms" ms 0.9
+	bench_row "no-op apply, N=$n" "$apply_ms" "API floor (curl: ping + list)" "$floor_ms" ms 1.3
+	side+=("$(awk -v n="$n" -v a="$apply_ms" -v f="$floor_ms" -v p="$ps_ms" -v l="$(cut -d' ' -f1 /proc/loadavg)" \
+		'BEGIN { printf "%6d %10.1f %10.1f %7.2fx %12.1f %7.2fx %6s", n, a, f, a / f, p, a / p, l }')")
 	bench_row "engine requests, N=$n" "$calls" "the floor's requests" 2 req 1.0
 done
+
+echo "no-op apply side by side (ms, medians; targets: <= 1.3x the floor, <= 0.9x docker ps -a)"
+printf '%6s %10s %10s %8s %12s %8s %6s\n' N apply floor ratio "docker ps -a" ratio load
+printf '%s\n' "${side[@]}"
 
 # Peak RSS at the largest N: GNU time's maximum resident set size, in KiB.
 if [[ -x /usr/bin/time ]]; then
