@@ -39,6 +39,12 @@ cleanup() {
 	if [[ -n $compose && -e $cfile ]]; then
 		"$compose" -p "$PROJECT" -f "$cfile" down -t 1 >/dev/null 2>&1 || true
 	fi
+	# The module's network, which bench_cleanup leaves: its containers go first.
+	if [[ -s $state/id.json ]]; then
+		id=$(jq -r .id "$state/id.json")
+		docker ps -aq --filter "label=io.meshctl.managed=$id" | xargs -r docker rm -f >/dev/null || true
+		docker network ls -q --filter "label=io.meshctl.managed=$id" | xargs -r docker network rm >/dev/null || true
+	fi
 	bench_cleanup
 	exit "$rc"
 }
