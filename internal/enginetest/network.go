@@ -163,6 +163,16 @@ func (f *Fake) ConnectNetwork(ctx context.Context, net, container string, aliase
 	return nil
 }
 
+// ConnectNetworkAt joins a container to a network without aliases. The
+// fake has no addresses, so it refuses every one, as an engine does on a
+// network without a configured subnet.
+func (f *Fake) ConnectNetworkAt(ctx context.Context, net, container, address string) (err error) {
+	if address != "" {
+		return fmt.Errorf("connect %s: user specified IP address is supported only when connecting to networks with user configured subnets", container)
+	}
+	return f.ConnectNetwork(ctx, net, container, nil)
+}
+
 // DisconnectNetwork takes a container off a network.
 func (f *Fake) DisconnectNetwork(ctx context.Context, net, container string) (err error) {
 	unlock, err := f.begin(ctx, OpDisconnect, container)

@@ -98,7 +98,7 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                ports and no writable volume; default: the module's, else
                stop-first
   drain        how long start-first leaves the old one running once it has
-               left the aliases; default: its stop-grace-period
+               left the aliases; default: its stop-grace-period; at least 2s
   ports        ["[IP:]HOST:CONTAINER[/tcp|udp|sctp]"] or ["CONTAINER"]; default: none
   restart      no | always | unless-stopped | on-failure; default unless-stopped
   labels       map; keys under io.meshctl. are meshctl's own; default: none

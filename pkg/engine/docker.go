@@ -195,6 +195,16 @@ func (c *dockerClient) Inspect(ctx context.Context, idOrName string) (Container,
 		ct.RestartPolicy = string(r.HostConfig.RestartPolicy.Name)
 	}
 	inspectHealth(&ct, r)
+	if r.NetworkSettings != nil {
+		for name, ep := range r.NetworkSettings.Networks {
+			if ep != nil && ep.IPAddress != "" {
+				if ct.Addresses == nil {
+					ct.Addresses = map[string]string{}
+				}
+				ct.Addresses[name] = ep.IPAddress
+			}
+		}
+	}
 	return ct, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/fault"
@@ -81,6 +82,10 @@ type Client interface {
 	// that is not on it is a not-found error, and so is a network that is
 	// gone.
 	DisconnectNetwork(ctx context.Context, network, container string) error
+	// ConnectNetworkAt joins a container to a network at address, without
+	// aliases. An engine gives an address asked for only on a network with
+	// a configured subnet. Elsewhere it refuses (IsAddressRefused).
+	ConnectNetworkAt(ctx context.Context, network, container, address string) error
 	// Calls returns the number of HTTP requests this client has made.
 	Calls() int64
 	// Host returns the engine address in use, such as
@@ -121,6 +126,9 @@ type Container struct {
 	Restarting   bool
 	RestartCount int
 	Healthcheck  *Healthcheck
+	// Addresses are the container's IPv4 addresses by network name. They
+	// are known from Inspect only.
+	Addresses map[string]string
 }
 
 // Spec is what Create needs to create a container.
@@ -216,6 +224,12 @@ var ErrNotFound = errors.New("not found")
 // exist.
 func IsNotFound(err error) bool {
 	return errors.Is(err, ErrNotFound)
+}
+
+// IsAddressRefused reports whether err is an engine's refusal of an address
+// asked for on a network without a configured subnet.
+func IsAddressRefused(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "user configured subnets")
 }
 
 // UnreachableError is returned when the engine cannot be reached. The cause

@@ -113,6 +113,13 @@ func (c *dockerClient) ConnectNetwork(ctx context.Context, net, container string
 	})
 }
 
+func (c *dockerClient) ConnectNetworkAt(ctx context.Context, net, container, address string) error {
+	return c.do(ctx, "connect "+container+" to network "+net+" at "+address, func(ctx context.Context) error {
+		return c.api.NetworkConnect(ctx, net, container, &network.EndpointSettings{
+			IPAMConfig: &network.EndpointIPAMConfig{IPv4Address: address}})
+	})
+}
+
 func (c *dockerClient) DisconnectNetwork(ctx context.Context, net, container string) error {
 	return c.do(ctx, "disconnect "+container+" from network "+net, func(ctx context.Context) error {
 		err := c.api.NetworkDisconnect(ctx, net, container, true)

@@ -123,3 +123,43 @@ func TestDisconnectNotConnected(t *testing.T) {
 		t.Errorf("DisconnectNetwork from a missing network: %v, want not found", err)
 	}
 }
+
+// TestConnectNetworkAt: Inspect gives a running container's address on
+// each network. Asked to join again at that address, an engine refuses on
+// a network without a configured subnet (IsAddressRefused), as meshctl's
+// own are. A plain join then gives the lowest free address, here its own.
+func TestConnectNetworkAt(t *testing.T) {
+	c := enginetest.Client(t)
+	enginetest.RequireImage(t, c, enginetest.Image)
+	ctx := ctxT(t)
+	net := prefix + "at"
+	if _, err := c.CreateNetwork(ctx, net, engine.NetworkSpec{Labels: map[string]string{"io.meshctl.test": prefix}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.RemoveNetwork(context.Background(), net) })
+	id := create(t, c, prefix+"at", engine.Spec{Image: enginetest.Image, Cmd: []string{"sleep", "600"},
+		Networks: map[string][]string{net: nil}})
+	if err := c.Start(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	ct, err := c.Inspect(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ct.Addresses[net]
+	if addr == "" {
+		t.Fatalf("Inspect: addresses %v, want one on %s", ct.Addresses, net)
+	}
+	if err := c.DisconnectNetwork(ctx, net, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConnectNetworkAt(ctx, net, id, addr); !engine.IsAddressRefused(err) {
+		t.Errorf("ConnectNetworkAt on a network without a configured subnet: %v, want refused", err)
+	}
+	if err := c.ConnectNetwork(ctx, net, id, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ct, err := c.Inspect(ctx, id); err != nil || ct.Addresses[net] != addr {
+		t.Errorf("Inspect after the join: addresses %v (%v), want %s again", ct.Addresses, err, addr)
+	}
+}

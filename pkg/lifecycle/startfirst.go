@@ -81,13 +81,13 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 }
 
 // retire takes the old container of a start-first recreate off the
-// networks of d. That container is retiring and running. Off them, the
-// aliases answer with the new one only. retire lets it drain, then stops
+// service's aliases on d's networks (leaveAliases). That container is
+// retiring and running. The aliases then answer with the new one only. retire lets it drain, then stops
 // and removes it. After a signal the drain is cut short. The stop and the
 // removal are seen through. It is one try of retireThrough.
 func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) error {
 	var errs []error
-	if err := x.leaveNetworks(ctx, d, old.ID); err != nil {
+	if err := x.leaveAliases(ctx, d, old); err != nil {
 		errs = append(errs, fmt.Errorf("the old %s: %w", d.Name, err))
 	} else {
 		drain := time.NewTimer(d.Def.DrainOf())
@@ -104,6 +104,33 @@ func (x Executor) retire(ctx context.Context, d *Desired, old engine.Container) 
 		errs = append(errs, fmt.Errorf("stop the old %s: %w", d.Name, err))
 	} else if err := x.RemoveGone(cctx, old.ID); err != nil {
 		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// leaveAliases takes old off the service's aliases on d's networks. It
+// keeps old's address there, so connections in flight still reach it. The
+// engine sets aliases only as a container joins a network. So old leaves
+// each network and joins it again, at its address and without aliases.
+// A network without a configured subnet refuses the address. There old
+// joins at the address the engine gives, the lowest free one. A failed
+// join costs only the drain: old is off the aliases all the same.
+func (x Executor) leaveAliases(ctx context.Context, d *Desired, old engine.Container) error {
+	var addrs map[string]string
+	if c, err := x.Engine.Inspect(ctx, old.ID); err == nil {
+		addrs = c.Addresses
+	}
+	var errs []error
+	for _, net := range slices.Sorted(maps.Keys(d.Spec.Networks)) {
+		if err := x.Engine.DisconnectNetwork(ctx, net, old.ID); err != nil {
+			if !engine.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("take it off %s: %w", net, err))
+			}
+			continue
+		}
+		if addr := addrs[net]; addr == "" || engine.IsAddressRefused(x.Engine.ConnectNetworkAt(ctx, net, old.ID, addr)) {
+			_ = x.Engine.ConnectNetwork(ctx, net, old.ID, nil)
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -90,3 +90,33 @@ func engineContainer(t *testing.T, f *enginetest.Fake, name string) engine.Conta
 	}
 	return c
 }
+
+// TestRetireLeavesAliasesBeforeStop: the old container leaves its network
+// and joins it again without aliases before it stops. So the aliases answer
+// with the new one only while the old one still serves what is in flight.
+func TestRetireLeavesAliasesBeforeStop(t *testing.T) {
+	ctx := context.Background()
+	f, x := startFirstHost(t)
+	f.SetHealth("new:1", "healthy", "")
+	if err := x.Recreate(ctx, startFirstOf(t, "new:1", probe), engineContainer(t, f, "m.c")); err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for _, c := range f.Changes() {
+		if op := strings.Fields(c); len(op) >= 2 && op[1] == "m.c.meshctl-retiring" {
+			old = append(old, c)
+		}
+	}
+	want := []string{
+		"disconnect m.c.meshctl-retiring meshctl.m.net",
+		"connect m.c.meshctl-retiring meshctl.m.net",
+		"stop m.c.meshctl-retiring",
+		"remove m.c.meshctl-retiring",
+	}
+	if !slices.Equal(old, want) {
+		t.Errorf("engine requests on the old container %q, want %q", old, want)
+	}
+	if c, _ := f.Get("m.c"); !slices.Contains(c.Spec.Networks["meshctl.m.net"], "c") {
+		t.Errorf("new m.c networks %v: want it under the alias c", c.Spec.Networks)
+	}
+}

@@ -31,13 +31,21 @@ func UpdateOrderOf(m *Module, c *Container) string {
 	return StopFirst
 }
 
+// MinDrain is the shortest drain of a start-first recreate. A connection
+// begun as the old container left its aliases may have lost its first
+// packet. The kernel sends it again after a second, and the old one must
+// still answer then.
+const MinDrain = 2 * time.Second
+
 // DrainOf is how long a start-first recreate leaves the old container running
-// once it has left the aliases. It is drain, else the stop grace period.
+// once it has left the aliases. It is drain, else the stop grace period, and
+// never less than MinDrain.
 func (c *Container) DrainOf() time.Duration {
+	d := c.StopGrace()
 	if c.Drain > 0 {
-		return c.Drain.Std()
+		d = c.Drain.Std()
 	}
-	return c.StopGrace()
+	return max(d, MinDrain)
 }
 
 // StartFirstBlocker says why c cannot be replaced start-first, or "" when it
