@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/window"
 )
 
@@ -12,13 +11,9 @@ import (
 // read-only and prints what the window would do. Its error is the one a
 // real run would end with now, after the report.
 func runWindowDryRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
-	var file *mesh.File
-	if opts.file != "" {
-		f, err := loadMesh(ctx, opts.file, env.Stdin)
-		if err != nil {
-			return err
-		}
-		file = f
+	file, err := opts.mesh(ctx, env)
+	if err != nil {
+		return err
 	}
 	dir, eng, err := env.StateReadOnlyAndEngine()
 	if err != nil {

@@ -98,14 +98,19 @@ apply or, with --wait, an open window it would wait for reads 0.`,
 // keptOutput is how much of the step's output -q keeps for a failure report.
 const keptOutput = 256 << 10
 
+// mesh loads the file --file names, or nil without one: the step then
+// comes from the applied record.
+func (opts *windowRunOptions) mesh(ctx context.Context, env *Env) (*mesh.File, error) {
+	if opts.file == "" {
+		return nil, nil
+	}
+	return loadMesh(ctx, opts.file, env.Stdin)
+}
+
 func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
-	var file *mesh.File
-	if opts.file != "" {
-		f, err := loadMesh(ctx, opts.file, env.Stdin)
-		if err != nil {
-			return err
-		}
-		file = f
+	file, err := opts.mesh(ctx, env)
+	if err != nil {
+		return err
 	}
 	dir, eng, err := env.StateAndEngine()
 	if err != nil {
