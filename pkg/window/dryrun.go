@@ -80,7 +80,7 @@ func DryRunOf(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 		r.rep.Holds = append(r.rep.Holds, HeldAs{Name: name, Mode: ModeStopped})
 	}
 	if err := eng.Ping(ctx); err != nil {
-		r.rep.Run = r.stepRun(nil)
+		r.rep.Run = r.declaredRun()
 		r.refuse(err)
 		return r.rep, r.err
 	}
@@ -172,20 +172,26 @@ func (r *dryRun) checkStep(ctx context.Context) {
 	}
 }
 
-// stepRun says what the step runs. A nil ctx asks the engine nothing, for
-// an image that comes from a held container.
+// stepRun says what the step runs. It asks the engine for the image and
+// volumes a step takes from a held container.
 func (r *dryRun) stepRun(ctx context.Context) StepRun {
-	w := r.w
-	if w.def.Run == nil {
-		return StepRun{Kind: "exec", Command: w.def.Exec}
-	}
-	run := StepRun{Kind: "run", Image: w.def.Run.Image, Entrypoint: w.def.Run.Entrypoint, Command: w.def.Run.Command}
-	if ctx != nil {
-		if spec, err := w.stepSpec(ctx); err == nil {
+	run := r.declaredRun()
+	if r.w.def.Run != nil {
+		if spec, err := r.w.stepSpec(ctx); err == nil {
 			run.Image, run.VolumesFrom, run.Network = spec.Image, spec.VolumesFrom, spec.NetworkMode
 		}
 	}
 	return run
+}
+
+// declaredRun is the step as the file declares it. It serves when the
+// engine cannot be asked for the image and volumes it would resolve.
+func (r *dryRun) declaredRun() StepRun {
+	w := r.w
+	if w.def.Run == nil {
+		return StepRun{Kind: "exec", Command: w.def.Exec}
+	}
+	return StepRun{Kind: "run", Image: w.def.Run.Image, Entrypoint: w.def.Run.Entrypoint, Command: w.def.Run.Command}
 }
 
 // checkOpen makes the checks the open makes under the state lock, from
