@@ -96,9 +96,10 @@ func (e *Env) State() (*state.Dir, error) {
 // StateReadOnly checks the state directory for the commands that must
 // change nothing, such as status and apply --dry-run. It creates neither
 // the directory nor anything in it. A missing directory reads as empty
-// (Dir.Exists).
+// (Dir.Exists). A missing one is looked for again at the next call: the
+// command may have made it since, as an apply does after its decode.
 func (e *Env) StateReadOnly() (*state.Dir, error) {
-	if e.peekDir == nil {
+	if e.peekDir == nil || !e.peekDir.Exists() {
 		d, err := state.Peek(e.Global.StateDir)
 		if err != nil {
 			return nil, err
