@@ -255,7 +255,7 @@ func TestMixedStress(t *testing.T) {
 		var v struct {
 			Version int `json:"version"`
 		}
-		if err := json.Unmarshal(data, &v); err != nil || v.Version != 1 {
+		if err := json.Unmarshal(data, &v); err != nil || v.Version != stateVersion(p) {
 			t.Errorf("state file %s: version %d, %v", p, v.Version, err)
 		}
 		return nil
