@@ -146,8 +146,9 @@ type signalCase struct {
 	decoding bool
 }
 
-// signalOnce runs one case once. It says whether a decoding case ended
-// before its signal, which tells nothing: the caller tries it again.
+// signalOnce runs one case once. It says whether a decoding case ended,
+// or reached the engine, before its signal. That tells nothing, so the
+// caller tries it again.
 func signalOnce(t *testing.T, tt signalCase, hang string, accepted *atomic.Int64) (early bool) {
 	t.Helper()
 	host := hang
@@ -225,6 +226,9 @@ send:
 			return true
 		default:
 		}
+		if accepted.Load() > before {
+			return true // the decode is over: the signal would come too late
+		}
 	}
 	sent := time.Now()
 	if err := cmd.Process.Signal(tt.sig); err != nil {
@@ -234,7 +238,10 @@ send:
 		t.Fatal(err)
 	}
 	if tt.decoding && accepted.Load() > before {
-		t.Fatalf("the command called the engine before %s: its decode was over, and the case tests no signal during a decode", tt.sig)
+		// The decode ended as the signal was sent. A decode that a
+		// signal cannot cut short reaches the engine after it on every
+		// try, and the caller fails once its tries are spent.
+		return true
 	}
 	var err error
 	select {
