@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,20 +33,8 @@ func newRealHost(t *testing.T) *realHost {
 	h := &realHost{host: enginetest.Host(t), module: fmt.Sprintf("sfheal%08x", rand.Uint32())}
 	direct := enginetest.Client(t)
 	enginetest.RequireImage(t, direct, enginetest.Image)
-	dir, err := os.MkdirTemp("", "mfp") // short: a socket path has a bound
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if h.proxy, err = faultproxy.Start(filepath.Join(dir, "p.sock"), h.host, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.proxy.Close() })
-	c, err := engine.New(h.proxy.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	var c engine.Client
+	h.proxy, c = enginetest.Proxied(t)
 	h.proxied = lifecycle.Executor{Engine: c, Scope: h.module}
 	h.direct = lifecycle.Executor{Engine: direct, Scope: h.module}
 	t.Cleanup(func() {

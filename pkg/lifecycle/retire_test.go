@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,24 +28,9 @@ type faultHost struct {
 // its module goes when the test ends.
 func newFaultHost(t *testing.T) *faultHost {
 	t.Helper()
-	host := enginetest.Host(t)
 	direct := enginetest.Client(t)
 	enginetest.RequireImage(t, direct, enginetest.Image)
-	dir, err := os.MkdirTemp("", "mfp") // short: a socket path has a bound
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	p, err := faultproxy.Start(filepath.Join(dir, "p.sock"), host, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	c, err := engine.New(p.Host())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
+	p, c := enginetest.Proxied(t)
 	h := &faultHost{direct: direct, proxy: p, module: fmt.Sprintf("retire%08x", rand.Uint32())}
 	h.x = Executor{Engine: c, Scope: h.module}
 	t.Cleanup(func() { h.clean(t) })
