@@ -34,7 +34,7 @@ func newRealHost(t *testing.T) *realHost {
 	direct := enginetest.Client(t)
 	enginetest.RequireImage(t, direct, enginetest.Image)
 	var c engine.Client
-	h.proxy, c = enginetest.Proxied(t)
+	h.proxy, c = faultproxy.OnTestEngine(t)
 	h.proxied = lifecycle.Executor{Engine: c, Scope: h.module}
 	h.direct = lifecycle.Executor{Engine: direct, Scope: h.module}
 	t.Cleanup(func() {

@@ -30,7 +30,7 @@ func newFaultHost(t *testing.T) *faultHost {
 	t.Helper()
 	direct := enginetest.Client(t)
 	enginetest.RequireImage(t, direct, enginetest.Image)
-	p, c := enginetest.Proxied(t)
+	p, c := faultproxy.OnTestEngine(t)
 	h := &faultHost{direct: direct, proxy: p, module: fmt.Sprintf("retire%08x", rand.Uint32())}
 	h.x = Executor{Engine: c, Scope: h.module}
 	t.Cleanup(func() { h.clean(t) })
