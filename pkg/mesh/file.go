@@ -24,10 +24,39 @@ type Module struct {
 // Step is a maintenance step run by `meshctl window run`.
 type Step struct {
 	WhileStopped []string `yaml:"while-stopped,omitempty" json:"while-stopped,omitempty"`
-	Timeout      Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Run          *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
-	Exec         []string `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// WhileChanged are containers that run changed while the step runs,
+	// by name. Each is a read-only registry, say, where another would be
+	// stopped.
+	WhileChanged map[string]*Change `yaml:"while-changed,omitempty" json:"while-changed,omitempty"`
+	Timeout      Duration           `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	Run          *RunStep           `yaml:"run,omitempty" json:"run,omitempty"`
+	Exec         []string           `yaml:"exec,omitempty" json:"exec,omitempty"`
 }
+
+// Change is how a window changes a container for its step. It changes how
+// the container runs, never what it is. So it takes no image, volume or
+// port. Env wins over the container's env and env-file, key by key.
+type Change struct {
+	Env EnvVars `yaml:"env,omitempty" json:"env,omitempty"`
+	// Entrypoint is as a container's, and [] clears the image's.
+	Entrypoint  []string     `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command     []string     `yaml:"command,omitempty" json:"command,omitempty"`
+	Healthcheck *Healthcheck `yaml:"healthcheck,omitempty" json:"healthcheck,omitempty"`
+}
+
+// Empty reports whether c changes nothing.
+func (c *Change) Empty() bool {
+	return c == nil || len(c.Env) == 0 && c.Entrypoint == nil && c.Command == nil && c.Healthcheck == nil
+}
+
+// Held returns the containers the step holds, by name. The stopped ones
+// come first, in the file's order, then the changed ones by name.
+func (s *Step) Held() []string {
+	return append(append([]string{}, s.WhileStopped...), s.ChangedNames()...)
+}
+
+// ChangedNames returns the names of the containers held changed, sorted.
+func (s *Step) ChangedNames() []string { return sortedKeys(s.WhileChanged) }
 
 // RunStep is a step run as a one-off container.
 type RunStep struct {

@@ -481,8 +481,8 @@ func (t *Tail) Bytes() ([]byte, bool) {
 }
 
 // stepSpec is the one-off container of a run step. Its image defaults to
-// the first held container's. Its volumes-from defaults to the held
-// containers, and its network to none.
+// the first held container's. Its volumes-from defaults to the containers
+// held stopped, else to the first held changed. Its network defaults to none.
 func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	r := w.def.Run
 	image := r.Image
@@ -500,6 +500,9 @@ func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	from := r.VolumesFrom
 	if len(from) == 0 {
 		from = w.def.WhileStopped
+	}
+	if changed := w.def.ChangedNames(); len(from) == 0 && len(changed) > 0 {
+		from = changed[:1]
 	}
 	var volumesFrom []string
 	for _, c := range from {
