@@ -123,6 +123,12 @@ func Plan(in Input) []Item {
 		if wanted[name] || in.Modules != nil && !in.Modules[module] {
 			continue
 		}
+		if _, aside := lifecycle.HeldOf(name); aside {
+			// The normal container of a changed hold, aside while its window
+			// runs a changed copy under the name. It is part of that hold, or
+			// the heal puts it back once no hold records it. Never an orphan.
+			continue
+		}
 		if strings.HasSuffix(name, lifecycle.NewName("")) && wanted[strings.TrimSuffix(name, lifecycle.NewName(""))] {
 			// A replacement under its temporary name that the heal did not
 			// see. An apply that died sent its create, and the engine carried

@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 )
@@ -107,4 +109,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Changed returns c as ch changes it. c's env must hold its env-file's
+// already (LoadEnv). Each variable of ch.Env wins over c's, and each list
+// ch gives replaces c's. Nothing of c is shared with the result.
+func (c Container) Changed(ch *Change) Container {
+	out := c
+	out.Env = maps.Clone(c.Env)
+	if out.Env == nil && len(ch.Env) > 0 {
+		out.Env = EnvVars{}
+	}
+	maps.Copy(out.Env, ch.Env)
+	out.EnvFile = nil
+	if ch.Entrypoint != nil {
+		out.Entrypoint = slices.Clone(ch.Entrypoint)
+	}
+	if ch.Command != nil {
+		out.Command = slices.Clone(ch.Command)
+	}
+	if ch.Healthcheck != nil {
+		hc := *ch.Healthcheck
+		out.Healthcheck = &hc
+	}
+	return out
 }

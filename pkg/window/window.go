@@ -288,11 +288,6 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}
-	if len(def.WhileChanged) > 0 {
-		// Fail closed: a step that needs its containers changed never runs
-		// with them as they are.
-		return nil, fault.New(fault.BadInput, "step %s/%s holds containers changed (while-changed), which this meshctl cannot open yet", opts.Module, opts.Step)
-	}
 	for _, c := range def.Held() {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
