@@ -129,34 +129,7 @@ func (w *window) recordChanged(ctx context.Context, name, id string) error {
 	return nil
 }
 
-// unchange ends the change of name at the close. The changed copy goes,
-// stopped first. The normal one comes back under the name, stopped, for
-// the close to start as it starts any held container. byName is updated.
-// A copy that cannot be removed stays, and so does the hold (fail closed).
+// unchange ends the change of name at the close (coord.Unchange).
 func (w *window) unchange(ctx context.Context, x lifecycle.Executor, name string, byName map[string]engine.Container) error {
-	cur, there := byName[name]
-	if there && coord.IsChanged(cur, w.hold.Changed[name], w.id) {
-		if err := lifecycle.StopThrough(ctx, w.eng, cur.ID, lifecycle.StopTimeoutOf(cur)); err != nil {
-			return fmt.Errorf("stop the changed %s: %w; it stays, changed, and its hold with it", name, err)
-		}
-		if err := x.RemoveGone(ctx, cur.ID); err != nil {
-			return fmt.Errorf("remove the changed %s: %w; it stays, stopped, and its hold with it", name, err)
-		}
-		delete(byName, name)
-		there = false
-	}
-	aside, ok := byName[lifecycle.HeldName(name)]
-	switch {
-	case !ok:
-		return nil // never set aside, or back already
-	case there:
-		return fmt.Errorf("%s is under its name, and is not this window's changed copy, while the normal one waits aside as %s: both stay as they are", name, aside.Name)
-	}
-	if err := x.Rename(ctx, aside.ID, name); err != nil {
-		return fmt.Errorf("rename %s back from %s: %w", name, aside.Name, err)
-	}
-	delete(byName, aside.Name)
-	aside.Name = name
-	byName[name] = aside
-	return nil
+	return coord.Unchange(ctx, x, name, byName, w.hold.Changed[name], w.id)
 }
