@@ -195,3 +195,23 @@ func TestWindowChangedCarriesOutDeferred(t *testing.T) {
 		t.Errorf("after the close: %+v, want one new registry, B=new and A normal", after)
 	}
 }
+
+// TestWindowChangedEditedMidWindow: an apply that edits while-changed
+// mid-window changes the next window, not this one. The close removes the
+// copy this window made and brings the same normal container back.
+func TestWindowChangedEditedMidWindow(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	opened := func() {
+		edited := strings.Replace(changedYAML(ran), "A: read-only-value", "A: other-value, C: more", 1)
+		f, err := mesh.Decode("mesh.yaml", []byte(edited))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordApplied(t, d, f)
+	}
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	checkBack(t, eng, normal)
+}
