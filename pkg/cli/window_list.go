@@ -119,7 +119,7 @@ func printOpenWindows(env *Env, views []coord.View) error {
 	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
 	for _, v := range views {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.Containers, ","))
+			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.HeldNames(), ","))
 	}
 	return tw.Flush()
 }

@@ -3,7 +3,9 @@ package coord
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -185,6 +187,9 @@ type View struct {
 	Containers []string  `json:"containers"`
 	OpenedAt   time.Time `json:"opened_at"`
 	Deadline   time.Time `json:"deadline"`
+	// Changed are the held containers that run changed, a subset of
+	// Containers. Each one's normal container waits aside, stopped.
+	Changed []string `json:"changed,omitempty"`
 	// execStep says the step is exec, processes on the host, not a
 	// container. Describe words it so.
 	execStep bool
@@ -268,13 +273,30 @@ func groupRuns(pgid int) bool {
 // ViewOf returns the report form of h in state st.
 func ViewOf(h Hold, st string) View {
 	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
-		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, execStep: h.StepGroup != 0}
+		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, Changed: slices.Sorted(maps.Keys(h.Changed)),
+		execStep: h.StepGroup != 0}
 }
+
+// HeldNames are the held containers' names, each held changed marked so:
+// "store.registry (changed)".
+func (v View) HeldNames() []string {
+	var names []string
+	for _, n := range v.Containers {
+		if v.IsChanged(n) {
+			n += " (changed)"
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+// IsChanged reports whether v holds container name changed.
+func (v View) IsChanged(name string) bool { return slices.Contains(v.Changed, name) }
 
 // Describe is the one-line text form, such as "window w-…
 // store/garbage-collect open since 03:30:02, holds store.registry".
 func (v View) Describe() string {
-	held := strings.Join(v.Containers, ", ")
+	held := strings.Join(v.HeldNames(), ", ")
 	if held == "" {
 		held = "nothing"
 	}

@@ -140,6 +140,10 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		if coord.Honoured(c.State) {
 			for _, n := range c.Containers {
 				heldBy[n] = v
+				if v.IsChanged(n) {
+					// The normal one, aside, is part of the hold.
+					heldBy[lifecycle.HeldName(n)] = v
+				}
 			}
 		}
 	}
@@ -190,6 +194,10 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 		if !seen[name] {
 			module := c.Labels[lifecycle.LabelModule]
 			st := containerState(name, module, &c, nil, heldBy, now)
+			if _, aside := lifecycle.HeldOf(name); aside && st.State == Held {
+				rep.Containers = append(rep.Containers, st) // part of a changed hold
+				continue
+			}
 			if _, ok := unreadable[module]; ok {
 				st.Reasons = append(st.Reasons, "not checked: its module's applied spec cannot be read")
 			} else {
@@ -342,7 +350,7 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
-		st.Reasons = []string{"window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State}
+		st.Reasons = []string{heldReason(name, v)}
 		return st
 	}
 	var diff []string
@@ -361,6 +369,19 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 		}
 	}
 	return st
+}
+
+// heldReason says how window v holds container name: stopped, changed,
+// or aside as the normal one of a changed hold.
+func heldReason(name string, v coord.View) string {
+	window := "window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State
+	if base, aside := lifecycle.HeldOf(name); aside {
+		return "the normal " + base + ", aside while " + window + " holds it changed"
+	}
+	if v.IsChanged(name) {
+		return "changed by " + window
+	}
+	return window
 }
 
 func summary(rep *Report) string {

@@ -72,5 +72,8 @@ func stepView(module, name string, s *mesh.Step) StepView {
 	for _, c := range s.WhileStopped {
 		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeStopped})
 	}
+	for _, c := range s.ChangedNames() {
+		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeChanged})
+	}
 	return v
 }
