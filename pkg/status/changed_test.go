@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,19 @@ func TestChangedHoldReadsWorking(t *testing.T) {
 	}
 	if len(rep.Windows) != 1 || !strings.Contains(rep.Windows[0].Describe(), "holds store.registry (changed)") {
 		t.Errorf("windows %+v", rep.Windows)
+	}
+}
+
+// TestLeftHeldIsAProblem: a normal container aside that no hold records
+// is a problem for --check, saying that the next apply puts it back.
+func TestLeftHeldIsAProblem(t *testing.T) {
+	fx := newFixture(t, meshYAML)
+	aside := fx.service("store.registry", false)
+	aside.Name = lifecycle.HeldName("store.registry")
+	eng := &fakeEngine{containers: []engine.Container{aside, fx.service("store.web", true)}}
+	rep := get(t, fx, eng, t0)
+	want := "container store.registry.meshctl-held is stopped, set aside by a window that held store.registry changed and holds it no more; meshctl apply --last puts it back"
+	if !slices.Contains(rep.Problems, want) || !strings.HasPrefix(rep.Summary, "attention: ") {
+		t.Errorf("summary %q, problems %q; want %q", rep.Summary, rep.Problems, want)
 	}
 }

@@ -281,7 +281,8 @@ func problems(rep *Report) []string {
 	out = append(out, stuckClaims(rep.Changing)...)
 	out = append(out, leftovers(rep.Containers)...)
 	for _, c := range rep.Containers {
-		if _, ok := leftoverOf(c.Name); c.Changing || ok {
+		_, aside := lifecycle.HeldOf(c.Name)
+		if _, ok := leftoverOf(c.Name); c.Changing || ok || aside {
 			continue
 		}
 		if c.State == Running && c.Health == "unhealthy" {
@@ -312,6 +313,11 @@ func leftovers(cs []Container) []string {
 	}
 	var out []string
 	for _, c := range cs {
+		if base, aside := lifecycle.HeldOf(c.Name); aside && c.State != Held && !c.Changing {
+			out = append(out, fmt.Sprintf("container %s is %s, set aside by a window that held %s changed and holds it no more; meshctl apply --last puts it back",
+				c.Name, c.State, base))
+			continue
+		}
 		base, ok := leftoverOf(c.Name)
 		if !ok || c.Changing || state[base] == Held {
 			continue

@@ -215,3 +215,29 @@ func TestWindowChangedEditedMidWindow(t *testing.T) {
 	}
 	checkBack(t, eng, normal)
 }
+
+// TestWindowChangedWithoutNormal: the registry was applied, then went
+// missing. The open runs the changed copy from the applied spec, with
+// nothing aside, and the close creates the normal one.
+func TestWindowChangedWithoutNormal(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	if err := eng.Remove(context.Background(), normal.ID); err != nil {
+		t.Fatal(err)
+	}
+	var during []enginetest.Container
+	opened := func() { during = eng.Containers() }
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("the step did not run: %v", err)
+	}
+	if len(during) != 1 || !slices.Contains(during[0].Spec.Env, "A=read-only-value") || !during[0].Running {
+		t.Errorf("during the step: %+v, want the changed copy alone, running", during)
+	}
+	after := eng.Containers()
+	if len(after) != 1 || after[0].ID == during[0].ID || !slices.Contains(after[0].Spec.Env, "A=normal") || !after[0].Running {
+		t.Errorf("after the close: %+v, want a new normal registry alone, running", after)
+	}
+}
