@@ -181,6 +181,8 @@ run or exec, not both:
                  default: none
   timeout        e.g. 90s, 30m, 2h; the step is killed past it and the window
                  still closes; default 1h (window run --timeout overrides it)
+  stall-after    e.g. 30m; status --check reports the running step once it
+                 has printed nothing for that long; default: never
   run            a one-off container, meshctl-window.M.S, removed afterwards:
     image          default: the first held container's image
     entrypoint     argv; [] clears the image's; default: the image's

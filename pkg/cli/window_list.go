@@ -68,8 +68,8 @@ each with the containers it holds and how (stopped), and its timeout.`,
 }
 
 type windowListJSON struct {
-	Windows []coord.View  `json:"windows"`
-	History []coord.Entry `json:"history"`
+	Windows []window.OpenView `json:"windows"`
+	History []coord.Entry     `json:"history"`
 }
 
 func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error {
@@ -110,16 +110,20 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 
 // printOpenWindows is the table of windows not yet closed. With none, it
 // says so in a line rather than printing a bare header.
-func printOpenWindows(env *Env, views []coord.View) error {
+func printOpenWindows(env *Env, views []window.OpenView) error {
 	if len(views) == 0 {
 		_, err := fmt.Fprintln(env.Stdout, "no window open")
 		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
+	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tELAPSED\tDEADLINE\tHOLDS\tLAST LINE")
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.Containers, ","))
+		last := "-"
+		if v.LastLineAt != nil {
+			last = state.When(*v.LastLineAt) + " " + v.LastLine
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
+			state.When(v.OpenedAt), v.Elapsed, state.When(v.Deadline), strings.Join(v.Containers, ","), last)
 	}
 	return tw.Flush()
 }

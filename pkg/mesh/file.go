@@ -25,8 +25,11 @@ type Module struct {
 type Step struct {
 	WhileStopped []string `yaml:"while-stopped,omitempty" json:"while-stopped,omitempty"`
 	Timeout      Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Run          *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
-	Exec         []string `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// StallAfter is how long a running step may print nothing before
+	// status --check reports it. Zero, the default, never reports it.
+	StallAfter Duration `yaml:"stall-after,omitempty" json:"stall-after,omitempty"`
+	Run        *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
+	Exec       []string `yaml:"exec,omitempty" json:"exec,omitempty"`
 }
 
 // RunStep is a step run as a one-off container.

@@ -276,7 +276,7 @@ func wantedFor(field, goType string) string {
 	case "Container":
 		return "a container: a map like {image: …, command: […]}"
 	case "Step":
-		return "a step: a map with while-stopped:, timeout: and run: or exec:"
+		return "a step: a map with while-stopped:, timeout:, stall-after: and run: or exec:"
 	case "RunStep":
 		return "a map like {image: …, command: […]}"
 	case "a duration":
