@@ -1,12 +1,16 @@
 package window
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -194,5 +198,68 @@ func TestPrintNew(t *testing.T) {
 	n = printNew(&LiveLog{Written: 20, Output: "xyz"}, n, opts)
 	if n != 20 || !strings.HasSuffix(out.String(), "xyz") || notes.Len() == 0 {
 		t.Fatalf("a gap: %d %q, notes %q", n, out.String(), notes.String())
+	}
+}
+
+// TestLeftLiveLogIsNotAStepsOutput leaves the live log of a window that
+// died, beside a live window's. Only a window whose hold is recorded reads
+// its live log. The close's sweep removes a dead one and a killed write's
+// temp file, and keeps a live window's and a just-closed one's.
+func TestLeftLiveLogIsNotAStepsOutput(t *testing.T) {
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, id := range []string{"w-dead", "w-live", "w-just"} {
+		if err := d.WriteLoose(liveName(id), &LiveLog{ID: id, Output: "out of " + id + "\n", LastLine: "out of " + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	temp := filepath.Join(d.Path(), LogDir, ".w-dead.live.tmp-loose-123")
+	if err := os.WriteFile(temp, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	writeHold(t, d, coord.Hold{ID: "w-live", Module: "m", Step: "s"})
+	l, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hist := coord.History{Windows: []coord.Entry{
+		{ID: "w-dead", Module: "m", Step: "s", Result: coord.Stale, ClosedAt: now.Add(-time.Hour)},
+		{ID: "w-just", Module: "m", Step: "s", Result: ResultOK, ClosedAt: now},
+	}}
+	if err := l.Write(coord.HistoryFile, &hist); err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+
+	if _, err := ReadLog(d, "w-dead"); err == nil || !strings.Contains(err.Error(), "kept no step log") {
+		t.Fatalf("a dead window's left live log was read as its log: %v", err)
+	}
+	got, err := ReadLog(d, "w-live")
+	if err != nil || !got.Live || got.Output != "out of w-live\n" {
+		t.Fatalf("the open window's log: %+v, %v", got, err)
+	}
+	views := Progress(d, []coord.View{{ID: "w-live", State: coord.Open}}, now, func(string, ...any) {})
+	if views[0].LastLine != "out of w-live" {
+		t.Fatalf("progress %+v", views[0])
+	}
+
+	l, err = d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeLeftLive(l, d, now); err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+	for id, want := range map[string]bool{"w-dead": false, "w-live": true, "w-just": true} {
+		if _, ok, err := ReadLive(d, id); err != nil || ok != want {
+			t.Errorf("%s.live kept %v, want %v (%v)", id, ok, want, err)
+		}
+	}
+	if _, err := os.Stat(temp); !os.IsNotExist(err) {
+		t.Errorf("a killed write's temp file stays: %v", err)
 	}
 }
