@@ -33,6 +33,13 @@ still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
 it, bringing its containers back as the close would).
 
+Each window not yet closed shows how long it has been open (ELAPSED), its
+deadline, and its step's last line with when it printed it (LAST LINE: control
+characters escaped, at most 200 characters), from the live log the running
+window writes at most once a second; -o json gives them as elapsed, last_line
+("" before any) and last_line_at (null before any). meshctl window logs
+--follow ID follows the step's output to the close.
+
 With none open, the text says "no window open". A failed window someone
 acknowledged (meshctl window ack) reads "failed (acknowledged)"; -o json
 gives it acked_at.
