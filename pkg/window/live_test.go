@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -262,4 +263,86 @@ func TestLeftLiveLogIsNotAStepsOutput(t *testing.T) {
 	if _, err := os.Stat(temp); !os.IsNotExist(err) {
 		t.Errorf("a killed write's temp file stays: %v", err)
 	}
+}
+
+// TestFollow follows a window's live log as it grows, through its close,
+// and prints every byte once. A window whose process died before its close
+// ends the follow with an error, after what it printed.
+func TestFollow(t *testing.T) {
+	d, err := state.Open(filepath.Join(t.TempDir(), "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	winLock, err := d.Lock(ctx, coord.WindowLock("w-1"), state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeHold(t, d, coord.Hold{ID: "w-1", Module: "m", Step: "s"})
+	live := func(out string, ended bool) {
+		if err := d.WriteLoose(liveName("w-1"), &LiveLog{ID: "w-1", Written: int64(len(out)), Output: out, Ended: ended}); err != nil {
+			t.Error(err)
+		}
+	}
+	live("one\n", false)
+	var out strings.Builder
+	var mu sync.Mutex
+	opts := FollowOptions{Poll: 5 * time.Millisecond,
+		Print: func(s string) { mu.Lock(); out.WriteString(s); mu.Unlock() },
+		Note:  func(f string, a ...any) { t.Errorf("note: "+f, a...) }}
+	printed := func() string { mu.Lock(); defer mu.Unlock(); return out.String() }
+	done := make(chan *coord.Entry)
+	go func() {
+		e, err := Follow(ctx, d, "w-1", opts)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- e
+	}()
+	waitFor(t, func() bool { return printed() == "one\n" })
+	live("one\ntwo\n", false)
+	waitFor(t, func() bool { return printed() == "one\ntwo\n" })
+	live("one\ntwo\nthree\n", true)
+	l, err := d.Lock(ctx, coord.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(coord.HoldsFile, &coord.HoldsDoc{Holds: []coord.Hold{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Write(coord.HistoryFile, &coord.History{Windows: []coord.Entry{{ID: "w-1", Result: ResultFailed}}}); err != nil {
+		t.Fatal(err)
+	}
+	l.Unlock()
+	winLock.Unlock()
+	select {
+	case e := <-done:
+		if e == nil || e.Result != ResultFailed || printed() != "one\ntwo\nthree\n" {
+			t.Fatalf("followed to %+v, printed %q", e, printed())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("follow did not end at the close")
+	}
+
+	// A window that died: its hold is recorded, its lock free.
+	writeHold(t, d, coord.Hold{ID: "w-2", Module: "m", Step: "s"})
+	if err := d.WriteLoose(liveName("w-2"), &LiveLog{ID: "w-2", Written: 5, Output: "last\n"}); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	_, err = Follow(ctx, d, "w-2", opts)
+	if err == nil || !strings.Contains(err.Error(), "died before its close") || printed() != "last\n" {
+		t.Fatalf("a dead window followed: %v, printed %q", err, printed())
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for range 2000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("condition not met within 10 s")
 }
