@@ -190,6 +190,8 @@ run or exec, not both:
     healthcheck    as a container's; the changed one's gate
   timeout        e.g. 90s, 30m, 2h; the step is killed past it and the window
                  still closes; default 1h (window run --timeout overrides it)
+  stall-after    e.g. 30m; status --check reports the running step once it
+                 has printed nothing for that long; default: never
   run            a one-off container, meshctl-window.M.S, removed afterwards:
     image          default: the image of the first of while-stopped, else
                    of while-changed (by name)

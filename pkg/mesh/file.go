@@ -31,8 +31,11 @@ type Step struct {
 	// stopped.
 	WhileChanged map[string]*Change `yaml:"while-changed,omitempty" json:"while-changed,omitempty"`
 	Timeout      Duration           `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Run          *RunStep           `yaml:"run,omitempty" json:"run,omitempty"`
-	Exec         []string           `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// StallAfter is how long a running step may print nothing before
+	// status --check reports it. Zero, the default, never reports it.
+	StallAfter Duration `yaml:"stall-after,omitempty" json:"stall-after,omitempty"`
+	Run        *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
+	Exec       []string `yaml:"exec,omitempty" json:"exec,omitempty"`
 }
 
 // Change is how a window changes a container for its step. It changes how

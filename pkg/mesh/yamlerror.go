@@ -299,7 +299,7 @@ func wantedFor(field, goType string) string {
 	case "Container":
 		return "a container: a map like {image: …, command: […]}"
 	case "Step":
-		return "a step: a map with while-stopped:, timeout: and run: or exec:"
+		return "a step: a map with while-stopped: or while-changed:, timeout:, stall-after: and run: or exec:"
 	case "map[string]Change":
 		return `a map of containers to their change, like {registry: {env: {KEY: value}}}`
 	case "Change":

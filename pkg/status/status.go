@@ -16,6 +16,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // Container states. Running, Restarting and Stopped are engine.StateOf's.
@@ -32,11 +33,11 @@ const (
 type Report struct {
 	// Summary is one line. It is "ok", "working: window w-… open", or what is
 	// wrong.
-	Summary    string       `json:"summary"`
-	Containers []Container  `json:"containers"`
-	Windows    []coord.View `json:"windows"`
-	Builds     []Build      `json:"builds"`
-	LastApply  *LastApply   `json:"last_apply"`
+	Summary    string            `json:"summary"`
+	Containers []Container       `json:"containers"`
+	Windows    []window.OpenView `json:"windows"`
+	Builds     []Build           `json:"builds"`
+	LastApply  *LastApply        `json:"last_apply"`
 	// Changing are the live applies' claims: work in progress, with the time
 	// past which a claim may be stuck.
 	Changing []Changing `json:"changing"`
@@ -96,7 +97,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			return nil, err
 		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
-			Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{}, Changing: []Changing{},
+			Containers: []Container{}, Windows: []window.OpenView{}, Builds: []Build{}, Changing: []Changing{},
 			FailedWindows: []coord.Entry{}, Problems: []string{}}, nil
 	}
 	app, appliedOK, err := record.LoadApplied(d)
@@ -128,15 +129,16 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			byName[c.Name] = c
 		}
 	}
-	rep := &Report{Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{},
+	rep := &Report{Containers: []Container{}, Builds: []Build{},
 		FailedWindows: failedWindows(ws.History.Windows, app.HasStep), Problems: []string{}}
 	if rep.Changing, err = changing(d, desired, now); err != nil {
 		return nil, err
 	}
 	heldBy := map[string]coord.View{}
+	var views []coord.View
 	for _, c := range ws.Classified {
 		v := coord.ViewOf(c.Hold, c.State)
-		rep.Windows = append(rep.Windows, v)
+		views = append(views, v)
 		if coord.Honoured(c.State) {
 			for _, n := range c.Containers {
 				heldBy[n] = v
@@ -147,6 +149,8 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			}
 		}
 	}
+	// A live log that cannot be read costs its window's progress, not the report.
+	rep.Windows = window.Progress(d, views, now, func(string, ...any) {})
 
 	modules := containers(rep, desired, byName, heldBy, unreadable, now)
 	markChanging(rep)
@@ -159,7 +163,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	} else if ok {
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
 	}
-	rep.Problems = problems(rep)
+	rep.Problems = append(problems(rep), stalled(rep.Windows, now)...)
 	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
 	}
@@ -298,6 +302,27 @@ func problems(rep *Report) []string {
 			}
 			out = append(out, msg+"; meshctl apply --last converges it")
 		}
+	}
+	return out
+}
+
+// stalled lists the windows whose running step has printed nothing for
+// its stall-after, as problems. A sweep that prints a line per blob and
+// falls silent may be stuck, so a person looks.
+func stalled(ws []window.OpenView, now time.Time) []string {
+	out := []string{}
+	for _, w := range ws {
+		since, after, ok := w.Stalled(now)
+		if !ok {
+			continue
+		}
+		msg := fmt.Sprintf("window %s %s/%s: its step has printed nothing since %s (stall-after %s)", w.ID, w.Module, w.Step, state.When(since), after)
+		if w.LastLineAt != nil {
+			msg += fmt.Sprintf(", its last line: %s", w.LastLine)
+		} else {
+			msg += ", nothing since it started"
+		}
+		out = append(out, msg+fmt.Sprintf("; it may be stuck: see meshctl window logs %s", w.ID))
 	}
 	return out
 }

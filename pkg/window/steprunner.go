@@ -470,6 +470,17 @@ func (t *Tail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// String returns a copy of the kept tail, and whether anything before it
+// was cut. It may be called while the tail is written to.
+func (t *Tail) String() (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) > t.limit {
+		return string(t.buf[len(t.buf)-t.limit:]), true
+	}
+	return string(t.buf), t.cut
+}
+
 // Bytes returns the kept tail, and whether anything before it was cut.
 func (t *Tail) Bytes() ([]byte, bool) {
 	t.mu.Lock()

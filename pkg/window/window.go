@@ -163,7 +163,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	// The tail of the step's output is kept for meshctl window logs,
 	// whatever is done with it live.
 	logTail := NewTail(LogLimit)
-	opts.StepOutput = &teeWriter{w: opts.StepOutput, tail: logTail}
+	tee := &teeWriter{w: opts.StepOutput, tail: logTail}
+	opts.StepOutput = tee
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -214,13 +215,24 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	}
 	// A signal during the open, as a stop seen through, skips the step.
 	if w.openErr == nil && ctx.Err() == nil {
-		w.runStep(ctx)
+		w.runStepLive(ctx, tee, logTail)
 	}
 	entry, err := w.close(ctx)
 	if w.openErr == nil && entry != nil && w.stepStarted {
 		w.keepLog(logTail)
 	}
 	return entry, err
+}
+
+// runStepLive runs the step with its output so far in sight, in
+// window-logs/ID.live. The step's output reaches it through tee.
+func (w *window) runStepLive(ctx context.Context, tee *teeWriter, tail *Tail) {
+	live := newLiveLog(w.d, w, tail)
+	tee.setLive(live)
+	live.start()
+	w.runStep(ctx)
+	tee.setLive(nil)
+	live.end()
 }
 
 // keepLog keeps the tail of the step's output beside the history, for
