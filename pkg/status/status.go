@@ -156,6 +156,11 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
 	}
 	rep.Problems = problems(rep)
+	slots, err := slotsPastBound(d, now)
+	if err != nil {
+		return nil, err
+	}
+	rep.Problems = append(rep.Problems, slots...)
 	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
 	}
@@ -291,6 +296,26 @@ func problems(rep *Report) []string {
 		}
 	}
 	return out
+}
+
+// slotsPastBound lists the slots of the mesh's budgets that this host has
+// held past their deadline. The slot's start plus, over its containers,
+// the stop grace, gate bound and drain is that deadline. Other hosts'
+// applies of the module wait for such a slot. It reads the host's record
+// of them, so it needs no etcd.
+func slotsPastBound(d *state.Dir, now time.Time) ([]string, error) {
+	slots, err := coord.RecordedSlots(d)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, s := range slots {
+		if now.After(s.Deadline) {
+			out = append(out, fmt.Sprintf("module %s: host %s has held its slot of the mesh's budget since %s (pid %d), past its bound (%s): other hosts' applies of it wait; meshctl apply --last gives it back once %s runs healthy, or meshctl mesh release %s %s",
+				s.Module, s.Host, state.When(s.TakenAt), s.PID, state.When(s.Deadline), s.Module, s.Module, s.Host))
+		}
+	}
+	return out, nil
 }
 
 // leftovers lists the containers a recreate left under a temporary name
