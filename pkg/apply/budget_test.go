@@ -239,3 +239,58 @@ func TestBudgetDeadHolderFreed(t *testing.T) {
 		t.Fatalf("h2 once the slot is released: %v", err)
 	}
 }
+
+// takes counts the TakeSlot calls of a countingStore.
+type takes struct {
+	*countingStore
+	n atomic.Int64
+}
+
+func (c *takes) TakeSlot(ctx context.Context, sl ledger.Slot, own int) (ledger.Budget, error) {
+	c.n.Add(1)
+	return c.countingStore.TakeSlot(ctx, sl, own)
+}
+
+// TestBudgetWhatTakesASlot: a stop-first recreate of a running container
+// and a network replace take a slot; a create, a start-first recreate, a
+// repair of a stopped container and a removal take none.
+func TestBudgetWhatTakesASlot(t *testing.T) {
+	h := meshHosts(t, 1)[0]
+	tk := &takes{countingStore: h.store}
+	file := func(internal bool, order, v string, extra string) *mesh.File {
+		f, err := mesh.Decode("mesh.yaml", []byte(fmt.Sprintf(`modules:
+  m:
+    max-unavailable: 1
+    networks: {net: {internal: %t}}
+    containers:
+      app: {image: %s, networks: [net], update-order: %s, drain: 2s, env: {V: %q}}
+%s`, internal, busybox, order, v, extra)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	step := func(name string, f *mesh.File, prune bool, want int64) {
+		t.Helper()
+		tk.n.Store(0)
+		_, err := run(t, h.d, h.eng, f, func(o *Options) {
+			o.Prune = prune
+			o.Budget = &coord.Budget{Dir: h.d, Store: tk, Host: h.name, Wait: time.Second, Now: time.Now, Progress: func(string, ...any) {}}
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := tk.n.Load(); got != want {
+			t.Errorf("%s took %d slots, want %d", name, got, want)
+		}
+	}
+	const other = "      other: {image: " + busybox + "}\n"
+	step("a create", file(false, "stop-first", "1", other), false, 0)
+	step("a start-first recreate", file(false, "start-first", "2", other), false, 0)
+	step("a stop-first recreate", file(false, "stop-first", "3", other), false, 1)
+	h.eng.SetRunning("m.app", false)
+	step("a repair of a stopped container", file(false, "stop-first", "4", other), false, 0)
+	step("a removal", file(false, "stop-first", "4", ""), true, 0)
+	// Its containers are recreated start-first after it, which takes none.
+	step("a network replace", file(true, "start-first", "4", ""), false, 1)
+}
