@@ -69,7 +69,7 @@ type Budget struct {
 	held  map[string]ledger.Slot
 }
 
-// ErrNoMesh refuses a budget without an etcd ledger (exit 2).
+// errNoMesh refuses a budget without an etcd ledger (exit 2).
 func errNoMesh(modules []string) error {
 	return fault.New(fault.BadInput, "max-unavailable (module %s) needs an etcd ledger shared by the hosts: set --ledger etcd://HOST:PORT[,HOST:PORT…] (or MESHCTL_LEDGER); nothing was changed",
 		strings.Join(modules, ", "))
