@@ -156,7 +156,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	defer eng.Close()
 	run := applyRun(ctx, env, opts, dir, source)
 	run.File, run.Decode, run.Cached = file, in, cached
-	budget, closeBudget, err := applyBudget(env, dir)
+	budget, closeBudget, err := meshBudget(env, dir)
 	if err != nil {
 		return err
 	}
@@ -221,11 +221,11 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 	return nil
 }
 
-// applyBudget is what takes the slots of modules with max-unavailable. It
+// meshBudget is what takes the slots of modules with max-unavailable. It
 // is nil when the ledger is files: a file that uses max-unavailable is
 // then refused. The etcd client dials only when a slot or member record is
 // written.
-func applyBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
+func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
 		return nil, func() {}, err
