@@ -189,7 +189,7 @@ type SlotBusyError struct {
 
 func (e *SlotBusyError) Error() string {
 	if e.Local != 0 {
-		return fmt.Sprintf("module %s: another apply of this host (pid %d) holds its slot of the mesh's budget; waited %s", e.Module, e.Local, e.Waited)
+		return fmt.Sprintf("module %s: another meshctl of this host (pid %d) holds its slot of the mesh's budget; waited %s", e.Module, e.Local, e.Waited)
 	}
 	return fmt.Sprintf("module %s: no slot of its budget (max-unavailable %d) within %s: held by %s; once they run healthy again, try again (a holder that died: meshctl mesh release %s HOST)",
 		e.Module, e.Limit, e.Waited, ledger.HolderNames(e.Holders), e.Module)
