@@ -41,7 +41,7 @@ func (e *slotsNeeded) Error() string {
 // running containers on it. A start-first recreate, a create, a repair of
 // a container already down and a removal take none.
 func (a *pass) slotNeeds() error {
-	if a.opts.DryRun || len(a.file.Budgeted()) == 0 {
+	if len(a.file.Budgeted()) == 0 {
 		return nil
 	}
 	by := map[string]*slotNeed{}
@@ -82,11 +82,27 @@ func (a *pass) slotNeeds() error {
 	if len(by) == 0 {
 		return nil
 	}
+	if a.opts.DryRun {
+		// A dry run takes nothing. It says what the apply would take.
+		for _, m := range sortedKeys(by) {
+			a.opts.Progress("would take a slot of module %s (max-unavailable %d) for %s\n", m, by[m].budget, strings.Join(by[m].containers, ", "))
+		}
+		return nil
+	}
 	out := &slotsNeeded{}
 	for _, n := range by {
 		out.needs = append(out.needs, *n)
 	}
 	sort.Slice(out.needs, func(i, j int) bool { return out.needs[i].module < out.needs[j].module })
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
 	return out
 }
 
@@ -136,8 +152,10 @@ func settleBudget(ctx context.Context, opts Options, rep *record.Report, runErr 
 				failed[c.Module] = true
 			}
 		}
+		// A module removed is not down: it no longer runs here.
 		for _, m := range append(recorded, b.HeldModules()...) {
-			if !failed[m] && (opts.File.Modules[m] != nil || b.Holds(m)) && !slices.Contains(healthy, m) {
+			known := opts.File.Modules[m] != nil || b.Holds(m) || slices.Contains(opts.RemoveModules, m)
+			if !failed[m] && known && !slices.Contains(healthy, m) {
 				healthy = append(healthy, m)
 			}
 		}

@@ -238,6 +238,23 @@ func TestBudgetDeadHolderFreed(t *testing.T) {
 	if err := hosts[1].apply(t, budgetFile(t, 1, "3"), time.Second); err != nil {
 		t.Fatalf("h2 once the slot is released: %v", err)
 	}
+
+	// A dead slot of a module h1 then removes: removed, it is not down.
+	dead = &coord.Budget{Dir: hosts[0].d, Store: hosts[0].l, Host: "h1", Wait: time.Second, Now: time.Now, Progress: func(string, ...any) {}}
+	if err := dead.Take(ctx, "m", 1, []string{"m.app"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	dead.Close()
+	_, err = run(t, hosts[0].d, hosts[0].eng, nil, func(o *Options) {
+		o.RemoveModules = []string{"m"}
+		o.Budget = &coord.Budget{Dir: hosts[0].d, Store: hosts[0].store, Host: "h1", Wait: time.Second, Now: time.Now, Progress: func(string, ...any) {}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := hosts[0].l.Mesh(ctx, "m"); len(st.Slots) != 0 || len(st.Members) != 1 || st.Members[0].Host != "h2" {
+		t.Errorf("after h1 removed m: %+v; want h2 the one member, no slot", st)
+	}
 }
 
 // takes counts the TakeSlot calls of a countingStore.
