@@ -73,6 +73,15 @@ func (l *Ledger) etcd() (*etcdStore, *clientv3.Client, error) {
 	return s, cli, nil
 }
 
+// kv is the store's client as its transactions see it. Tests lose answers
+// there (wrapKV).
+func (s *etcdStore) kv() clientv3.KV {
+	if s.wrapKV != nil {
+		return s.wrapKV(s.cli)
+	}
+	return s.cli
+}
+
 // PutMember records that m.Host runs m.Module, with its budget and steps.
 func (l *Ledger) PutMember(ctx context.Context, m Member) error {
 	s, cli, err := l.etcd()
@@ -218,7 +227,7 @@ func (l *Ledger) TakeSlot(ctx context.Context, sl Slot, own int) (Budget, error)
 		cmps := []clientv3.Cmp{*mine,
 			clientv3.Compare(clientv3.CreateRevision(slots), "<", out.Rev+1).WithPrefix(),
 			clientv3.Compare(clientv3.ModRevision(members), "<", out.Rev+1).WithPrefix()}
-		tr, err := cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Commit()
+		tr, err := s.kv().Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Commit()
 		if err != nil {
 			return false, err
 		}
@@ -297,7 +306,7 @@ func (l *Ledger) GiveBackSlot(ctx context.Context, module, host, token string) (
 		if token != "" && sl.Token != token {
 			return true, nil // another process of that host holds it now
 		}
-		tr, err := cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
+		tr, err := s.kv().Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", resp.Kvs[0].ModRevision)).
 			Then(clientv3.OpDelete(key)).Commit()
 		if err != nil {
 			return false, err

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meshctl/meshctl/internal/etcdtest"
 )
 
@@ -112,5 +114,34 @@ func TestSlotSmallestBudgetHolds(t *testing.T) {
 	}
 	if b, err := l.TakeSlot(ctx, Slot{Host: "b", Module: "web", Token: "t2"}, 3); err != nil || !b.Taken {
 		t.Fatalf("b once a is forgotten: %+v, %v", b, err)
+	}
+}
+
+// TestSlotLostAnswer: a take whose answer was lost after its commit is
+// tried again and finds the slot its own, once. A give-back whose answer
+// was lost leaves no slot.
+func TestSlotLostAnswer(t *testing.T) {
+	l := meshLedgers(t, 1)[0]
+	s := l.st.(*etcdStore)
+	var lose atomic.Int32
+	s.wrapKV = func(kv clientv3.KV) clientv3.KV { return lossyKV{kv, &lose} }
+	ctx := context.Background()
+	lose.Store(1)
+	b, err := l.TakeSlot(ctx, Slot{Host: "a", Module: "web", Token: "t"}, 1)
+	if err != nil || !b.Taken {
+		t.Fatalf("a take whose answer was lost: %+v, %v; want it taken", b, err)
+	}
+	if lose.Load() >= 0 {
+		t.Fatal("no answer was lost: the test proves nothing")
+	}
+	if b, err := l.TakeSlot(ctx, Slot{Host: "b", Module: "web", Token: "u"}, 1); err != nil || b.Taken || len(b.Holders) != 1 {
+		t.Fatalf("b after a's lost answer: %+v, %v; want refused, a the one holder", b, err)
+	}
+	lose.Store(1)
+	if _, err := l.GiveBackSlot(ctx, "web", "a", "t"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := l.Mesh(ctx, "web"); err != nil || len(st.Slots) != 0 {
+		t.Fatalf("after a give-back whose answer was lost: %+v, %v", st.Slots, err)
 	}
 }
