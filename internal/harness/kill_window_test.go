@@ -128,11 +128,13 @@ func TestKillHealsInOneApply(t *testing.T) {
 // engine. The harness's own checks are its methods.
 type meshctl struct {
 	*meshrun.Meshctl
+	// windowArgs are more arguments for the window runs killWindow starts.
+	windowArgs []string
 }
 
 func newMeshctl(t *testing.T, host string) *meshctl {
 	t.Helper()
-	return &meshctl{meshrun.New(t, host)}
+	return &meshctl{Meshctl: meshrun.New(t, host)}
 }
 
 // killWindow starts a window on module and SIGKILLs it after delay. It
@@ -140,7 +142,7 @@ func newMeshctl(t *testing.T, host string) *meshctl {
 // whether the kill is what ended it (not its own exit).
 func (m *meshctl) killWindow(module, file string, delay time.Duration) (string, bool) {
 	var stderr meshrun.Output
-	cmd := m.Command("window", "run", module, "hold", "-f", file)
+	cmd := m.Command(append([]string{"window", "run", module, "hold", "-f", file}, m.windowArgs...)...)
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		m.T.Fatal(err)
@@ -170,6 +172,8 @@ func windowPhase(stderr string) string {
 		return "close"
 	case strings.Contains(stderr, "step hold started"):
 		return "step"
+	case strings.Contains(stderr, " runs changed"):
+		return "open (changed)"
 	case strings.Contains(stderr, "stopped "):
 		return "open (stopped)"
 	case strings.Contains(stderr, ": holding "):

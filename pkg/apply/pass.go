@@ -166,7 +166,8 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 		}
 		a.rep.Windows = append(a.rep.Windows, coord.ViewOf(c.Hold, c.State))
 		for _, name := range c.Containers {
-			held[name] = HoldRef{Window: c.ID}
+			_, changed := c.ChangedOf(name)
+			held[name] = HoldRef{Window: c.ID, Changed: changed}
 		}
 	}
 	a.in = Input{Desired: a.desired, Observed: a.windows.Observed, Holds: held, Prune: a.opts.Prune, Scope: a.scope,

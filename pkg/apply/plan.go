@@ -56,6 +56,9 @@ const ReasonRestarting = "restarting"
 // HoldRef says which live window holds a container.
 type HoldRef struct {
 	Window string
+	// Changed says the window holds the container changed. Its copy runs
+	// under the name, and the normal one waits aside (lifecycle.HeldName).
+	Changed bool
 }
 
 // Item is the plan for one container.
@@ -123,6 +126,12 @@ func Plan(in Input) []Item {
 		if wanted[name] || in.Modules != nil && !in.Modules[module] {
 			continue
 		}
+		if _, aside := lifecycle.HeldOf(name); aside {
+			// The normal container of a changed hold, aside while its window
+			// runs a changed copy under the name. It is part of that hold, or
+			// the heal puts it back once no hold records it. Never an orphan.
+			continue
+		}
 		if strings.HasSuffix(name, lifecycle.NewName("")) && wanted[strings.TrimSuffix(name, lifecycle.NewName(""))] {
 			// A replacement under its temporary name that the heal did not
 			// see. An apply that died sent its create, and the engine carried
@@ -169,6 +178,12 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 	}
 	diff := drift(d, c)
 	if hold, held := in.Holds[d.Name]; held {
+		if hold.Changed {
+			// The copy under the name is the window's. The file's wish is for
+			// the normal one aside, which the close brings back.
+			c = in.observedAside(d.Name)
+			diff = drift(d, c)
+		}
 		it.Window = hold.Window
 		it.Action, it.Reasons = heldAction(hold, c, diff)
 		if it.Action == Deferred {
@@ -202,6 +217,9 @@ func drift(d *lifecycle.Desired, c *engine.Container) []string {
 // which carries it out. Else it stays held.
 func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []string) {
 	by := "held by window " + hold.Window
+	if hold.Changed {
+		by = "held changed by window " + hold.Window
+	}
 	switch {
 	case c == nil:
 		return Deferred, []string{by, "missing: created when the window closes"}
@@ -210,6 +228,17 @@ func heldAction(hold HoldRef, c *engine.Container, diff []string) (Action, []str
 	default:
 		return Held, []string{by}
 	}
+}
+
+// observedAside is the normal container a changed hold of name set
+// aside, nil when there is none.
+func (in Input) observedAside(name string) *engine.Container {
+	for i := range in.Observed {
+		if c := &in.Observed[i]; c.Name == lifecycle.HeldName(name) && lifecycle.IsService(*c, in.Scope) {
+			return c
+		}
+	}
+	return nil
 }
 
 // deferDependents defers the create or recreate of a container that

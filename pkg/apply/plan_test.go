@@ -61,6 +61,12 @@ func running(t testing.TB, name string, c *mesh.Container) engine.Container {
 	}
 }
 
+// asideAs is c set aside by a changed hold, as NAME.meshctl-held.
+func asideAs(c engine.Container) engine.Container {
+	c.ID, c.Name = c.ID+"-aside", lifecycle.HeldName(c.Name)
+	return c
+}
+
 func stopped(c engine.Container) engine.Container {
 	c.State, c.Running = "exited", false
 	return c
@@ -197,6 +203,27 @@ func TestPlan(t *testing.T) {
 			observed: []engine.Container{stopped(running(t, "a", web()))},
 			holds:    map[string]HoldRef{"m.a": {Window: "w-1"}},
 			want:     []line{{"m.a", Deferred, []string{"held by window w-1", "env.FOO"}, "w-1"}},
+		},
+		{
+			name:     "a container held changed is held, its copy and the normal one aside alike",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{running(t, "a", changed(func(c *mesh.Container) { c.Env["FOO"] = "read-only" })), asideAs(stopped(running(t, "a", web())))},
+			holds:    map[string]HoldRef{"m.a": {Window: "w-1", Changed: true}},
+			want:     []line{{"m.a", Held, []string{"held changed by window w-1"}, "w-1"}},
+		},
+		{
+			name:     "a container held changed whose normal spec changed is deferred, with its change",
+			desired:  map[string]*mesh.Container{"a": changed(func(c *mesh.Container) { c.Command = []string{"other"} })},
+			observed: []engine.Container{running(t, "a", changed(func(c *mesh.Container) { c.Env["FOO"] = "read-only" })), asideAs(stopped(running(t, "a", web())))},
+			holds:    map[string]HoldRef{"m.a": {Window: "w-1", Changed: true}},
+			want:     []line{{"m.a", Deferred, []string{"held changed by window w-1", "command"}, "w-1"}},
+		},
+		{
+			name:     "a normal container aside with no hold is no orphan, even with --prune",
+			desired:  map[string]*mesh.Container{"a": web()},
+			observed: []engine.Container{running(t, "a", web()), asideAs(stopped(running(t, "a", web())))},
+			prune:    true,
+			want:     []line{{"m.a", Unchanged, nil, ""}},
 		},
 		{
 			name:    "a held container that is missing is deferred, not created",

@@ -236,7 +236,7 @@ func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
 	}
 	b := &coord.Budget{Dir: dir, Store: l, Host: env.hostName(), Wait: env.Global.LockTimeout, Now: env.Now,
 		Progress: env.Progressf}
-	return b, func() { l.Close() }, nil
+	return b, func() { b.Close(); l.Close() }, nil
 }
 
 // sourceName is how a mesh file is named in the records. It is an absolute

@@ -203,8 +203,8 @@ func stepCompletions(f *mesh.File, module string) []string {
 	for _, name := range slices.Sorted(maps.Keys(m.Steps)) {
 		s := m.Steps[name]
 		desc := "holds nothing"
-		if s != nil && len(s.WhileStopped) > 0 {
-			desc = "holds " + strings.Join(s.WhileStopped, ", ")
+		if s != nil && len(s.Held()) > 0 {
+			desc = "holds " + strings.Join(s.Held(), ", ")
 		}
 		if s != nil {
 			desc += "; timeout " + s.TimeoutOrDefault().String()

@@ -184,16 +184,29 @@ modules.M.steps.S (a maintenance step, run by meshctl window run M S) — give
 run or exec, not both:
   while-stopped  containers of this module held stopped during the step;
                  default: none
+  while-changed  containers of this module held running changed during the
+                 step, each mapped to its change; default: none. The changed
+                 one runs under the name; the normal one waits aside, stopped,
+                 as NAME.meshctl-held, and comes back at the close. A change
+                 changes how a container runs, not what it is:
+    env            map; wins over the container's env and env-file
+    entrypoint     argv; [] clears the image's
+    command        argv
+    healthcheck    as a container's; the changed one's gate
   timeout        e.g. 90s, 30m, 2h; the step is killed past it and the window
                  still closes; default 1h (window run --timeout overrides it)
+  stall-after    e.g. 30m; status --check reports the running step once it
+                 has printed nothing for that long; default: never
   run            a one-off container, meshctl-window.M.S, removed afterwards:
-    image          default: the first held container's image
+    image          default: the image of the first of while-stopped, else
+                   of while-changed (by name)
     entrypoint     argv; [] clears the image's; default: the image's
     command        argv; default: the image's
     env            map; default: none
     volumes        as a container's; default: none
     volumes-from   containers of this module whose volumes it mounts;
-                   default: the held containers
+                   default: the while-stopped ones, else the first of
+                   while-changed (by name)
     network        default none
   exec           argv run on the host (exec'd as it is, never through a shell),
                  in its own process group, killed whole with its window; its

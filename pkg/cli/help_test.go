@@ -104,7 +104,7 @@ func TestExamplesNameRealCommands(t *testing.T) {
 // TestMeshFileTopicNamesEveryField checks that "meshctl help mesh-file"
 // names every field the decoder accepts.
 func TestMeshFileTopicNamesEveryField(t *testing.T) {
-	for _, typ := range []reflect.Type{reflect.TypeFor[mesh.Container](), reflect.TypeFor[mesh.Step](), reflect.TypeFor[mesh.RunStep](),
+	for _, typ := range []reflect.Type{reflect.TypeFor[mesh.Container](), reflect.TypeFor[mesh.Step](), reflect.TypeFor[mesh.Change](), reflect.TypeFor[mesh.RunStep](),
 		reflect.TypeFor[mesh.Healthcheck](), reflect.TypeFor[mesh.Logging](), reflect.TypeFor[mesh.FileMount](), reflect.TypeFor[mesh.Network]()} {
 		for _, name := range yamlFields(typ) {
 			if !regexp.MustCompile(`(?m)^ +` + regexp.QuoteMeta(name) + ` `).MatchString(meshFileHelp) {

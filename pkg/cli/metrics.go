@@ -53,7 +53,7 @@ func (e *Env) writeMetrics(cmd *cobra.Command) {
 // gatherMetrics reads what the metrics file reports from the state
 // directory and the ledger. It reads snapshots, with no state lock.
 func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
-	snap := metrics.Snapshot{Holds: map[string]int{}}
+	snap := metrics.Snapshot{Holds: map[string]int{}, Held: map[string]int{}}
 	d, err := e.StateReadOnly()
 	if err != nil || !d.Exists() {
 		return snap, err
@@ -77,6 +77,16 @@ func (e *Env) gatherMetrics(ctx context.Context) (metrics.Snapshot, error) {
 	}
 	for _, c := range classified {
 		snap.Holds[c.State]++
+		if !coord.Honoured(c.State) {
+			continue
+		}
+		for _, name := range c.Containers {
+			if _, changed := c.ChangedOf(name); changed {
+				snap.Held["changed"]++
+			} else {
+				snap.Held["stopped"]++
+			}
+		}
 	}
 	var last record.LastReport
 	if ok, err := d.Read(record.ReportFile, &last); err != nil {

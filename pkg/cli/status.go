@@ -25,13 +25,16 @@ container the engine restarted reads restarting until it has run for 3s.
 A host with a window open reads as working: its held containers are stopped on
 purpose and come back when the window closes. So does a host an apply is
 deploying to: the containers it is changing read changing until its claim's
-deadline (stop grace, health gate and drain of each).
+deadline (stop grace, health gate and drain of each). A window's line says how
+long it has been open, its deadline and its step's last line (-o json:
+elapsed, last_line, last_line_at, as window list's).
 
 --check is for monitoring (Nagios-style checks, cron mail): it prints one line
 per problem that needs a person, and exits 1 if there is any, else prints "ok"
 and exits 0. A problem is a failed last apply, a window whose last run did not
-end ok, a stale hold, an overdue window, an apply's claim past its deadline, or
-a container drifted, missing, stopped or restarting that no window holds and no
+end ok, a stale hold, an overdue window, a running step that has printed
+nothing for its stall-after (naming the window and when it last printed), an
+apply's claim past its deadline, or a container drifted, missing, stopped or restarting that no window holds and no
 live apply is changing. So is a container a recreate left under a temporary
 name (NAME.meshctl-new, -old or -retiring), running or not.`,
 		Example: `  meshctl status

@@ -33,6 +33,13 @@ still honoured, fail closed); stale (its
 process is gone and no step container runs: the next apply or window releases
 it, bringing its containers back as the close would).
 
+Each window not yet closed shows how long it has been open (ELAPSED), its
+deadline, and its step's last line with when it printed it (LAST LINE: control
+characters escaped, at most 200 characters), from the live log the running
+window writes at most once a second; -o json gives them as elapsed, last_line
+("" before any) and last_line_at (null before any). meshctl window logs
+--follow ID follows the step's output to the close.
+
 With none open, the text says "no window open". A failed window someone
 acknowledged (meshctl window ack) reads "failed (acknowledged)"; -o json
 gives it acked_at.
@@ -68,8 +75,8 @@ each with the containers it holds and how (stopped), and its timeout.`,
 }
 
 type windowListJSON struct {
-	Windows []coord.View  `json:"windows"`
-	History []coord.Entry `json:"history"`
+	Windows []window.OpenView `json:"windows"`
+	History []coord.Entry     `json:"history"`
 }
 
 func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error {
@@ -110,16 +117,20 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 
 // printOpenWindows is the table of windows not yet closed. With none, it
 // says so in a line rather than printing a bare header.
-func printOpenWindows(env *Env, views []coord.View) error {
+func printOpenWindows(env *Env, views []window.OpenView) error {
 	if len(views) == 0 {
 		_, err := fmt.Fprintln(env.Stdout, "no window open")
 		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tDEADLINE\tHOLDS")
+	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tELAPSED\tDEADLINE\tHOLDS\tLAST LINE")
 	for _, v := range views {
-		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
-			state.When(v.OpenedAt), state.When(v.Deadline), strings.Join(v.Containers, ","))
+		last := "-"
+		if v.LastLineAt != nil {
+			last = state.When(*v.LastLineAt) + " " + v.LastLine
+		}
+		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Module, v.Step, v.State, v.PID,
+			state.When(v.OpenedAt), v.Elapsed, state.When(v.Deadline), strings.Join(v.HeldNames(), ","), last)
 	}
 	return tw.Flush()
 }

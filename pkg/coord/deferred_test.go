@@ -75,41 +75,61 @@ type oldHoldsDoc struct {
 	} `json:"holds"`
 }
 
-// TestHoldsVersion: holds.json is written as version 2, which a meshctl
-// before it refuses, saying to upgrade, not that "deferred" is an unknown
-// field. A version 1 file, without deferred containers, is read as it is.
-// A version newer than 2 is refused the same way.
+// v2HoldsDoc is holds.json as a meshctl of version 2 decodes it. That
+// meshctl knew deferred containers, but no changed ones.
+type v2HoldsDoc struct {
+	oldHoldsDoc
+}
+
+func (*v2HoldsDoc) FormatVersion() int { return 2 }
+
+// TestHoldsVersion: holds.json is written as version 3, which a meshctl
+// before it refuses, saying to upgrade, not that "changed" is an unknown
+// field. Versions 1 and 2 are read as they are. A version newer than 3 is
+// refused the same way.
 func TestHoldsVersion(t *testing.T) {
 	d := openTemp(t)
 	lock := lockState(t, d)
 	h := hold("w-1")
 	h.Deferred = []string{"store.registry"}
+	h.Changed = map[string]Changed{"store.registry": {Aside: "abc", Spec: "sha256:00"}}
 	if err := AddHold(lock, &Windows{}, h); err != nil {
 		t.Fatal(err)
 	}
-	_, err := d.Read(HoldsFile, &oldHoldsDoc{})
-	if err == nil || !strings.Contains(err.Error(), "has version 2, newer than this meshctl reads (1): upgrade meshctl") {
-		t.Errorf("an older meshctl reads holds.json: %v, want a refusal saying to upgrade", err)
-	}
-
-	p := filepath.Join(d.Path(), HoldsFile)
-	old := `{"version": 1, "holds": [{"id": "w-old", "module": "store", "step": "gc", "pid": 1,
-	  "containers": ["store.registry"], "opened_at": "2026-03-01T03:30:02Z", "deadline": "2026-03-01T04:30:02Z"}]}`
-	if err := os.WriteFile(p, []byte(old), 0o600); err != nil {
-		t.Fatal(err)
+	for _, older := range []state.Document{&oldHoldsDoc{}, &v2HoldsDoc{}} {
+		_, err := d.Read(HoldsFile, older)
+		if err == nil || !strings.Contains(err.Error(), "has version 3, newer than this meshctl reads") || !strings.Contains(err.Error(), "upgrade meshctl") {
+			t.Errorf("an older meshctl reads holds.json: %v, want a refusal saying to upgrade", err)
+		}
 	}
 	hd, _, err := ReadHolds(d.Read)
 	if err != nil {
-		t.Fatalf("a version 1 holds.json: %v, want it read", err)
-	}
-	if got, ok := hd.Find("w-old"); !ok || len(got.Deferred) != 0 {
-		t.Errorf("version 1 hold %+v, want w-old with nothing deferred", got)
-	}
-
-	if err := os.WriteFile(p, []byte(`{"version": 3, "holds": []}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ReadHolds(d.Read); err == nil || !strings.Contains(err.Error(), "has version 3, newer than this meshctl reads (2): upgrade meshctl") {
-		t.Errorf("a version 3 holds.json: %v, want a refusal saying to upgrade", err)
+	if got, ok := hd.Find("w-1"); !ok || got.Changed["store.registry"].Aside != "abc" {
+		t.Errorf("hold %+v, want its changed container read back", got)
+	}
+
+	p := filepath.Join(d.Path(), HoldsFile)
+	for _, v := range []string{"1", "2"} {
+		old := `{"version": ` + v + `, "holds": [{"id": "w-old", "module": "store", "step": "gc", "pid": 1,
+	  "containers": ["store.registry"], "opened_at": "2026-03-01T03:30:02Z", "deadline": "2026-03-01T04:30:02Z"}]}`
+		if err := os.WriteFile(p, []byte(old), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hd, _, err := ReadHolds(d.Read)
+		if err != nil {
+			t.Fatalf("a version %s holds.json: %v, want it read", v, err)
+		}
+		if got, ok := hd.Find("w-old"); !ok || len(got.Deferred) != 0 || len(got.Changed) != 0 {
+			t.Errorf("version %s hold %+v, want w-old with nothing deferred or changed", v, got)
+		}
+	}
+
+	if err := os.WriteFile(p, []byte(`{"version": 4, "holds": []}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadHolds(d.Read); err == nil || !strings.Contains(err.Error(), "has version 4, newer than this meshctl reads (3): upgrade meshctl") {
+		t.Errorf("a version 4 holds.json: %v, want a refusal saying to upgrade", err)
 	}
 }

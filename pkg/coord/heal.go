@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -109,7 +110,11 @@ func healDead(ctx context.Context, x lifecycle.Executor, observed []engine.Conta
 		}
 	}
 	removed, err := removeLeftAside(ctx, x, observed, left.byName, dead, mine, progress)
-	return kept, changed || removed, err
+	if err != nil {
+		return kept, changed || removed, err
+	}
+	back, err := putBackLeftHeld(ctx, x, observed, left.byName, mine, progress)
+	return kept, changed || removed || back, err
 }
 
 // deadLeft is what the dead claims left on the engine. healDead reads it
@@ -254,6 +259,61 @@ func removeLeftAside(ctx context.Context, x lifecycle.Executor, observed []engin
 		removed = true
 	}
 	return removed, nil
+}
+
+// putBackLeftHeld puts back each normal container a changed hold set
+// aside (lifecycle.HeldName) that no hold records any more. A changed
+// copy under the name goes first, stopped. The normal one takes its name
+// back and runs with the restart policy of its spec. Beside a container
+// that is not a changed copy, the one aside is a leftover, and goes. It
+// says whether it changed the engine.
+func putBackLeftHeld(ctx context.Context, x lifecycle.Executor, observed []engine.Container, byName map[string]engine.Container,
+	mine func(name string) bool, progress func(string, ...any)) (bool, error) {
+	changed := false
+	for _, c := range observed {
+		base, ok := lifecycle.HeldOf(c.Name)
+		if !ok || !lifecycle.IsService(c, x.Scope) || !mine(base) {
+			continue
+		}
+		cur, there := byName[base]
+		if there && cur.Labels[lifecycle.LabelWindow] != "" {
+			if err := removeAside(ctx, x, cur); err != nil {
+				return changed, fmt.Errorf("remove the changed %s that no window holds: %w", base, err)
+			}
+			progress("removed the changed %s: no window holds it\n", base)
+			delete(byName, base)
+			changed, there = true, false
+		}
+		if there {
+			if err := removeAside(ctx, x, c); err != nil {
+				return changed, fmt.Errorf("remove %s, left beside %s: %w", c.Name, base, err)
+			}
+			progress("removed %s: %s runs under the name\n", c.Name, base)
+			changed = true
+			continue
+		}
+		if err := x.Rename(lifecycle.CleanupContext(ctx), c.ID, base); err != nil {
+			return changed, fmt.Errorf("rename %s back to %s: %w", c.Name, base, err)
+		}
+		changed = true
+		c.Name = base
+		byName[base] = c
+		if err := BringBack(ctx, x, c, specRestart(c)); err != nil {
+			return changed, err
+		}
+		progress("put %s back: no window holds it changed\n", base)
+	}
+	return changed, nil
+}
+
+// specRestart is the restart policy c's spec label records, "" when it
+// cannot be read.
+func specRestart(c engine.Container) string {
+	s, err := mesh.DecodeSpec(c.Labels[lifecycle.LabelSpec])
+	if err != nil {
+		return ""
+	}
+	return s.Restart
 }
 
 // removeAside stops c if it runs, then removes it. A stop that fails

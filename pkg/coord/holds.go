@@ -3,12 +3,16 @@ package coord
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -38,11 +42,41 @@ type Hold struct {
 	// during this window. The close recreates these, and only these. Each
 	// is held, or depends on a held one.
 	Deferred []string `json:"deferred,omitempty"`
+	// Changed are the held containers that run changed, by engine name.
+	// Each is also in Containers, so it counts as held everywhere.
+	Changed map[string]Changed `json:"changed,omitempty"`
+}
+
+// Changed is one container a window holds changed (while-changed). The
+// changed container runs under the name. The normal one waits aside,
+// stopped, as lifecycle.HeldName. It never records an env value.
+type Changed struct {
+	// ID is the changed container's id, once the open has created it.
+	ID string `json:"id,omitempty"`
+	// Aside is the normal container's id, "" when there was none.
+	Aside string `json:"aside,omitempty"`
+	// Spec is the SHA-256 of the normal container's spec label. An apply
+	// compares its wish with it, not with the changed container.
+	Spec string `json:"spec,omitempty"`
+}
+
+// ChangedOf returns how h holds name changed, and whether it does.
+func (h Hold) ChangedOf(name string) (Changed, bool) {
+	c, ok := h.Changed[name]
+	return c, ok
+}
+
+// IsChanged reports whether c is the changed copy that window id's hold
+// records as ch: by its recorded id, or by the label with the window's id.
+// The label names a copy whose create answer was lost.
+func IsChanged(c engine.Container, ch Changed, id string) bool {
+	return ch.ID != "" && c.ID == ch.ID || c.Labels[lifecycle.LabelWindow] == id && c.Labels[lifecycle.LabelRole] == lifecycle.RoleService
 }
 
 // HoldsVersion is the version of the holds file. Version 2 added a hold's
-// deferred containers. An older meshctl refuses it and says to upgrade.
-const HoldsVersion = 2
+// deferred containers, version 3 its changed ones. An older meshctl
+// refuses it and says to upgrade.
+const HoldsVersion = 3
 
 // HoldsDoc is the holds file.
 type HoldsDoc struct {
@@ -153,6 +187,9 @@ type View struct {
 	Containers []string  `json:"containers"`
 	OpenedAt   time.Time `json:"opened_at"`
 	Deadline   time.Time `json:"deadline"`
+	// Changed are the held containers that run changed, a subset of
+	// Containers. Each one's normal container waits aside, stopped.
+	Changed []string `json:"changed,omitempty"`
 	// execStep says the step is exec, processes on the host, not a
 	// container. Describe words it so.
 	execStep bool
@@ -236,13 +273,30 @@ func groupRuns(pgid int) bool {
 // ViewOf returns the report form of h in state st.
 func ViewOf(h Hold, st string) View {
 	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
-		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, execStep: h.StepGroup != 0}
+		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, Changed: slices.Sorted(maps.Keys(h.Changed)),
+		execStep: h.StepGroup != 0}
 }
+
+// HeldNames are the held containers' names, each held changed marked so:
+// "store.registry (changed)".
+func (v View) HeldNames() []string {
+	var names []string
+	for _, n := range v.Containers {
+		if v.IsChanged(n) {
+			n += " (changed)"
+		}
+		names = append(names, n)
+	}
+	return names
+}
+
+// IsChanged reports whether v holds container name changed.
+func (v View) IsChanged(name string) bool { return slices.Contains(v.Changed, name) }
 
 // Describe is the one-line text form, such as "window w-…
 // store/garbage-collect open since 03:30:02, holds store.registry".
 func (v View) Describe() string {
-	held := strings.Join(v.Containers, ", ")
+	held := strings.Join(v.HeldNames(), ", ")
 	if held == "" {
 		held = "nothing"
 	}

@@ -1,6 +1,8 @@
 package coord
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/meshctl/meshctl/pkg/state"
@@ -28,6 +30,7 @@ func CloseHold(lock *state.Lock, e Entry, notBack []string) (*Entry, error) {
 	if ok && len(notBack) > 0 {
 		h.Containers, h.StepContainer = notBack, ""
 		h.Deferred = slices.DeleteFunc(h.Deferred, func(n string) bool { return !slices.Contains(notBack, n) })
+		maps.DeleteFunc(h.Changed, func(n string, _ Changed) bool { return !slices.Contains(notBack, n) })
 		hd.Holds = append(hd.Holds, h)
 	}
 	hist.Append(e)
@@ -35,6 +38,25 @@ func CloseHold(lock *state.Lock, e Entry, notBack []string) (*Entry, error) {
 		return &e, err
 	}
 	return &e, lock.Write(HistoryFile, &hist)
+}
+
+// RecordChanged records, under lock, the id of the changed container the
+// open of window id created for name. The close and a stale release then
+// remove that container and no other. A hold that is gone is an error.
+func RecordChanged(lock *state.Lock, id, name, changedID string) error {
+	var hd HoldsDoc
+	if _, err := lock.Read(HoldsFile, &hd); err != nil {
+		return err
+	}
+	for i := range hd.Holds {
+		if h := &hd.Holds[i]; h.ID == id {
+			c := h.Changed[name]
+			c.ID = changedID
+			h.Changed[name] = c
+			return lock.Write(HoldsFile, &hd)
+		}
+	}
+	return fmt.Errorf("window %s: its hold is no longer recorded", id)
 }
 
 // RecordDeferred records in the holds the changes an apply deferred, under

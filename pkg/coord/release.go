@@ -60,6 +60,10 @@ func ReleaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 // "no" is stopped first, which waits for the stop in flight. Then it is
 // started (finishDeadStop).
 //
+// A window may hold a container changed. Its changed copy then runs
+// under the name, and the normal one waits aside (lifecycle.HeldName).
+// The copy goes first, and the normal one is renamed back (Unchange).
+//
 // A window may die in its close's recreate of a held container, a change
 // an apply deferred. The old container then waits aside as OldName, or
 // as RetiringName when the recreate was start-first. An
@@ -104,38 +108,8 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 	moved = len(begun) > 0
 	for _, r := range released {
 		progress("released the stale hold of window %s (%s/%s): its process %d is gone\n", r.ID, r.Module, r.Step, r.PID)
-		for _, name := range r.Containers {
-			c, ok := byName[name]
-			if aside, asideOK := deadCloseAside(byName, name, x.Scope); asideOK {
-				// The window died in its close's recreate of name. The
-				// container set aside is the last good one, what the window
-				// held. Whatever is under the name is unverified.
-				var err error
-				if c, err = putBackAside(ctx, x, name, c, ok, aside); err != nil {
-					progress("bring %s back: %v\n", name, err)
-					moved = true
-					continue
-				}
-				progress("put %s back: window %s died while its close replaced it\n", name, r.ID)
-				moved, ok = true, true
-			}
-			if !ok || !lifecycle.IsService(c, x.Scope) {
-				continue // missing, so the plan creates it
-			}
-			policy, ok := policies[name]
-			if !ok {
-				policy = r.Restart[name]
-			}
-			err := finishDeadStop(ctx, x, c, begun[name])
-			if err == nil {
-				err = BringBack(ctx, x, c, policy)
-			}
-			if err != nil {
-				progress("bring %s back: %v\n", name, err)
-				back[name] = runsNow(ctx, x, c)
-				continue
-			}
-			back[name] = true
+		if releaseOne(ctx, x, r, byName, policies, begun, back, progress) {
+			moved = true
 		}
 	}
 	if err := errors.Join(lock.Write(HoldsFile, hd), lock.Write(HistoryFile, hist)); err != nil {
@@ -143,6 +117,56 @@ func releaseStale(ctx context.Context, lock *state.Lock, x lifecycle.Executor, w
 	}
 	removeWindowLocks(lock.Dir(), released, progress)
 	return back, moved, len(released), nil
+}
+
+// releaseOne brings back the containers of r, a released hold, and sets
+// back[name] to whether each runs now. It says whether a put-back moved a
+// name to another container.
+func releaseOne(ctx context.Context, x lifecycle.Executor, r Classified, byName map[string]engine.Container, policies map[string]string,
+	begun, back map[string]bool, progress func(string, ...any)) (moved bool) {
+	for _, name := range r.Containers {
+		if ch, changed := r.Changed[name]; changed {
+			// The changed copy goes, and the normal one takes the name back.
+			// Then it comes back as any held container.
+			moved = true
+			if err := Unchange(ctx, x, name, byName, ch, r.ID); err != nil {
+				progress("bring %s back: %v\n", name, err)
+				continue
+			}
+		}
+		c, ok := byName[name]
+		if aside, asideOK := deadCloseAside(byName, name, x.Scope); asideOK {
+			// The window died in its close's recreate of name. The
+			// container set aside is the last good one, what the window
+			// held. Whatever is under the name is unverified.
+			var err error
+			if c, err = putBackAside(ctx, x, name, c, ok, aside); err != nil {
+				progress("bring %s back: %v\n", name, err)
+				moved = true
+				continue
+			}
+			progress("put %s back: window %s died while its close replaced it\n", name, r.ID)
+			moved, ok = true, true
+		}
+		if !ok || !lifecycle.IsService(c, x.Scope) {
+			continue // missing, so the plan creates it
+		}
+		policy, ok := policies[name]
+		if !ok {
+			policy = r.Restart[name]
+		}
+		err := finishDeadStop(ctx, x, c, begun[name])
+		if err == nil {
+			err = BringBack(ctx, x, c, policy)
+		}
+		if err != nil {
+			progress("bring %s back: %v\n", name, err)
+			back[name] = runsNow(ctx, x, c)
+			continue
+		}
+		back[name] = true
+	}
+	return moved
 }
 
 // removeWindowLocks removes the lock files of the dead windows just

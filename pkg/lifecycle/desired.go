@@ -72,6 +72,13 @@ func AsideOf(name string) (string, bool) {
 	return strings.CutSuffix(name, RetiringName(""))
 }
 
+// HeldName is the name a window sets a container aside under, stopped,
+// while it runs a changed copy under the name (while-changed).
+func HeldName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-held" }
+
+// HeldOf says whether name is a HeldName. It returns the service's name.
+func HeldOf(name string) (string, bool) { return strings.CutSuffix(name, HeldName("")) }
+
 // NewName is the name a replacement is created under, before the container
 // it replaces stops (Executor.Recreate).
 func NewName(name string) string { return strings.TrimSuffix(name, ".") + ".meshctl-new" }

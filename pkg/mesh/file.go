@@ -1,7 +1,9 @@
 package mesh
 
 import (
+	"maps"
 	"regexp"
+	"slices"
 	"sort"
 	"time"
 )
@@ -49,10 +51,42 @@ func (f *File) Budgeted() []string {
 // Step is a maintenance step run by `meshctl window run`.
 type Step struct {
 	WhileStopped []string `yaml:"while-stopped,omitempty" json:"while-stopped,omitempty"`
-	Timeout      Duration `yaml:"timeout,omitempty" json:"timeout,omitempty"`
-	Run          *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
-	Exec         []string `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// WhileChanged are containers that run changed while the step runs,
+	// by name. Each is a read-only registry, say, where another would be
+	// stopped.
+	WhileChanged map[string]*Change `yaml:"while-changed,omitempty" json:"while-changed,omitempty"`
+	Timeout      Duration           `yaml:"timeout,omitempty" json:"timeout,omitempty"`
+	// StallAfter is how long a running step may print nothing before
+	// status --check reports it. Zero, the default, never reports it.
+	StallAfter Duration `yaml:"stall-after,omitempty" json:"stall-after,omitempty"`
+	Run        *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
+	Exec       []string `yaml:"exec,omitempty" json:"exec,omitempty"`
 }
+
+// Change is how a window changes a container for its step. It changes how
+// the container runs, never what it is. So it takes no image, volume or
+// port. Env wins over the container's env and env-file, key by key.
+type Change struct {
+	Env EnvVars `yaml:"env,omitempty" json:"env,omitempty"`
+	// Entrypoint is as a container's, and [] clears the image's.
+	Entrypoint  []string     `yaml:"entrypoint,omitempty" json:"entrypoint,omitzero"`
+	Command     []string     `yaml:"command,omitempty" json:"command,omitempty"`
+	Healthcheck *Healthcheck `yaml:"healthcheck,omitempty" json:"healthcheck,omitempty"`
+}
+
+// Empty reports whether c changes nothing.
+func (c *Change) Empty() bool {
+	return c == nil || len(c.Env) == 0 && c.Entrypoint == nil && c.Command == nil && c.Healthcheck == nil
+}
+
+// Held returns the containers the step holds, by name. The stopped ones
+// come first, in the file's order, then the changed ones by name.
+func (s *Step) Held() []string {
+	return append(append([]string{}, s.WhileStopped...), s.ChangedNames()...)
+}
+
+// ChangedNames returns the names of the containers held changed, sorted.
+func (s *Step) ChangedNames() []string { return sortedKeys(s.WhileChanged) }
 
 // RunStep is a step run as a one-off container.
 type RunStep struct {
@@ -103,4 +137,28 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Changed returns c as ch changes it. c's env must hold its env-file's
+// already (LoadEnv). Each variable of ch.Env wins over c's, and each list
+// ch gives replaces c's. Nothing of c is shared with the result.
+func (c Container) Changed(ch *Change) Container {
+	out := c
+	out.Env = maps.Clone(c.Env)
+	if out.Env == nil && len(ch.Env) > 0 {
+		out.Env = EnvVars{}
+	}
+	maps.Copy(out.Env, ch.Env)
+	out.EnvFile = nil
+	if ch.Entrypoint != nil {
+		out.Entrypoint = slices.Clone(ch.Entrypoint)
+	}
+	if ch.Command != nil {
+		out.Command = slices.Clone(ch.Command)
+	}
+	if ch.Healthcheck != nil {
+		hc := *ch.Healthcheck
+		out.Healthcheck = &hc
+	}
+	return out
 }

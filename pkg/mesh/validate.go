@@ -220,6 +220,7 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		}
 		seen[cn] = true
 	}
+	v.changes(p, m, s, container)
 	switch {
 	case s.Run == nil && len(s.Exec) == 0:
 		if !v.undecoded(at("run")...) && !v.undecoded(at("exec")...) {
@@ -230,7 +231,8 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 	case len(s.Exec) > 0 && s.Exec[0] == "":
 		v.fail(at("exec"), "the program to run is empty")
 	case s.Run != nil:
-		if s.Run.Image == "" && len(s.WhileStopped) == 0 && !v.undecoded(at("while-stopped")...) {
+		if s.Run.Image == "" && len(s.WhileStopped) == 0 && len(s.WhileChanged) == 0 &&
+			!v.undecoded(at("while-stopped")...) && !v.undecoded(at("while-changed")...) {
 			v.fail(append(at("run"), "image"), "is needed when the step holds no container")
 		}
 		if s.Run.Image != "" {
@@ -247,6 +249,29 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 				v.fail(append(at("run"), "volumes", index(i)), "%v", err)
 			}
 		}
+	}
+}
+
+// changes checks a step's while-changed. Each key is a container of the
+// module that while-stopped does not name. Each change changes something.
+func (v *validator) changes(p []string, m *Module, s *Step, container func(string) []string) {
+	at := func(cn string, more ...string) []string {
+		return append(append(append([]string{}, p...), "while-changed", cn), more...)
+	}
+	for _, cn := range s.ChangedNames() {
+		ch := s.WhileChanged[cn]
+		if _, ok := m.Containers[cn]; !ok && !v.undecoded(container(cn)...) {
+			v.fail(at(cn), "unknown container %q (this module has: %s)%s", cn, containerList{m}, didYouMean{cn, m})
+		}
+		if slices.Contains(s.WhileStopped, cn) {
+			v.fail(at(cn), "container %q is in while-stopped too: a window holds a container stopped or changed, not both", cn)
+		}
+		if ch.Empty() && !v.undecoded(at(cn)...) {
+			v.fail(at(cn), "changes nothing: give env, command, entrypoint or healthcheck, or drop %s from while-changed", cn)
+			continue
+		}
+		v.env(at(cn, "env"), ch.Env)
+		v.healthcheck(func(field string, more ...string) []string { return at(cn, append([]string{field}, more...)...) }, ch.Healthcheck)
 	}
 }
 

@@ -122,6 +122,9 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	}
 	if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
 		e.Msg = fmt.Sprintf("unknown field %q", u[1]) + fieldHint(u[1], knownFields(e.Field))
+		if isChangeField(e.Field) {
+			e.Msg = fmt.Sprintf("unknown field %q", u[1]) + changeHint(u[1])
+		}
 	} else if typeErrorRE.MatchString(e.Msg) {
 		e.Msg = typeMessage(e.Field, e.Msg)
 	}
@@ -162,6 +165,24 @@ func fieldHint(key string, known []string) string {
 	return " (fields here: " + strings.Join(known, ", ") + ")"
 }
 
+// isChangeField reports whether path is a field of a while-changed change.
+func isChangeField(path string) bool {
+	parts := strings.Split(path, ".")
+	return len(parts) == 7 && parts[2] == "steps" && parts[4] == "while-changed"
+}
+
+// changeHint is what follows `unknown field "key"` in a while-changed
+// change. It says why the field is not there, and what is.
+func changeHint(key string) string {
+	known := yamlFields(reflect.TypeFor[Change]())
+	hint := "; a window changes how a container runs, not what it is: while-changed takes " +
+		strings.Join(known, ", ")
+	if s := Suggest(key, known); s != "" {
+		hint += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return hint
+}
+
 // noField says why a container has no field of Compose's that a user may
 // write, and what to do instead.
 var noField = map[string]string{
@@ -186,6 +207,8 @@ func knownFields(path string) []string {
 		t = reflect.TypeFor[Container]()
 	case len(parts) == 5 && parts[2] == "steps":
 		t = reflect.TypeFor[Step]()
+	case isChangeField(path):
+		t = reflect.TypeFor[Change]()
 	case len(parts) == 6 && parts[2] == "steps" && parts[4] == "run":
 		t = reflect.TypeFor[RunStep]()
 	default:
@@ -276,7 +299,11 @@ func wantedFor(field, goType string) string {
 	case "Container":
 		return "a container: a map like {image: …, command: […]}"
 	case "Step":
-		return "a step: a map with while-stopped:, timeout: and run: or exec:"
+		return "a step: a map with while-stopped: or while-changed:, timeout:, stall-after: and run: or exec:"
+	case "map[string]Change":
+		return `a map of containers to their change, like {registry: {env: {KEY: value}}}`
+	case "Change":
+		return "a change: a map with env:, command:, entrypoint: or healthcheck:"
 	case "RunStep":
 		return "a map like {image: …, command: […]}"
 	case "a duration":

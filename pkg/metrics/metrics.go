@@ -37,6 +37,9 @@ type Snapshot struct {
 	Windows []coord.Entry
 	// Holds counts the open windows' holds by state.
 	Holds map[string]int
+	// Held counts the containers honoured holds hold, by mode: stopped or
+	// changed.
+	Held map[string]int
 	// Apply is the last apply, nil before the first.
 	Apply *Apply
 	// Builds are the ledger's modules, nil when the ledger was not read.
@@ -66,6 +69,7 @@ func Render(s Snapshot) []byte {
 	var b bytes.Buffer
 	renderWindows(&b, s.Windows)
 	renderHolds(&b, s.Holds)
+	renderHeld(&b, s.Held)
 	renderApply(&b, s.Apply)
 	renderBuilds(&b, s.Builds)
 	return b.Bytes()
@@ -125,6 +129,17 @@ func renderHolds(b *bytes.Buffer, counts map[string]int) {
 	header(b, "meshctl_holds", "Open windows' holds by state: open, overdue, orphaned, unknown (the engine could not say; honoured) and stale (its window died; released by the next apply or window).")
 	for _, st := range HoldStates {
 		sample(b, "meshctl_holds", float64(counts[st]), "state", st)
+	}
+}
+
+// HeldModes are the modes a held container is counted in, each always
+// written.
+var HeldModes = []string{"stopped", "changed"}
+
+func renderHeld(b *bytes.Buffer, counts map[string]int) {
+	header(b, "meshctl_held_containers", "Containers the open windows hold, by mode: stopped, or changed (a changed copy runs under the name, the normal one waits aside).")
+	for _, m := range HeldModes {
+		sample(b, "meshctl_held_containers", float64(counts[m]), "mode", m)
 	}
 }
 

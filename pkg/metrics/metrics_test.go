@@ -23,6 +23,7 @@ func sampleSnapshot() Snapshot {
 			{ID: "w-3", Module: "db", Step: "vacuum", OpenedAt: t0, ClosedAt: t0.Add(time.Second), Result: "stale"},
 		},
 		Holds: map[string]int{coord.Orphaned: 1},
+		Held:  map[string]int{"changed": 1},
 		Apply: &Apply{FinishedAt: t0.Add(time.Hour), OK: false, Actions: map[string]int{"unchanged": 3, "failed": 1}},
 		Builds: []Build{
 			{Module: "web", Current: "b-01JX", RequestedAt: t0, Pending: 2},
@@ -46,6 +47,8 @@ func TestRender(t *testing.T) {
 		`meshctl_holds{state="open"} 0`,
 		`meshctl_holds{state="orphaned"} 1`,
 		`meshctl_holds{state="stale"} 0`,
+		`meshctl_held_containers{mode="stopped"} 0`,
+		`meshctl_held_containers{mode="changed"} 1`,
 		`meshctl_apply_last_success 0`,
 		`meshctl_apply_last_containers{action="failed"} 1`,
 		`meshctl_apply_last_containers{action="unchanged"} 3`,

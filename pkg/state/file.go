@@ -396,3 +396,78 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// looseMarker marks the temp files of WriteLoose. RemoveLooseTemps finds
+// them by it.
+const looseMarker = ".tmp-loose-"
+
+// WriteLoose replaces the file name with doc by a temp file and a rename,
+// without a lock and without fsync. Readers still never see a torn file.
+// A crash may lose the file or its last version, so it serves only files
+// that are progress, such as a running window's live log. The caller is its
+// only writer.
+func (d *Dir) WriteLoose(name string, doc Document) error {
+	if d.readOnly {
+		return errors.New("state: write to a state directory opened read-only")
+	}
+	p, err := d.join(name)
+	if err != nil {
+		return err
+	}
+	doc.header().Version = versionOf(doc)
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", p, err)
+	}
+	data = append(data, '\n')
+	if err := d.mkdirFor(p); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(p), "."+filepath.Base(p)+looseMarker)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	_, err = tmp.Write(data)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = refuseSymlink(p)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), p)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("write %s: %w", p, err)
+	}
+	return nil
+}
+
+// RemoveLooseTemps removes the temp files WriteLoose left in the
+// subdirectory sub, as a kill between its create and its rename does. It
+// keeps those of the files keep names, whose writers may still run. Call
+// it under the lock that orders those writers' starts and ends.
+func (l *Lock) RemoveLooseTemps(sub string, keep func(name string) bool) error {
+	p, err := l.dir.join(sub)
+	if err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		target, _, ok := strings.Cut(strings.TrimPrefix(e.Name(), "."), looseMarker)
+		if !ok || !strings.HasPrefix(e.Name(), ".") || !e.Type().IsRegular() || keep(target) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(p, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

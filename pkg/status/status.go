@@ -16,6 +16,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/record"
 	"github.com/meshctl/meshctl/pkg/state"
+	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // Container states. Running, Restarting and Stopped are engine.StateOf's.
@@ -32,11 +33,11 @@ const (
 type Report struct {
 	// Summary is one line. It is "ok", "working: window w-… open", or what is
 	// wrong.
-	Summary    string       `json:"summary"`
-	Containers []Container  `json:"containers"`
-	Windows    []coord.View `json:"windows"`
-	Builds     []Build      `json:"builds"`
-	LastApply  *LastApply   `json:"last_apply"`
+	Summary    string            `json:"summary"`
+	Containers []Container       `json:"containers"`
+	Windows    []window.OpenView `json:"windows"`
+	Builds     []Build           `json:"builds"`
+	LastApply  *LastApply        `json:"last_apply"`
 	// Changing are the live applies' claims: work in progress, with the time
 	// past which a claim may be stuck.
 	Changing []Changing `json:"changing"`
@@ -96,7 +97,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			return nil, err
 		}
 		return &Report{Summary: fmt.Sprintf("no state directory at %s: nothing applied yet", d.Path()),
-			Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{}, Changing: []Changing{},
+			Containers: []Container{}, Windows: []window.OpenView{}, Builds: []Build{}, Changing: []Changing{},
 			FailedWindows: []coord.Entry{}, Problems: []string{}}, nil
 	}
 	app, appliedOK, err := record.LoadApplied(d)
@@ -128,39 +129,38 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 			byName[c.Name] = c
 		}
 	}
-	rep := &Report{Containers: []Container{}, Windows: []coord.View{}, Builds: []Build{},
+	rep := &Report{Containers: []Container{}, Builds: []Build{},
 		FailedWindows: failedWindows(ws.History.Windows, app.HasStep), Problems: []string{}}
 	if rep.Changing, err = changing(d, desired, now); err != nil {
 		return nil, err
 	}
 	heldBy := map[string]coord.View{}
+	var views []coord.View
 	for _, c := range ws.Classified {
 		v := coord.ViewOf(c.Hold, c.State)
-		rep.Windows = append(rep.Windows, v)
+		views = append(views, v)
 		if coord.Honoured(c.State) {
 			for _, n := range c.Containers {
 				heldBy[n] = v
+				if v.IsChanged(n) {
+					// The normal one, aside, is part of the hold.
+					heldBy[lifecycle.HeldName(n)] = v
+				}
 			}
 		}
 	}
+	// A live log that cannot be read costs its window's progress, not the report.
+	rep.Windows = window.Progress(d, views, now, func(string, ...any) {})
 
 	modules := containers(rep, desired, byName, heldBy, unreadable, now)
 	markChanging(rep)
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
-	var last record.LastReport
-	if ok, err := d.Read(record.ReportFile, &last); err != nil {
-		return nil, err
-	} else if ok {
-		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
-	}
-	rep.Problems = problems(rep)
-	slots, err := slotsPastBound(d, now)
-	if err != nil {
+	if rep.LastApply, err = lastApply(d); err != nil {
 		return nil, err
 	}
-	rep.Problems = append(rep.Problems, slots...)
+	rep.Problems = append(append(problems(rep), stalled(rep.Windows, now)...), slotsPastBound(d, now)...)
 	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
 	}
@@ -195,6 +195,10 @@ func containers(rep *Report, desired []lifecycle.Desired, byName map[string]engi
 		if !seen[name] {
 			module := c.Labels[lifecycle.LabelModule]
 			st := containerState(name, module, &c, nil, heldBy, now)
+			if _, aside := lifecycle.HeldOf(name); aside && st.State == Held {
+				rep.Containers = append(rep.Containers, st) // part of a changed hold
+				continue
+			}
 			if _, ok := unreadable[module]; ok {
 				st.Reasons = append(st.Reasons, "not checked: its module's applied spec cannot be read")
 			} else {
@@ -278,7 +282,8 @@ func problems(rep *Report) []string {
 	out = append(out, stuckClaims(rep.Changing)...)
 	out = append(out, leftovers(rep.Containers)...)
 	for _, c := range rep.Containers {
-		if _, ok := leftoverOf(c.Name); c.Changing || ok {
+		_, aside := lifecycle.HeldOf(c.Name)
+		if _, ok := leftoverOf(c.Name); c.Changing || ok || aside {
 			continue
 		}
 		if c.State == Running && c.Health == "unhealthy" {
@@ -298,15 +303,25 @@ func problems(rep *Report) []string {
 	return out
 }
 
+// lastApply reads the last apply's time and result, nil before any.
+func lastApply(d *state.Dir) (*LastApply, error) {
+	var last record.LastReport
+	if ok, err := d.Read(record.ReportFile, &last); err != nil || !ok {
+		return nil, err
+	}
+	return &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}, nil
+}
+
 // slotsPastBound lists the slots of the mesh's budgets that this host has
 // held past their deadline. The slot's start plus, over its containers,
 // the stop grace, gate bound and drain is that deadline. Other hosts'
 // applies of the module wait for such a slot. It reads the host's record
-// of them, so it needs no etcd.
-func slotsPastBound(d *state.Dir, now time.Time) ([]string, error) {
+// of them, so it needs no etcd. A record that cannot be read is a problem
+// too.
+func slotsPastBound(d *state.Dir, now time.Time) []string {
 	slots, err := coord.RecordedSlots(d)
 	if err != nil {
-		return nil, err
+		return []string{fmt.Sprintf("%v; the slots of max-unavailable this host holds cannot be checked", err)}
 	}
 	var out []string
 	for _, s := range slots {
@@ -315,7 +330,28 @@ func slotsPastBound(d *state.Dir, now time.Time) ([]string, error) {
 				s.Module, s.Host, state.When(s.TakenAt), s.PID, state.When(s.Deadline), s.Module, s.Module, s.Host))
 		}
 	}
-	return out, nil
+	return out
+}
+
+// stalled lists the windows whose running step has printed nothing for
+// its stall-after, as problems. A sweep that prints a line per blob and
+// falls silent may be stuck, so a person looks.
+func stalled(ws []window.OpenView, now time.Time) []string {
+	out := []string{}
+	for _, w := range ws {
+		since, after, ok := w.Stalled(now)
+		if !ok {
+			continue
+		}
+		msg := fmt.Sprintf("window %s %s/%s: its step has printed nothing since %s (stall-after %s)", w.ID, w.Module, w.Step, state.When(since), after)
+		if w.LastLineAt != nil {
+			msg += fmt.Sprintf(", its last line: %s", w.LastLine)
+		} else {
+			msg += ", nothing since it started"
+		}
+		out = append(out, msg+fmt.Sprintf("; it may be stuck: see meshctl window logs %s", w.ID))
+	}
+	return out
 }
 
 // leftovers lists the containers a recreate left under a temporary name
@@ -329,6 +365,11 @@ func leftovers(cs []Container) []string {
 	}
 	var out []string
 	for _, c := range cs {
+		if base, aside := lifecycle.HeldOf(c.Name); aside && c.State != Held && !c.Changing {
+			out = append(out, fmt.Sprintf("container %s is %s, set aside by a window that held %s changed and holds it no more; meshctl apply --last puts it back",
+				c.Name, c.State, base))
+			continue
+		}
 		base, ok := leftoverOf(c.Name)
 		if !ok || c.Changing || state[base] == Held {
 			continue
@@ -367,7 +408,7 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 	st := Container{Name: name, Module: module}
 	if v, ok := heldBy[name]; ok {
 		st.State, st.Window = Held, v.ID
-		st.Reasons = []string{"window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State}
+		st.Reasons = []string{heldReason(name, v)}
 		return st
 	}
 	var diff []string
@@ -386,6 +427,19 @@ func containerState(name, module string, c *engine.Container, d *lifecycle.Desir
 		}
 	}
 	return st
+}
+
+// heldReason says how window v holds container name: stopped, changed,
+// or aside as the normal one of a changed hold.
+func heldReason(name string, v coord.View) string {
+	window := "window " + v.ID + " " + v.Module + "/" + v.Step + " " + v.State
+	if base, aside := lifecycle.HeldOf(name); aside {
+		return "the normal " + base + ", aside while " + window + " holds it changed"
+	}
+	if v.IsChanged(name) {
+		return "changed by " + window
+	}
+	return window
 }
 
 func summary(rep *Report) string {

@@ -24,6 +24,9 @@ modules:
       gc:
         while-stopped: [web]
         exec: ["true"]
+      ro:
+        while-changed: {web: {env: {RO: "1"}}}
+        exec: ["true"]
 `
 
 // TestWindowStoppedHoldTakesASlot: a window that holds containers stopped
@@ -49,6 +52,10 @@ func TestWindowStoppedHoldTakesASlot(t *testing.T) {
 	}
 	if c, _ := eng.Get("bw.web"); !c.Running {
 		t.Fatal("a refused window stopped bw.web")
+	}
+	// A changed hold takes no slot: it needs no etcd.
+	if _, err := Run(ctx, d, eng, Options{Module: "bw", Step: "ro", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatalf("a changed hold without etcd: %v; want it run, taking no slot", err)
 	}
 
 	var during ledger.Budget

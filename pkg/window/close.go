@@ -367,12 +367,22 @@ func (w *window) bringBack(ctx context.Context, desired map[string]*lifecycle.De
 	// health gate, is left to the next apply.
 	signalled := ctx.Err() != nil
 	for _, name := range order {
+		cctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
+		if _, changed := w.hold.Changed[name]; changed {
+			// Whatever signal came: a window never leaves a container changed.
+			if err := w.unchange(cctx, x, name, byName); err != nil {
+				cancel()
+				out[name] = err
+				w.status(name, "not brought back")
+				continue
+			}
+		}
 		c, exists := byName[name]
 		d := desired[name]
 		if !exists && d == nil {
+			cancel()
 			continue
 		}
-		cctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
 		w.status(name, "bringing back…")
 		var err error
 		switch {

@@ -34,8 +34,21 @@ type HeldAs struct {
 	Mode string `json:"mode"`
 }
 
-// ModeStopped is a container held stopped for the step's whole run.
-const ModeStopped = "stopped"
+// The modes a step holds a container in. ModeStopped holds it stopped
+// for the step's whole run. ModeChanged runs a changed copy under its
+// name, its normal one aside.
+const (
+	ModeStopped = "stopped"
+	ModeChanged = "changed"
+)
+
+// modeOf is how the step holds container name.
+func (p *plan) modeOf(name string) string {
+	if p.isChanged(name) {
+		return ModeChanged
+	}
+	return ModeStopped
+}
 
 // StepRun is what a step runs. A run step has an image, an exec step not.
 type StepRun struct {
@@ -77,7 +90,7 @@ func DryRunOf(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 	r.rep = &DryRun{Module: p.module, Step: p.step, Holds: []HeldAs{}, Timeout: p.timeout.String(),
 		Verdict: VerdictRun, Reasons: []string{}}
 	for _, name := range p.held {
-		r.rep.Holds = append(r.rep.Holds, HeldAs{Name: name, Mode: ModeStopped})
+		r.rep.Holds = append(r.rep.Holds, HeldAs{Name: name, Mode: p.modeOf(name)})
 	}
 	if err := eng.Ping(ctx); err != nil {
 		r.rep.Run = r.declaredRun()

@@ -13,11 +13,11 @@ import (
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
-// List returns the windows not yet closed, each with its state, and the
-// history, oldest first. It reads snapshots and takes no lock, as
+// List returns the windows not yet closed, each with its state and its
+// step's progress, and the history, oldest first. It reads snapshots and takes no lock, as
 // coord.ClassifySnapshot does. The engine may not say whether a dead
 // window's step container runs. Then that hold reads unknown, and warn says why.
-func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]coord.View, []coord.Entry, error) {
+func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]OpenView, []coord.Entry, error) {
 	classified, hist, stepsErr, err := coord.ClassifySnapshot(ctx, d, connect, now)
 	if err != nil {
 		return nil, nil, err
@@ -33,7 +33,7 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 	if entries == nil {
 		entries = []coord.Entry{}
 	}
-	return views, entries, nil
+	return Progress(d, views, now, warn), entries, nil
 }
 
 // StepView is one step of a module, as window list --steps shows it.
@@ -71,6 +71,9 @@ func stepView(module, name string, s *mesh.Step) StepView {
 	v := StepView{Module: module, Step: name, Holds: []HeldAs{}, Timeout: s.TimeoutOrDefault().String()}
 	for _, c := range s.WhileStopped {
 		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeStopped})
+	}
+	for _, c := range s.ChangedNames() {
+		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeChanged})
 	}
 	return v
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
@@ -30,14 +31,19 @@ type Log struct {
 	// then its tail.
 	Truncated bool   `json:"truncated"`
 	Output    string `json:"output"`
+	// Live is set for a window not yet closed. Output is then what its
+	// step wrote so far. It is never written to the file.
+	Live bool `json:"-"`
 }
 
 func logName(id string) string { return LogDir + "/" + id + ".json" }
 
 // ReadLog returns the kept step output of window id, or of the last
-// window that closed when id is "".
+// window that closed when id is "". For a window not yet closed, it
+// returns the output so far from its live log, Live set. Its step may not
+// have started yet, and then Output is "".
 func ReadLog(d *state.Dir, id string) (*Log, error) {
-	_, hist, err := coord.ReadHolds(d.Read)
+	holds, hist, err := coord.ReadHolds(d.Read)
 	if err != nil {
 		return nil, err
 	}
@@ -47,21 +53,40 @@ func ReadLog(d *state.Dir, id string) (*Log, error) {
 		}
 		id = hist.Windows[len(hist.Windows)-1].ID
 	}
-	if !strings.HasPrefix(id, "w-") || strings.ContainsAny(id, "/\\.") {
+	if !ValidID(id) {
 		return nil, fault.New(fault.BadInput, "%q is not a window id (w-…): see meshctl window list", id)
 	}
 	var l Log
 	ok, err := d.Read(logName(id), &l)
-	if err != nil {
-		return nil, err
+	if err != nil || ok {
+		return &l, err
 	}
-	if !ok {
-		if hist.Has(id) {
-			return nil, fault.New(fault.BadInput, "window %s kept no step log (its step did not run, or it died before its close)", id)
+	// Only a window whose hold is recorded reads its live log. A dead
+	// window's leftover is not its step's output.
+	if h, held := holds.Find(id); held {
+		l := &Log{ID: id, Module: h.Module, Step: h.Step, Live: true}
+		live, ok, err := ReadLive(d, id)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fault.New(fault.BadInput, "unknown window %s: see meshctl window list", id)
+		if ok {
+			l.Output, l.Truncated = live.Output, live.Truncated
+		}
+		return l, nil
 	}
-	return &l, nil
+	if hist.Has(id) {
+		return nil, fault.New(fault.BadInput, "window %s kept no step log (its step did not run, or it died before its close)", id)
+	}
+	return nil, unknownWindow(id)
+}
+
+// ValidID says whether id is written as a window id, and names no other file.
+func ValidID(id string) bool {
+	return strings.HasPrefix(id, "w-") && !strings.ContainsAny(id, "/\\.")
+}
+
+func unknownWindow(id string) error {
+	return fault.New(fault.BadInput, "unknown window %s: see meshctl window list", id)
 }
 
 // saveLog keeps a window's step output beside the history, under the state
@@ -91,21 +116,35 @@ func saveLog(ctx context.Context, d *state.Dir, opts state.LockOptions, l *Log) 
 			}
 		}
 	}
-	return nil
+	return removeLeftLive(lock, d, time.Now())
 }
 
-// teeWriter writes to w and keeps a copy in tail. Errors of w, such as a
-// closed stderr, are w's own and stop neither.
+// teeWriter writes to w and keeps a copy in tail. While the step runs, the
+// copy goes through its live log. Errors of w, such as a closed stderr,
+// are w's own and stop neither.
 type teeWriter struct {
 	mu   sync.Mutex
 	w    io.Writer
 	tail *Tail
+	live *liveLog
 }
 
 func (t *teeWriter) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.tail.Write(p)
+	if t.live != nil {
+		t.live.write(p)
+	} else {
+		t.tail.Write(p)
+	}
 	_, _ = t.w.Write(p)
 	return len(p), nil
+}
+
+// setLive sends the copy through l from now on, or to the tail alone when
+// l is nil.
+func (t *teeWriter) setLive(l *liveLog) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.live = l
 }

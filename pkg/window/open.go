@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,7 +55,27 @@ func (w *window) open(ctx context.Context) error {
 			w.opts.Progress("stopped %s\n", c.Name)
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return w.switchAll(ctx, stop)
+}
+
+// switchAll starts the changed copy of each container held changed, once
+// every held container has stopped. The switch is a stop, then a start.
+// The two may share a port or a volume. The first that fails ends the
+// open, and the close puts every normal one back.
+func (w *window) switchAll(ctx context.Context, stopped []engine.Container) error {
+	for _, name := range w.changedNames() {
+		var normal *engine.Container
+		if i := slices.IndexFunc(stopped, func(c engine.Container) bool { return c.Name == name }); i >= 0 {
+			normal = &stopped[i]
+		}
+		if err := w.switchToChanged(ctx, name, normal); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // record records the hold under the state lock, and returns the held
@@ -164,6 +185,9 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 			if err := w.checkAbsent(ctx, name); err != nil {
 				return h, nil, err
 			}
+			if err := w.holdChanged(&h, name, nil, services); err != nil {
+				return h, nil, err
+			}
 			w.opts.Progress("%s does not exist; the close creates it\n", name)
 			continue
 		}
@@ -172,9 +196,29 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 			return h, nil, fmt.Errorf("inspect %s: %w", name, err)
 		}
 		h.Restart[name] = full.RestartPolicy
+		if err := w.holdChanged(&h, name, &c, services); err != nil {
+			return h, nil, err
+		}
 		stop = append(stop, c)
 	}
 	return h, stop, nil
+}
+
+// holdChanged records in h how name is held changed, when the step holds
+// it so. c is the normal container, nil when there is none.
+func (w *window) holdChanged(h *coord.Hold, name string, c *engine.Container, services map[string]engine.Container) error {
+	if !w.isChanged(name) {
+		return nil
+	}
+	ch, err := w.changedHold(name, c, services)
+	if err != nil {
+		return err
+	}
+	if h.Changed == nil {
+		h.Changed = map[string]coord.Changed{}
+	}
+	h.Changed[name] = ch
+	return nil
 }
 
 // checkAbsent makes sure that a held container the listing does not have

@@ -470,6 +470,17 @@ func (t *Tail) Write(p []byte) (int, error) {
 	return n, nil
 }
 
+// String returns a copy of the kept tail, and whether anything before it
+// was cut. It may be called while the tail is written to.
+func (t *Tail) String() (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) > t.limit {
+		return string(t.buf[len(t.buf)-t.limit:]), true
+	}
+	return string(t.buf), t.cut
+}
+
 // Bytes returns the kept tail, and whether anything before it was cut.
 func (t *Tail) Bytes() ([]byte, bool) {
 	t.mu.Lock()
@@ -481,8 +492,8 @@ func (t *Tail) Bytes() ([]byte, bool) {
 }
 
 // stepSpec is the one-off container of a run step. Its image defaults to
-// the first held container's. Its volumes-from defaults to the held
-// containers, and its network to none.
+// the first held container's. Its volumes-from defaults to the containers
+// held stopped, else to the first held changed. Its network defaults to none.
 func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	r := w.def.Run
 	image := r.Image
@@ -500,6 +511,9 @@ func (w *window) stepSpec(ctx context.Context) (engine.Spec, error) {
 	from := r.VolumesFrom
 	if len(from) == 0 {
 		from = w.def.WhileStopped
+	}
+	if changed := w.def.ChangedNames(); len(from) == 0 && len(changed) > 0 {
+		from = changed[:1]
 	}
 	var volumesFrom []string
 	for _, c := range from {

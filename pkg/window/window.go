@@ -50,7 +50,8 @@ type Options struct {
 	// window to the mesh there, never while it waits for another window's lock.
 	Opened func()
 	// Budget takes the module's slot of its max-unavailable before its
-	// containers are held stopped. Nil means no etcd ledger.
+	// containers are held stopped. Nil means no etcd ledger. The caller
+	// closes it.
 	Budget *coord.Budget
 }
 
@@ -171,7 +172,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	// The tail of the step's output is kept for meshctl window logs,
 	// whatever is done with it live.
 	logTail := NewTail(LogLimit)
-	opts.StepOutput = &teeWriter{w: opts.StepOutput, tail: logTail}
+	tee := &teeWriter{w: opts.StepOutput, tail: logTail}
+	opts.StepOutput = tee
 	if err := eng.Ping(ctx); err != nil {
 		return nil, err
 	}
@@ -212,7 +214,6 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	if err := w.takeSlot(ctx); err != nil {
 		return nil, err
 	}
-	defer opts.Budget.Close()
 	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
 			return nil, err
@@ -225,7 +226,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	}
 	// A signal during the open, as a stop seen through, skips the step.
 	if w.openErr == nil && ctx.Err() == nil {
-		w.runStep(ctx)
+		w.runStepLive(ctx, tee, logTail)
 	}
 	entry, err := w.close(ctx)
 	if w.openErr == nil && entry != nil && w.stepStarted {
@@ -236,8 +237,18 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 }
 
 // takesSlot says whether the window takes a slot of its module's budget.
-// A hold of containers stopped takes one, however many it holds.
-func (p *plan) takesSlot() bool { return p.budget > 0 && len(p.held) > 0 }
+// A hold of containers stopped takes one, however many it holds. A
+// changed hold takes none: the service runs.
+func (p *plan) takesSlot() bool { return p.budget > 0 && len(p.def.WhileStopped) > 0 }
+
+// stopped are the engine names of the containers the step holds stopped.
+func (p *plan) stopped() []string {
+	var out []string
+	for _, c := range p.def.WhileStopped {
+		out = append(out, mesh.EngineName(p.module, c))
+	}
+	return out
+}
 
 // takeSlot takes the module's slot before anything is held, with no
 // state lock held. One not had is the window's refusal, nothing held.
@@ -249,11 +260,11 @@ func (w *window) takeSlot(ctx context.Context) error {
 		return err
 	}
 	bound := w.timeout
-	for _, n := range w.held {
+	for _, n := range w.stopped() {
 		bound += lifecycle.ChangeBound(w.desired[n])
 	}
-	w.opts.Progress("taking a slot of module %s (max-unavailable %d) for %s\n", w.module, w.budget, strings.Join(w.held, ", "))
-	if err := w.opts.Budget.Take(ctx, w.module, w.budget, w.held, bound); err != nil {
+	w.opts.Progress("taking a slot of module %s (max-unavailable %d) for %s\n", w.module, w.budget, strings.Join(w.stopped(), ", "))
+	if err := w.opts.Budget.Take(ctx, w.module, w.budget, w.stopped(), bound); err != nil {
 		return fmt.Errorf("nothing held: %w", err)
 	}
 	return nil
@@ -270,6 +281,17 @@ func (w *window) giveBackSlot(ctx context.Context) {
 	if err := w.opts.Budget.GiveBack(ctx, []string{w.module}); err != nil {
 		w.opts.Progress("warning: %v\n", err)
 	}
+}
+
+// runStepLive runs the step with its output so far in sight, in
+// window-logs/ID.live. The step's output reaches it through tee.
+func (w *window) runStepLive(ctx context.Context, tee *teeWriter, tail *Tail) {
+	live := newLiveLog(w.d, w, tail)
+	tee.setLive(live)
+	live.start()
+	w.runStep(ctx)
+	tee.setLive(nil)
+	live.end()
 }
 
 // keepLog keeps the tail of the step's output beside the history, for
@@ -338,7 +360,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}
-	for _, c := range def.WhileStopped {
+	for _, c := range def.Held() {
 		p.held = append(p.held, mesh.EngineName(opts.Module, c))
 	}
 	if ok {

@@ -1,0 +1,130 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+)
+
+// killChangedMesh is killMesh's service held changed, not stopped: its
+// changed copy runs with MODE=read-only for a short exec: step.
+const killChangedMesh = `modules:
+  MODULE:
+    containers:
+      svc:
+        image: meshtest/busybox:1
+        entrypoint: [/bin/sh, -c]
+        command: ["trap 'sleep 0.$((RANDOM % 8)); exit 0' TERM; while :; do sleep 1 & wait; done"]
+        env: {MODE: normal}
+        restart: always
+        network: none
+    steps:
+      hold:
+        while-changed:
+          svc:
+            env: {MODE: read-only}
+        exec: [sleep, "0.3"]
+`
+
+// TestKillChangedHealsInOneApply SIGKILLs windows that hold a service
+// changed, at instants spread over their whole life. That is the open's
+// switch, the step and the close's switch. After each kill, one apply
+// leaves exactly one container of the module: the normal one, the same
+// container, running its normal spec with its restart policy. No changed
+// copy is left, and no NAME.meshctl-held. Eight kills always, more under
+// MESHCTL_STRESS=1 or MESHCTL_STRESS_KILLS=N.
+func TestKillChangedHealsInOneApply(t *testing.T) {
+	host := meshrun.TestEngine(t)
+	kills := stressKills(t, 8, 300)
+	m := newMeshctl(t, host)
+	m.windowArgs = []string{"--settle", "200ms"}
+	module := fmt.Sprintf("killchg%08x", rand.Uint32())
+	name := module + ".svc"
+	m.CleanupModule(module)
+	file := filepath.Join(m.Dir, "mesh.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killChangedMesh, "MODULE", module)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := m.Run("apply", "-f", file); err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	first := m.inspect(name)
+	var life time.Duration
+	for range 3 {
+		begin := time.Now()
+		if out, err := m.Run("window", "run", module, "hold", "-f", file, "--settle", "200ms"); err != nil {
+			t.Fatalf("calibration window: %v\n%s", err, out)
+		}
+		life = max(life, time.Since(begin))
+		m.checkOneNormal(module, name, first.ID)
+	}
+	t.Logf("a whole window lives %s; kills are drawn in [0, %s)", life.Round(time.Millisecond), life.Round(time.Millisecond))
+	phases := map[string]int{}
+	killed, tries := 0, 0
+	for killed < kills {
+		tries++
+		if tries > 3*kills+10 {
+			t.Fatalf("only %d kills in %d tries", killed, tries)
+		}
+		delay := time.Duration((float64(tries%8) + rand.Float64()) / 8 * float64(life))
+		phase, wasKilled := m.killWindow(module, file, delay)
+		if wasKilled {
+			killed++
+			phases[phase]++
+		}
+		out, err := m.Run("apply", "-f", file)
+		if err != nil {
+			t.Fatalf("kill %d (after %s, in %s): the next apply failed: %v\n%s", killed, delay.Round(time.Millisecond), phase, err, out)
+		}
+		if strings.HasPrefix(phase, "open") {
+			time.Sleep(stopSettle) // a dead window's stop may still be under way
+		}
+		if !m.oneNormal(module, name, first.ID) {
+			t.Fatalf("kill %d (after %s, in %s): one apply did not heal it; the apply said:\n%s", killed, delay.Round(time.Millisecond), phase, out)
+		}
+	}
+	t.Logf("%d kills in %d windows; kills by phase: %v", killed, tries, phases)
+}
+
+// checkOneNormal fails the test unless oneNormal.
+func (m *meshctl) checkOneNormal(module, name, id string) {
+	m.T.Helper()
+	if !m.oneNormal(module, name, id) {
+		m.T.FailNow()
+	}
+}
+
+// oneNormal reports, logging what is wrong, whether the module has exactly
+// one container: the normal one with id, healed, and running its normal
+// env. A changed copy or a NAME.meshctl-held left is a failure.
+func (m *meshctl) oneNormal(module, name, id string) bool {
+	m.T.Helper()
+	ok := m.healed(name, id)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	list, err := m.Eng.List(ctx, map[string]string{lifecycle.LabelModule: module})
+	if err != nil {
+		m.T.Fatal(err)
+	}
+	if len(list) != 1 {
+		var names []string
+		for _, c := range list {
+			names = append(names, c.Name)
+		}
+		m.T.Errorf("module %s has %d containers (%s), want only %s", module, len(list), strings.Join(names, ", "), name)
+		ok = false
+	}
+	if x := m.inspect(name); x.Labels[lifecycle.LabelWindow] != "" {
+		m.T.Errorf("%s is labelled with window %s: the changed copy runs", name, x.Labels[lifecycle.LabelWindow])
+		ok = false
+	}
+	return ok
+}

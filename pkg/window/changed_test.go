@@ -1,0 +1,243 @@
+package window
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
+	"github.com/meshctl/meshctl/pkg/state"
+)
+
+// changedYAML is a registry held read-only for a step that writes ran.
+func changedYAML(ran string) string {
+	return fmt.Sprintf(`
+modules:
+  store:
+    containers:
+      registry:
+        image: %[1]s
+        env: {A: normal, B: kept}
+    steps:
+      gc:
+        while-changed:
+          registry:
+            env: {A: read-only-value}
+            healthcheck: {test: [CMD, "true"], interval: 1s}
+        exec: [/bin/sh, -c, 'echo ran > "$0"', %[2]q]
+`, enginetest.Image, ran)
+}
+
+// changedSetup applies changedYAML to a fake engine. It returns the state
+// directory, the engine, the normal registry and where the step writes.
+func changedSetup(t *testing.T) (*state.Dir, *enginetest.Fake, enginetest.Container, string) {
+	t.Helper()
+	dir := t.TempDir()
+	d, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	f, err := mesh.Decode("mesh.yaml", []byte(changedYAML(ran)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := enginetest.NewFake(enginetest.Image)
+	applyFresh(t, d, eng, f)
+	normal, ok := eng.Get("store.registry")
+	if !ok {
+		t.Fatal("no registry")
+	}
+	return d, eng, normal, ran
+}
+
+// TestWindowHoldsChanged opens a window that holds the registry changed.
+// While the step runs, the changed copy runs under the name with the
+// normal restart policy and the window's label. The normal one waits
+// aside, stopped, with restart no. The hold records both ids and the
+// normal spec's hash, and no env value. The normal one stopped before the
+// copy started. After the close, the very normal container runs again
+// under its name, and nothing else is left.
+func TestWindowHoldsChanged(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	var during []enginetest.Container
+	var hold coord.Hold
+	var raw []byte
+	opened := func() {
+		during = eng.Containers()
+		hd, _, err := coord.ReadHolds(d.Read)
+		if err != nil || len(hd.Holds) != 1 {
+			t.Errorf("holds %+v, %v", hd, err)
+			return
+		}
+		hold = hd.Holds[0]
+		raw, _ = os.ReadFile(filepath.Join(d.Path(), coord.HoldsFile))
+	}
+	_, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("the step did not run: %v", err)
+	}
+	byName := map[string]enginetest.Container{}
+	for _, c := range during {
+		byName[c.Name] = c
+	}
+	changed, aside := byName["store.registry"], byName[lifecycle.HeldName("store.registry")]
+	switch {
+	case aside.ID != normal.ID || aside.Running || aside.Spec.Restart != "no":
+		t.Errorf("aside during the step: %+v, want the normal one %s, stopped, restart no", aside, normal.ID)
+	case changed.ID == normal.ID || !changed.Running || changed.Spec.Restart != normal.Spec.Restart:
+		t.Errorf("under the name during the step: %+v, want a changed copy running with restart %s", changed, normal.Spec.Restart)
+	case !slices.Contains(changed.Spec.Env, "A=read-only-value") || !slices.Contains(changed.Spec.Env, "B=kept"):
+		t.Errorf("changed env %v, want A changed and B kept", changed.Spec.Env)
+	case changed.Spec.Labels[lifecycle.LabelWindow] != hold.ID:
+		t.Errorf("changed labels %v, want the window's id %s", changed.Spec.Labels, hold.ID)
+	}
+	want := coord.Changed{ID: changed.ID, Aside: normal.ID, Spec: SpecHash(normal.Spec.Labels[lifecycle.LabelSpec])}
+	if got := hold.Changed["store.registry"]; got != want {
+		t.Errorf("hold records %+v, want %+v", got, want)
+	}
+	if strings.Contains(string(raw), "read-only-value") || strings.Contains(string(raw), "normal\"") {
+		t.Errorf("holds.json holds an env value: %s", raw)
+	}
+	checkBack(t, eng, normal)
+	// The switch is a stop, then a start.
+	var stopAt, startAt int
+	for _, e := range eng.Events() {
+		switch {
+		case e.Op == enginetest.OpStop && e.Name == "store.registry" && stopAt == 0:
+			stopAt = e.Seq
+		case e.Op == enginetest.OpStart && e.Name == "store.registry" && stopAt != 0 && startAt == 0:
+			startAt = e.Seq
+		}
+	}
+	if stopAt == 0 || startAt < stopAt {
+		t.Errorf("the normal one stopped at event %d, the changed one started at %d: want stop, then start", stopAt, startAt)
+	}
+}
+
+// checkBack checks that normal, and only it, runs under its name with its
+// restart policy.
+func checkBack(t *testing.T, eng *enginetest.Fake, normal enginetest.Container) {
+	t.Helper()
+	after := eng.Containers()
+	if len(after) != 1 || after[0].ID != normal.ID || after[0].Name != "store.registry" || !after[0].Running ||
+		after[0].Spec.Restart != normal.Spec.Restart {
+		t.Errorf("after the close: %+v, want only %s running as store.registry, restart %s", after, normal.ID, normal.Spec.Restart)
+	}
+}
+
+// TestWindowChangedFailsItsGate: a changed copy that never becomes healthy
+// is removed, the normal one comes back, the step does not run, and the
+// window fails saying why.
+func TestWindowChangedFailsItsGate(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	// Only a container with a healthcheck is judged by it: the changed one.
+	eng.SetHealth(enginetest.Image, "unhealthy", "read-only mode refused")
+	_, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+	var fe *FailedError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "the changed store.registry did not become healthy") {
+		t.Fatalf("Run = %v, want the window failed, saying the changed one was not healthy", err)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the step ran")
+	}
+	checkBack(t, eng, normal)
+	hd, _, err := coord.ReadHolds(d.Read)
+	if err != nil || len(hd.Holds) != 0 {
+		t.Errorf("holds after: %+v, %v", hd, err)
+	}
+}
+
+// TestWindowChangedCarriesOutDeferred: an apply changed the registry and
+// deferred it during the window. The close removes the changed copy and
+// brings the new version through the gate, not the one aside.
+func TestWindowChangedCarriesOutDeferred(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	opened := func() {
+		f, err := mesh.Decode("mesh.yaml", []byte(strings.Replace(changedYAML(ran), "B: kept", "B: new", 1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordApplied(t, d, f)
+		hd, _, err := coord.ReadHolds(d.Read)
+		if err != nil || len(hd.Holds) != 1 {
+			t.Fatalf("holds %+v, %v", hd, err)
+		}
+		lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Unlock()
+		if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	after := eng.Containers()
+	if len(after) != 1 || after[0].ID == normal.ID || !after[0].Running || !slices.Contains(after[0].Spec.Env, "B=new") ||
+		!slices.Contains(after[0].Spec.Env, "A=normal") || after[0].Spec.Labels[lifecycle.LabelWindow] != "" {
+		t.Errorf("after the close: %+v, want one new registry, B=new and A normal", after)
+	}
+}
+
+// TestWindowChangedEditedMidWindow: an apply that edits while-changed
+// mid-window changes the next window, not this one. The close removes the
+// copy this window made and brings the same normal container back.
+func TestWindowChangedEditedMidWindow(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	opened := func() {
+		edited := strings.Replace(changedYAML(ran), "A: read-only-value", "A: other-value, C: more", 1)
+		f, err := mesh.Decode("mesh.yaml", []byte(edited))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordApplied(t, d, f)
+	}
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	checkBack(t, eng, normal)
+}
+
+// TestWindowChangedWithoutNormal: the registry was applied, then went
+// missing. The open runs the changed copy from the applied spec, with
+// nothing aside, and the close creates the normal one.
+func TestWindowChangedWithoutNormal(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	if err := eng.Remove(context.Background(), normal.ID); err != nil {
+		t.Fatal(err)
+	}
+	var during []enginetest.Container
+	opened := func() { during = eng.Containers() }
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("the step did not run: %v", err)
+	}
+	if len(during) != 1 || !slices.Contains(during[0].Spec.Env, "A=read-only-value") || !during[0].Running {
+		t.Errorf("during the step: %+v, want the changed copy alone, running", during)
+	}
+	after := eng.Containers()
+	if len(after) != 1 || after[0].ID == during[0].ID || !slices.Contains(after[0].Spec.Env, "A=normal") || !after[0].Running {
+		t.Errorf("after the close: %+v, want a new normal registry alone, running", after)
+	}
+}
