@@ -51,6 +51,9 @@ type Options struct {
 	// came from. Else Run fails with ErrStaleDecode.
 	Decode record.DecodeInput
 	Cached *record.Cached
+	// Budget takes the slots of modules with max-unavailable. Nil means no
+	// etcd ledger, and a file that uses max-unavailable is refused.
+	Budget *coord.Budget
 }
 
 // Run converges the engine's containers to opts.File. It returns the report
@@ -82,6 +85,16 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if opts.File == nil {
 		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
 	}
+	if err := opts.Budget.Check(opts.File.Budgeted()); err != nil {
+		return nil, err
+	}
+	rep, err := converge(ctx, d, eng, opts)
+	return rep, errors.Join(err, settleBudget(ctx, opts, rep, err))
+}
+
+// converge is Run once its file is known. It resolves, pulls and takes
+// slots without the lock, and passes under it until a pass is done.
+func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*record.Report, error) {
 	// Resolved once before anything is touched. A module without a current
 	// build fails here, with nothing changed.
 	// The secret key is only read here, since the engine must answer
@@ -117,6 +130,12 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 		if ce := (*coord.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
 			if err := coord.WaitClaim(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if sn := (*slotsNeeded)(nil); errors.As(err, &sn) {
+			if err := takeSlots(ctx, opts, sn); err != nil {
 				return nil, err
 			}
 			continue
@@ -188,7 +207,14 @@ func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope strin
 	if done, err := a.preview(); done {
 		return a.rep, nil, err
 	}
+	// A slot is taken without the lock, before the claim.
+	if err := a.slotNeeds(); err != nil {
+		return nil, nil, err
+	}
 	if err := a.release(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := a.slotNeeds(); err != nil {
 		return nil, nil, err
 	}
 	runErr, err := a.execute(ctx)

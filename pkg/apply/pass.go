@@ -221,6 +221,7 @@ func (a *pass) preview() (done bool, err error) {
 		return true, &ConflictError{Names: conflicts, Owners: a.in.Taken}
 	}
 	if a.opts.DryRun {
+		_ = a.slotNeeds() // it only says what slots the apply would take
 		fillReport(a.rep, a.items, a.absent)
 		a.fillNetworks()
 		a.rep.Changed = Changes(a.items, a.netItems)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -69,7 +70,15 @@ shown under them (NETWORK ACTION REASON): create, unchanged, recreate (its
 definition changed: made again, its containers stopped meanwhile, then
 recreated), orphan, remove (with its module, or --prune), kept (a container is
 still attached: a warning says which). A network meshctl did not create is never
-removed.`,
+removed.
+
+A module with max-unavailable: N (it needs --ledger etcd://…) is taken down
+on at most N hosts of the mesh at once: a stop-first recreate of a running
+container, or a network replace, first takes the host's slot of the module in
+etcd (without the state lock, before the claim; waited for up to
+--lock-timeout) and gives it back once the module runs healthy. The apply
+records this host (--host-name) as a member of the module when that changed;
+a no-op apply makes no etcd call. See meshctl mesh hosts.`,
 		Example: `  meshctl apply -f mesh.yaml
   meshctl apply -f mesh.yaml --dry-run -o json   # what would change, changing nothing
   meshctl apply -f mesh.yaml --prune             # also remove containers its modules no longer name
@@ -79,12 +88,15 @@ removed.`,
   render-mesh | meshctl apply -f -               # the file from stdin`,
 		Annotations: map[string]string{exitStatusKey: `  0    converged (containers held by a window are left to it: still 0)
   1    a container could not be converged, a name is taken by a container
-       meshctl does not manage, or the engine refused or is unreachable
+       meshctl does not manage, the engine refused or is unreachable, or
+       etcd did not answer for a slot (nothing taken down)
   2    bad usage, a mesh file that does not decode, an artifact: without a
        current build, a state file that cannot be read, --last with nothing
-       applied, --remove-module of a module never applied
-  3    the state lock was not had within --lock-timeout, or --remove-module
-       names a module a live window holds
+       applied, --remove-module of a module never applied, max-unavailable
+       without an etcd ledger
+  3    the state lock was not had within --lock-timeout, --remove-module
+       names a module a live window holds, or a slot of a module's
+       max-unavailable was not had within --lock-timeout (its holders named)
   130  interrupted, after cleaning up`},
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -144,6 +156,12 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	defer eng.Close()
 	run := applyRun(ctx, env, opts, dir, source)
 	run.File, run.Decode, run.Cached = file, in, cached
+	budget, closeBudget, err := meshBudget(env, dir)
+	if err != nil {
+		return err
+	}
+	defer closeBudget()
+	run.Budget = budget
 	rep, err := apply.Run(ctx, dir, eng, run)
 	if errors.Is(err, apply.ErrStaleDecode) {
 		// applied.json changed since the cache was read: decode after all.
@@ -201,6 +219,24 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 		}
 	}
 	return nil
+}
+
+// meshBudget is what takes the slots of modules with max-unavailable. It
+// is nil when the ledger is files: a file that uses max-unavailable is
+// then refused. The etcd client dials only when a slot or member record is
+// written.
+func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return nil, func() {}, err
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	b := &coord.Budget{Dir: dir, Store: l, Host: env.hostName(), Wait: env.Global.LockTimeout, Now: env.Now,
+		Progress: env.Progressf}
+	return b, func() { b.Close(); l.Close() }, nil
 }
 
 // sourceName is how a mesh file is named in the records. It is an absolute

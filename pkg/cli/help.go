@@ -163,6 +163,11 @@ modules.M.containers.C (a container) — give image or artifact, not both:
                      default; target must be absolute
 
 modules.M.update-order (stop-first | start-first) is its containers' default.
+modules.M.max-unavailable (a whole number, at least 1) is how many hosts of the
+mesh may have the module down at once: a stop-first recreate of a running
+container, or a network replace, takes the host's slot first (in etcd: it needs
+--ledger etcd://…; with the file ledger the apply exits 2); start-first,
+creates, repairs and removals take none. The smallest value published holds.
 
 modules.M.networks.N (a module network; none unless declared) — apply creates it
 (engine name meshctl.M.N, labelled as this state directory's) before the

@@ -90,6 +90,7 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 		newStatusCmd(env),
 		newVersionCmd(env),
 		newWindowCmd(env),
+		newMeshCmd(env),
 		newExitCodesTopic(),
 		newMeshFileTopic(),
 	)

@@ -67,11 +67,14 @@ apply or, with --wait, an open window it would wait for reads 0.`,
   meshctl window run store garbage-collect --wait 10m   # wait for another window on store
   meshctl window run store garbage-collect --dry-run    # what it would hold, run and check`,
 		Annotations: map[string]string{exitStatusKey: `  0    the step succeeded and every held container runs again
-  1    the step failed or timed out, its image cannot be had, or a held
-       container could not be brought back (its hold stays for the next apply)
-  2    bad usage, an unknown module or step, an exec: program that is missing
-  3    another window on the module is open (after --wait), or the state
-       lock was not had within --lock-timeout
+  1    the step failed or timed out, its image cannot be had, a held
+       container could not be brought back (its hold stays for the next
+       apply), or etcd did not answer for a max-unavailable slot (nothing held)
+  2    bad usage, an unknown module or step, an exec: program that is
+       missing, max-unavailable without an etcd ledger
+  3    another window on the module is open (after --wait), the state
+       lock was not had within --lock-timeout, or the module's slot of its
+       max-unavailable was not had within --lock-timeout (holders named)
   130  interrupted (SIGINT, SIGTERM): the window closed first
   --dry-run exits as the run would now: 0 also where it would wait`},
 		Args: usageArgs(cobra.ExactArgs(2)),
@@ -128,7 +131,13 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	// With an etcd ledger the mesh sees this window once it holds the
 	// module, while its process lives.
 	endPublication := func() {}
+	budget, closeBudget, err := meshBudget(env, dir)
+	if err != nil {
+		return err
+	}
+	defer closeBudget()
 	entry, err := window.Run(ctx, dir, eng, window.Options{
+		Budget:     budget,
 		Opened:     func() { endPublication = publishWindow(ctx, env, dir, opts.module, opts.step) },
 		Module:     opts.module,
 		Step:       opts.step,

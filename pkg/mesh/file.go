@@ -21,6 +21,31 @@ type Module struct {
 	Networks map[string]*Network `yaml:"networks,omitempty" json:"networks,omitempty"`
 	// UpdateOrder is its containers' update order where they give none.
 	UpdateOrder string `yaml:"update-order,omitempty" json:"update-order,omitempty"`
+	// MaxUnavailable is how many hosts of the mesh may have the module down
+	// at once (see Budget). Nil sets no budget. It needs an etcd ledger.
+	MaxUnavailable *Hosts `yaml:"max-unavailable,omitempty" json:"max-unavailable,omitempty"`
+}
+
+// Budget returns the module's max-unavailable, 0 when it sets none.
+func (m *Module) Budget() int {
+	if m == nil || m.MaxUnavailable == nil {
+		return 0
+	}
+	return int(*m.MaxUnavailable)
+}
+
+// Budgeted returns the modules of f that set max-unavailable, in order.
+func (f *File) Budgeted() []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range f.ModuleNames() {
+		if f.Modules[n].Budget() > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Step is a maintenance step run by `meshctl window run`.

@@ -176,3 +176,20 @@ func (u *Ulimit) UnmarshalYAML(n *yaml.Node) error {
 	}
 	return nil
 }
+
+// Hosts is a number of hosts, as max-unavailable gives it.
+type Hosts int
+
+// UnmarshalYAML reads a whole number. A fraction or a string is refused
+// with its line. yaml would truncate 1.5 to 1.
+func (h *Hosts) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		return &yaml.TypeError{Errors: []string{nodeError(n, "cannot unmarshal %s %q into a number of hosts: give a whole number", n.ShortTag(), n.Value)}}
+	}
+	var v int
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*h = Hosts(v)
+	return nil
+}

@@ -139,6 +139,9 @@ func (v *validator) file_(f *File) {
 		}
 		v.networks(mp, m)
 		v.oneOf(append(mp, "update-order"), m.UpdateOrder, updateOrders)
+		if m.MaxUnavailable != nil && *m.MaxUnavailable < 1 {
+			v.fail(append(mp, "max-unavailable"), "%d is not a budget: give how many hosts may have the module down at once, at least 1", *m.MaxUnavailable)
+		}
 		for _, cn := range m.ContainerNames() {
 			v.name(append(mp, "containers", cn), "container", cn)
 			v.container(append(mp, "containers", cn), m.Containers[cn])

@@ -157,13 +157,10 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if rep.Builds, err = builds(modules, current); err != nil {
 		return nil, err
 	}
-	var last record.LastReport
-	if ok, err := d.Read(record.ReportFile, &last); err != nil {
+	if rep.LastApply, err = lastApply(d); err != nil {
 		return nil, err
-	} else if ok {
-		rep.LastApply = &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}
 	}
-	rep.Problems = append(problems(rep), stalled(rep.Windows, now)...)
+	rep.Problems = append(append(problems(rep), stalled(rep.Windows, now)...), slotsPastBound(d, now)...)
 	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
 	}
@@ -301,6 +298,36 @@ func problems(rep *Report) []string {
 				msg += " (" + strings.Join(c.Reasons, ", ") + ")"
 			}
 			out = append(out, msg+"; meshctl apply --last converges it")
+		}
+	}
+	return out
+}
+
+// lastApply reads the last apply's time and result, nil before any.
+func lastApply(d *state.Dir) (*LastApply, error) {
+	var last record.LastReport
+	if ok, err := d.Read(record.ReportFile, &last); err != nil || !ok {
+		return nil, err
+	}
+	return &LastApply{FinishedAt: last.FinishedAt, Result: last.Result, Source: last.Source, Error: last.Error}, nil
+}
+
+// slotsPastBound lists the slots of the mesh's budgets that this host has
+// held past their deadline. The slot's start plus, over its containers,
+// the stop grace, gate bound and drain is that deadline. Other hosts'
+// applies of the module wait for such a slot. It reads the host's record
+// of them, so it needs no etcd. A record that cannot be read is a problem
+// too.
+func slotsPastBound(d *state.Dir, now time.Time) []string {
+	slots, err := coord.RecordedSlots(d)
+	if err != nil {
+		return []string{fmt.Sprintf("%v; the slots of max-unavailable this host holds cannot be checked", err)}
+	}
+	var out []string
+	for _, s := range slots {
+		if now.After(s.Deadline) {
+			out = append(out, fmt.Sprintf("module %s: host %s has held its slot of the mesh's budget since %s (pid %d), past its bound (%s): other hosts' applies of it wait; meshctl apply --last gives it back once %s runs healthy, or meshctl mesh release %s %s",
+				s.Module, s.Host, state.When(s.TakenAt), s.PID, state.When(s.Deadline), s.Module, s.Module, s.Host))
 		}
 	}
 	return out

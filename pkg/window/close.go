@@ -176,6 +176,9 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 			}
 		}
 	}
+	// The module's slot of its budget goes back only once every held
+	// container runs healthy again, whatever the step's result.
+	w.allBack = len(convergeErrs) == 0 && w.openErr == nil
 	// A dependent is not held, so its failure keeps no hold.
 	for _, name := range w.dependents() {
 		if err := w.dependentErrs[name]; err != nil {

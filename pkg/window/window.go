@@ -49,6 +49,10 @@ type Options struct {
 	// window that never opened does not call it. window run publishes the
 	// window to the mesh there, never while it waits for another window's lock.
 	Opened func()
+	// Budget takes the module's slot of its max-unavailable before its
+	// containers are held stopped. Nil means no etcd ledger. The caller
+	// closes it.
+	Budget *coord.Budget
 }
 
 // BusyError is a window refused because another window on the module is
@@ -120,6 +124,9 @@ type window struct {
 	missing  error
 	openedAt time.Time
 	openErr  error
+	// allBack says that the close brought every held container back,
+	// running healthy.
+	allBack bool
 
 	stepStart time.Time
 	stepEnd   time.Time
@@ -142,6 +149,8 @@ type plan struct {
 	held         []string // engine names
 	desired      map[string]*lifecycle.Desired
 	timeout      time.Duration
+	// budget is the module's max-unavailable, 0 for none.
+	budget int
 }
 
 // Run opens a window, runs the step and closes the window. It returns the
@@ -202,7 +211,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 		return nil, err
 	}
 	defer w.guard.stop() // a step that never ran leaves its guard
-
+	if err := w.takeSlot(ctx); err != nil {
+		return nil, err
+	}
 	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
 			return nil, err
@@ -221,7 +232,55 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	if w.openErr == nil && entry != nil && w.stepStarted {
 		w.keepLog(logTail)
 	}
+	w.giveBackSlot(ctx)
 	return entry, err
+}
+
+// takesSlot says whether the window takes a slot of its module's budget.
+// A hold of containers stopped takes one, however many it holds. A
+// changed hold takes none: the service runs.
+func (p *plan) takesSlot() bool { return p.budget > 0 && len(p.def.WhileStopped) > 0 }
+
+// stopped are the engine names of the containers the step holds stopped.
+func (p *plan) stopped() []string {
+	var out []string
+	for _, c := range p.def.WhileStopped {
+		out = append(out, mesh.EngineName(p.module, c))
+	}
+	return out
+}
+
+// takeSlot takes the module's slot before anything is held, with no
+// state lock held. One not had is the window's refusal, nothing held.
+func (w *window) takeSlot(ctx context.Context) error {
+	if !w.takesSlot() {
+		return nil
+	}
+	if err := w.opts.Budget.Check([]string{w.module}); err != nil {
+		return err
+	}
+	bound := w.timeout
+	for _, n := range w.stopped() {
+		bound += lifecycle.ChangeBound(w.desired[n])
+	}
+	w.opts.Progress("taking a slot of module %s (max-unavailable %d) for %s\n", w.module, w.budget, strings.Join(w.stopped(), ", "))
+	if err := w.opts.Budget.Take(ctx, w.module, w.budget, w.stopped(), bound); err != nil {
+		return fmt.Errorf("nothing held: %w", err)
+	}
+	return nil
+}
+
+// giveBackSlot gives the module's slot back once the window closed with
+// every held container running healthy again, whatever its step did. Else
+// the slot stays, and the next apply gives it back once the module runs
+// healthy.
+func (w *window) giveBackSlot(ctx context.Context) {
+	if !w.takesSlot() || !w.allBack {
+		return
+	}
+	if err := w.opts.Budget.GiveBack(ctx, []string{w.module}); err != nil {
+		w.opts.Progress("warning: %v\n", err)
+	}
 }
 
 // runStepLive runs the step with its output so far in sight, in
@@ -296,7 +355,8 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		}
 		return nil, fault.New(fault.BadInput, "module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)
 	}
-	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault()}
+	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault(),
+		budget: m.Budget()}
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}
