@@ -198,6 +198,8 @@
 #define MAXK 2
 #endif
 
+#ifndef CHANGED_HOLD
+
 #ifndef NO_APPLY_START_IN_FLIGHT
 #define APPLY_START_IN_FLIGHT
 #endif
@@ -1404,3 +1406,440 @@ ltl heal { <> [] (!hold[1] && !hold[2] && C_RUNS && NRUN == 1 && !stopping[0] &&
 ltl heal { <> [] (!hold[1] && !hold[2] && c_run && !c_stopping) }
 #endif
 #endif
+
+#else /* CHANGED_HOLD */
+
+/*
+ * CHANGED_HOLD (the changed-hold configuration, issue 28): the step holds C
+ * changed, not stopped (a read-only registry). C is served by containers of
+ * service C, by slot: a name (C, or C.meshctl-held: the normal one set
+ * aside), a spec (NORMAL, or CHANGED: the window's change, labelled with
+ * the window's id, owner), run, a stop or start in flight, a restart policy
+ * ("no" or the normal one, which the changed container has too). Two windows
+ * (W1, W2) and an apply (A) run at once, and a killer may SIGKILL any of them
+ * between any two of their steps (MAXK kills); once it is done and they have
+ * ended, the last apply (F, the next cron run) runs, again while a hold
+ * remains honoured. dockerd may restart once, and then starts every stopped
+ * container whose policy is not "no". The changed container passes its gate
+ * or fails it (chosen once, at the start: both are checked).
+ *
+ * The protocol, step by step (each "code:" line one lock, one state-file
+ * write or one engine call):
+ *   open: under the state lock: the stale release and the sweep, then the
+ *     hold recorded (before anything is touched); the lock released;
+ *     SetRestart(normal, no); StopThrough(normal); Rename(normal,
+ *     C.meshctl-held); Create(changed, C, the normal policy, the window's
+ *     label); Start(changed); the gate. Failed: Remove(changed),
+ *     Rename(held, C), SetRestart(policy), Start(normal); the step does not
+ *     run, the hold is dropped.
+ *   step: Start of the step container (in flight when its sender dies), Wait.
+ *   close: Remove(changed); Rename(held, C); SetRestart(policy);
+ *     Start(normal) and its gate; under the state lock, the hold dropped.
+ *   stale release (an apply's, a window's open), under the state lock, of a
+ *     hold whose window's lock is free and whose step container does not
+ *     run (window locks first, then the listing): removeDeadSteps; Remove of
+ *     the changed container (by its label); Rename(held, C) (a name taken:
+ *     the release fails, the hold stays); finishDeadStop (policy "no": a
+ *     stop may be in flight, StopThrough waits for it); SetRestart, Start;
+ *     holds.json written. A dead window whose step container runs is
+ *     orphaned: honoured, both containers left as they are.
+ *   sweep (apply, window open), under the state lock: C.meshctl-held is
+ *     left alone while a hold is recorded; without one, a changed copy
+ *     under C is removed (stopped first), the one aside removed beside any
+ *     other container under C, else renamed back and brought back.
+ *   apply's plan, here under the state lock: C held by a hold still
+ *     honoured: held (never recreated, changed or not); else a changed
+ *     container under C is drift (recreated to the normal spec), a missing
+ *     C is created, a stopped one (or one left with policy "no") started.
+ * Properties: never stuck changed (once everything has ended, the last
+ * apply's first pass that finds no hold honoured leaves exactly one
+ * container of C, under its name, running the normal spec, its policy
+ * restored, and no hold a pass found stale stays); never two containers of
+ * C run at once; the normal spec never serves while the step runs.
+ *   BROKEN_RELEASE_KEEPS_CHANGED  the stale release does not remove the
+ *                       changed container: its rename back finds C taken,
+ *                       the release fails, the hold stays, C stays changed
+ *   BROKEN_CLOSE_START_FIRST  the close starts the normal one (aside)
+ *                       before it removes the changed one
+ *   BROKEN_SWEEP_TAKES_HELD  the sweep puts C.meshctl-held back as a
+ *                       recreate's leftover (what is under C removed, it
+ *                       renamed back and started), whatever the holds say
+ *   BROKEN_APPLY_REPAIRS_CHANGED  the plan recreates a changed C to the
+ *                       normal spec though a hold honoured holds it (the
+ *                       incident the contract calls (a), changed)
+ *   BROKEN_OPEN_STARTS_BEFORE_RECORD  the open switches C to the changed
+ *                       container before it records its hold
+ *   BROKEN_OPEN_STOP_FIRST  the open stops the normal one before it sets its
+ *                       policy to "no": a release takes a dead window's stop
+ *                       in flight for none, and it lands after the start
+ *   BROKEN_ORPHAN_STALE  a dead window's hold is stale whatever its step
+ *                       container does: the release brings the normal one
+ *                       back while an orphaned step still sweeps
+ * Left out: a deferred change carried out at the close (the recreate
+ * configuration's subject), the apply's claim (its engine work is under the
+ * state lock here), a failed listing, lost answers, a crash of the changed
+ * container (its policy restarts it, changed).
+ */
+
+#define W1 1
+#define W2 2
+#define A  3
+#define F  4
+
+#define NS 3
+#define NONE 255
+#define NAMEN 1   /* C */
+#define HELDN 2   /* C.meshctl-held */
+#define NORMAL 1
+#define CHANGED 2
+
+byte statelock;
+byte modlock;
+bool winlock[3];
+bool hold[3];       /* holds.json: window w's changed hold */
+
+byte nm[NS];
+byte spec[NS];
+byte owner[NS];     /* the window label of a changed container */
+bool crun[NS];
+bool stopping[NS];
+bool starting[NS];
+bool polno[NS];
+bool changed_ok;    /* the changed container passes its gate */
+bool restarted;     /* dockerd has restarted (once) */
+bool step_run;
+bool step_starting;
+byte step_owner;
+bool step_live_start;
+
+bool dead[5];
+bool done[5];
+byte kills;
+bool nokill;
+bool unhealed;      /* ghost: the last apply left a hold it found stale */
+
+#define NRUN (crun[0] + crun[1] + crun[2])
+#define NORMAL_RUNS (crun[0] && spec[0] == 1 || crun[1] && spec[1] == 1 || crun[2] && spec[2] == 1)
+
+inline lock_state(me) { atomic { statelock == 0 -> statelock = me } }
+inline unlock_state(me) { statelock = 0 }
+
+inline slot(name, k) {
+	k = (nm[0] == name -> 0 : (nm[1] == name -> 1 : (nm[2] == name -> 2 : NONE)))
+}
+/* k becomes the slot of window w's changed container, NONE if none */
+inline changed_of(w, k) {
+	k = (nm[0] != 0 && spec[0] == CHANGED && owner[0] == w -> 0 :
+	    (nm[1] != 0 && spec[1] == CHANGED && owner[1] == w -> 1 :
+	    (nm[2] != 0 && spec[2] == CHANGED && owner[2] == w -> 2 : NONE)))
+}
+inline free_slot(k) {
+	k = (nm[0] == 0 -> 0 : (nm[1] == 0 -> 1 : (nm[2] == 0 -> 2 : NONE)));
+	assert(k != NONE)
+}
+/* code: engine.Remove, forced: a start in flight is carried out first */
+inline remove_k(k) {
+	atomic { nm[k] = 0; spec[k] = 0; owner[k] = 0; crun[k] = 0; stopping[k] = 0; starting[k] = 0; polno[k] = 0 }
+}
+/* code: engine.Start: carried out even if its sender dies */
+inline start_k(k) {
+	atomic { if :: nm[k] != 0 && !crun[k] -> starting[k] = 1 :: else fi };
+	(!starting[k])
+}
+/* code: StopThrough: a start in flight first; a stop in flight goes on */
+inline stop_k(k) {
+	(!starting[k]);
+	atomic { if :: nm[k] != 0 && crun[k] -> stopping[k] = 1 :: else fi };
+	(!stopping[k])
+}
+
+/* code: Liveness.Classify: the window locks first, then one listing */
+inline classify() {
+	a1 = winlock[1];
+	a2 = winlock[2];
+	obs_step = step_run;
+#ifdef BROKEN_ORPHAN_STALE
+	s1 = h1 && !a1;
+	s2 = h2 && !a2
+#else
+	s1 = h1 && !a1 && !obs_step;
+	s2 = h2 && !a2 && !obs_step
+#endif
+}
+
+/* code: releaseStale of the stale hold of window w (under the state lock) */
+inline release_one(w) {
+	atomic { assert(!(step_run && step_live_start)); step_starting = 0; step_run = 0 };  /* code: removeDeadSteps */
+#ifndef BROKEN_RELEASE_KEEPS_CHANGED
+	atomic { changed_of(w, k) };
+	if :: k != NONE -> remove_k(k) :: else fi;            /* code: Remove(changed), by its label */
+#endif
+	atomic { slot(HELDN, k); slot(NAMEN, o) };
+	if
+	:: k != NONE && o != NONE                             /* code: Rename(held, C): the name is taken: the release fails, the hold stays */
+	:: else ->
+		if
+		:: k != NONE -> atomic { nm[k] = NAMEN; o = k }   /* code: Rename(held, C) */
+		:: else
+		fi;
+		if
+		:: o != NONE && spec[o] == NORMAL ->
+			if :: polno[o] -> stop_k(o) :: else fi;       /* code: finishDeadStop: a stop may be in flight */
+			polno[o] = 0;                                 /* code: BringBack: SetRestart */
+			start_k(o)                                    /* code: BringBack: Start */
+		:: else
+		fi;
+		hold[w] = 0                                       /* code: lock.Write(holds.json) */
+	fi;
+	atomic { o = 0; k = 0 }
+}
+
+inline release_stale() {
+	if :: s1 -> release_one(1) :: else fi;
+	if :: s2 -> release_one(2) :: else fi
+}
+
+/* code: coord.putBackLeftHeld, the sweep of a C.meshctl-held that no hold
+ * records, under the state lock: a changed copy under C goes (stopped,
+ * removed); beside another container under C the one aside goes; else it
+ * takes its name back and is brought back (SetRestart, Start). */
+inline sweep() {
+	atomic { slot(HELDN, k); slot(NAMEN, o) };
+	if
+#ifdef BROKEN_SWEEP_TAKES_HELD
+	:: k != NONE ->                                       /* (a recreate's leftover, whatever the holds say) */
+		if :: o != NONE -> remove_k(o) :: else fi;
+#else
+	:: k != NONE && !hold[1] && !hold[2] ->
+		if :: o != NONE && spec[o] == CHANGED -> stop_k(o); remove_k(o); o = NONE :: else fi;  /* code: removeAside(changed) */
+		if
+		:: o != NONE -> stop_k(k); remove_k(k); k = NONE  /* code: removeAside(held) */
+		:: else
+		fi;
+#endif
+		if
+		:: k != NONE ->
+			atomic { nm[k] = NAMEN };                     /* code: Rename(held, C) */
+			polno[k] = 0;                                 /* code: BringBack: SetRestart */
+			start_k(k)                                    /* code: BringBack: Start */
+		:: else
+		fi
+	:: else
+	fi;
+	atomic { o = 0; k = 0 }
+}
+
+inline forget() { h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_step = 0 }
+
+/* code: create the normal C under its name and start it */
+inline create_normal() {
+	atomic { free_slot(n); nm[n] = NAMEN; spec[n] = NORMAL; polno[n] = 0 };  /* code: Create */
+	start_k(n);                                           /* code: Start */
+	n = 0
+}
+
+/* One apply: observe, release, sweep, plan and carry it out, under the
+ * state lock. */
+inline apply_pass(me) {
+	lock_state(me);
+	atomic { h1 = hold[1]; h2 = hold[2] };
+	classify();
+	release_stale();
+	sweep();
+	atomic { slot(NAMEN, o); held = (h1 && !s1) || (h2 && !s2) };
+	if
+#ifdef BROKEN_APPLY_REPAIRS_CHANGED
+	:: o != NONE && spec[o] == CHANGED -> remove_k(o); create_normal()  /* code: Plan: drift, recreate */
+#endif
+	:: held                                               /* code: Plan: held (changed): untouched */
+	:: else ->
+		if
+		:: o == NONE -> create_normal()                   /* code: Plan: create */
+		:: o != NONE && spec[o] == CHANGED -> remove_k(o); create_normal()  /* code: Plan: drift: recreate */
+		:: o != NONE && spec[o] == NORMAL && (polno[o] || !crun[o]) ->
+			polno[o] = 0; start_k(o)                      /* code: Plan: stopped: start */
+		:: else
+		fi
+	fi;
+	if :: me == F -> unhealed = unhealed || hold[1] && s1 || hold[2] && s2 :: else fi;
+	atomic { unlock_state(me); forget(); o = 0; held = 0 }
+}
+
+/* the open's switch: the normal one aside, the changed one under C */
+inline switch_in(me) {
+	atomic { slot(NAMEN, o) };
+	if :: o == NONE || spec[o] != NORMAL -> goto drop :: else fi;  /* code: Inspect: not the normal one: the open fails */
+#ifdef BROKEN_OPEN_STOP_FIRST
+	stop_k(o);
+#endif
+	polno[o] = 1;                                         /* code: SetRestart(normal, no) */
+#ifndef BROKEN_OPEN_STOP_FIRST
+	stop_k(o);                                            /* code: StopThrough(normal) */
+#endif
+	atomic { assert(nm[o] == NAMEN && spec[o] == NORMAL); nm[o] = HELDN };  /* code: Rename(normal, C.meshctl-held) */
+	atomic { free_slot(n); nm[n] = NAMEN; spec[n] = CHANGED; owner[n] = me; polno[n] = 0 };  /* code: Create(changed) */
+	start_k(n);                                           /* code: Start(changed) */
+	if
+	:: !changed_ok ->                                     /* code: the gate failed: the normal one back */
+		atomic { assert(nm[n] == NAMEN && owner[n] == me) }; remove_k(n);  /* code: Remove(changed) */
+		atomic { assert(nm[o] == HELDN); nm[o] = NAMEN }; /* code: Rename(held, C) */
+		polno[o] = 0;                                     /* code: SetRestart(policy) */
+		start_k(o);                                       /* code: Start(normal) */
+		goto drop
+	:: else
+	fi
+}
+
+proctype Window(byte me) {
+	bool h1, h2, a1, a2, s1, s2, obs_step; byte o, n, k;
+	{
+		if
+		:: atomic { modlock == 0 -> modlock = me }        /* code: Run: the module lock */
+		:: atomic { modlock != 0 -> done[me] = 1 }; goto gone
+		fi;
+		winlock[me] = 1;                                  /* code: Run: the window's lock */
+#ifdef BROKEN_OPEN_STARTS_BEFORE_RECORD
+		switch_in(me);
+#endif
+		lock_state(me);                                   /* code: record, under the state lock */
+		atomic { h1 = hold[1]; h2 = hold[2] };
+		classify();
+		if
+		:: (h1 && !s1) || (h2 && !s2) -> atomic { unlock_state(me); forget() }; goto closed  /* busy */
+		:: else
+		fi;
+		release_stale();
+		sweep();
+		hold[me] = 1;                                     /* code: lock.Write(holds.json): the changed hold */
+		atomic { unlock_state(me); forget() };
+#ifndef BROKEN_OPEN_STARTS_BEFORE_RECORD
+		switch_in(me);
+#endif
+		atomic { step_starting = 1; step_owner = me };    /* code: runContainer: Start the step */
+		(!step_starting);
+		(!step_run);                                      /* code: Wait */
+		if :: step_run -> goto closed :: else fi;         /* code: stepStopped: still running: keep the hold */
+		/* the close */
+#ifdef BROKEN_CLOSE_START_FIRST
+		polno[o] = 0; start_k(o);                         /* the normal one started aside first */
+#endif
+		atomic { assert(nm[n] == NAMEN && owner[n] == me) }; remove_k(n);  /* code: Remove(changed) */
+		atomic { assert(nm[o] == HELDN); nm[o] = NAMEN }; /* code: Rename(held, C) */
+		polno[o] = 0;                                     /* code: SetRestart(policy) */
+		start_k(o);                                       /* code: Start(normal), its gate */
+drop:
+		lock_state(me);                                   /* code: lockToClose */
+		hold[me] = 0;                                     /* code: lock.Write(holds.json) */
+		unlock_state(me);
+closed:
+		atomic { modlock = 0; winlock[me] = 0; done[me] = 1 }
+	} unless { dead[me] };
+	if
+	:: dead[me] -> atomic {
+			if :: statelock == me -> statelock = 0 :: else fi;
+			if :: modlock == me -> modlock = 0 :: else fi;
+			winlock[me] = 0; done[me] = 1;
+			h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_step = 0; o = 0; n = 0; k = 0 }
+	:: else
+	fi;
+gone:
+	skip
+}
+
+proctype Apply(byte me) {
+	bool h1, h2, a1, a2, s1, s2, obs_step, held; byte o, n, k;
+	{
+		apply_pass(me);
+		done[me] = 1
+	} unless { dead[me] };
+	if
+	:: dead[me] -> atomic {
+			if :: statelock == me -> statelock = 0 :: else fi;
+			done[me] = 1;
+			h1 = 0; h2 = 0; a1 = 0; a2 = 0; s1 = 0; s2 = 0; obs_step = 0; held = 0; o = 0; n = 0; k = 0 }
+	:: else
+	fi
+}
+
+/* The next apply, once nothing is killed any more and the others have
+ * ended; it runs again while a hold it found honoured (an orphaned step)
+ * remains, once the step has exited. */
+proctype LastApply() {
+	bool h1, h2, a1, a2, s1, s2, obs_step, held; byte o, n, k;
+	(nokill && done[W1] && done[W2] && done[A]);
+	do
+	:: apply_pass(F);
+		/* one apply heals: no hold it found stale stays */
+		assert(!unhealed);
+		if
+		:: hold[1] || hold[2] -> (!step_run)
+		:: else -> break
+		fi
+	od;
+	/* never stuck changed: exactly one container of C, under its name,
+	 * running the normal spec, its policy restored */
+	(!starting[0] && !starting[1] && !starting[2] && !stopping[0] && !stopping[1] && !stopping[2]);
+	atomic { slot(NAMEN, o);
+		assert(o != NONE && crun[o] && spec[o] == NORMAL && !polno[o] && (nm[0] != 0) + (nm[1] != 0) + (nm[2] != 0) == 1) };
+	done[F] = 1
+}
+
+active proctype Engine() {
+end:
+	do
+	:: atomic { stopping[0] -> crun[0] = 0; stopping[0] = 0 }
+	:: atomic { stopping[1] -> crun[1] = 0; stopping[1] = 0 }
+	:: atomic { stopping[2] -> crun[2] = 0; stopping[2] = 0 }
+	:: atomic { starting[0] -> crun[0] = 1; starting[0] = 0 }
+	:: atomic { starting[1] -> crun[1] = 1; starting[1] = 0 }
+	:: atomic { starting[2] -> crun[2] = 1; starting[2] = 0 }
+	:: atomic { step_run -> step_run = 0 }
+	:: atomic { step_starting -> step_run = 1; step_starting = 0; step_live_start = winlock[step_owner] }
+#ifndef NO_ENGINE_RESTART
+	/* dockerd restarts (once): it starts every stopped container whose
+	 * policy is not "no" */
+	:: atomic { !restarted && !nokill -> restarted = 1;
+		if :: nm[0] != 0 && !crun[0] && !stopping[0] && !polno[0] -> crun[0] = 1; starting[0] = 0 :: else fi;
+		if :: nm[1] != 0 && !crun[1] && !stopping[1] && !polno[1] -> crun[1] = 1; starting[1] = 0 :: else fi;
+		if :: nm[2] != 0 && !crun[2] && !stopping[2] && !polno[2] -> crun[2] = 1; starting[2] = 0 :: else fi }
+#endif
+	od
+}
+
+active proctype Killer() {
+	do
+	:: kills < MAXK ->
+		if
+		:: atomic { !done[W1] && !dead[W1] -> dead[W1] = 1 }
+		:: atomic { !done[W2] && !dead[W2] -> dead[W2] = 1 }
+		:: atomic { !done[A] && !dead[A] -> dead[A] = 1 }
+		:: else -> skip
+		fi;
+		kills++
+	:: break
+	od;
+	nokill = 1
+}
+
+/* Safety: never two containers of C run at once; the normal spec never
+ * serves while the step runs. */
+active proctype Monitor() {
+end:
+	do
+	:: atomic { NRUN > 1 -> assert(NRUN <= 1) }
+	:: atomic { step_run && NORMAL_RUNS -> assert(!(step_run && NORMAL_RUNS)) }
+	od
+}
+
+init {
+	atomic {
+		run Window(W1);
+		run Window(W2);
+		run Apply(A);
+		nm[0] = NAMEN; spec[0] = NORMAL; crun[0] = 1;
+		if :: changed_ok = 1 :: skip fi;
+		run LastApply()
+	}
+}
+
+#endif /* CHANGED_HOLD */
