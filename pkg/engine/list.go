@@ -90,32 +90,6 @@ func (c *dockerClient) inspectStart(ctx context.Context, ct *Container) error {
 	return nil
 }
 
-// decodeList decodes the engine's list, a JSON array, one entry at a time.
-// The decoder's buffer then holds one entry, not the whole answer. At 1000
-// containers that answer is over a megabyte, read and scanned as it comes.
-func decodeList(body io.Reader, list *[]listed) error {
-	dec := json.NewDecoder(body)
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if tok == nil {
-		return nil // null: no containers
-	}
-	if tok != json.Delim('[') {
-		return fmt.Errorf("want a JSON array, not %v", tok)
-	}
-	for dec.More() {
-		var e listed
-		if err := dec.Decode(&e); err != nil {
-			return err
-		}
-		*list = append(*list, e)
-	}
-	_, err = dec.Token() // the closing ]
-	return err
-}
-
 // get sends GET p (all=1, and the filters args) and gives the answer's
 // body to decode. The path has no API version: the engine answers in its
 // own, which needs no negotiation first, and the fields listed reads are

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,5 +53,53 @@ func TestDecodeListEmptyAndBad(t *testing.T) {
 		if err := decodeList(strings.NewReader(in), &got); err == nil {
 			t.Errorf("%q: decoded %d entries, want an error", in, len(got))
 		}
+	}
+}
+
+// FuzzDecodeList: the list parsed by hand reads what encoding/json reads,
+// and fails where it fails. Run with go test -fuzz FuzzDecodeList.
+func FuzzDecodeList(f *testing.F) {
+	for _, s := range []string{listAnswer, "null", "[]", `[{"id":"x","IMAGE":"y"}]`, `[{"Labels":{"a":"\u00e9\ud800"},"Names":null}]`,
+		`[{"Created":1.5}]`, `[{"Created":-3,"X":[1,{"y":[true,false,null]}]}]`, `[{"Id":"a","Id":"b","Labels":{"k":"1"},"Labels":{"l":"2"}}]`,
+		"[{\"Id\":\"\xff\"}]", `[{"Status":"a\"b"}] x`, `[{"Ports":[{"IP":"0.0.0.0","PrivatePort":80}]}]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		var want []listed
+		werr := json.Unmarshal([]byte(in), &want)
+		var got []listed
+		// A reader that gives a byte at a time: every value crosses a refill.
+		gerr := decodeList(&oneByte{s: in}, &got)
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("%q: encoding/json: %v; decodeList: %v", in, werr, gerr)
+		}
+		if werr == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decoded\n%#v\nwant\n%#v", in, got, want)
+		}
+	})
+}
+
+type oneByte struct{ s string }
+
+func (r *oneByte) Read(p []byte) (int, error) {
+	if r.s == "" {
+		return 0, io.EOF
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	p[0] = r.s[0]
+	r.s = r.s[1:]
+	return 1, nil
+}
+
+// TestDecodeListNamesTheOffset: a parse error says where in the answer,
+// also past a refill of the buffer.
+func TestDecodeListNamesTheOffset(t *testing.T) {
+	in := strings.Repeat(`{"Id":"a"},`, 10000) + `{"Id":"a"}}`
+	var got []listed
+	err := decodeList(strings.NewReader("["+in), &got)
+	if want := fmt.Sprintf("near byte %d:", 1+len(in)-1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want one %q", err, want)
 	}
 }
