@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -71,6 +72,8 @@ var scriptCmdList = []scriptCmd{
 	{"oldctr", false, "MODULE.CONTAINER SPEC", "create and start a container as an older meshctl would have, with SPEC as its recorded spec", cmdOldCtr},
 	{"pidgone", true, "FILE [DUR]", "wait until the process whose pid FILE holds is gone (default 2s); with !, check it runs now", cmdPidGone},
 	{"sigwindow", false, "SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE", cmdSigWindow},
+	{"tcpconns", false, "VAR N|any", "check the connections the listener of tcplisten VAR accepted since the last check (any: none checked), then count from 0", cmdTCPConns},
+	{"tcplisten", false, "VAR", "listen on a free port of 127.0.0.1 until the script ends, counting connections; set VAR to HOST:PORT", cmdTCPListen},
 	{"unlock", false, "NAME", "release the lock NAME that lock took", cmdUnlock},
 	{"waitfile", false, "PATH [DUR]", "wait until PATH exists (default 30s)", cmdWaitFile},
 	{"waithold", true, "MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it", cmdWaitHold},
@@ -157,6 +160,65 @@ func cmdLock(ts *testscript.TestScript, neg bool, args []string) {
 	held[key] = l
 	heldMu.Unlock()
 	ts.Defer(func() { l.Unlock() })
+}
+
+// listeners are the tcplisten listeners, by $WORK and variable: scripts
+// run in parallel.
+var (
+	listenersMu sync.Mutex
+	listeners   = map[string]*countingListener{}
+)
+
+// countingListener accepts connections, counts them and closes each at
+// once. A client that dials it reaches no server.
+type countingListener struct {
+	l     net.Listener
+	conns atomic.Int64
+}
+
+func cmdTCPListen(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: tcplisten VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	cl := &countingListener{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			cl.conns.Add(1)
+			c.Close()
+		}
+	}()
+	ts.Defer(func() { l.Close() })
+	listenersMu.Lock()
+	listeners[ts.Getenv("WORK")+"/"+args[0]] = cl
+	listenersMu.Unlock()
+	ts.Setenv(args[0], l.Addr().String())
+}
+
+func cmdTCPConns(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 2 {
+		ts.Fatalf("usage: tcpconns VAR N|any")
+	}
+	listenersMu.Lock()
+	cl := listeners[ts.Getenv("WORK")+"/"+args[0]]
+	listenersMu.Unlock()
+	if cl == nil {
+		ts.Fatalf("tcpconns %s: no tcplisten %s", args[0], args[0])
+	}
+	n := cl.conns.Swap(0)
+	if args[1] == "any" {
+		return
+	}
+	want, err := strconv.ParseInt(args[1], 10, 64)
+	ts.Check(err)
+	if n != want {
+		ts.Fatalf("tcpconns %s: %d connections to %s, want %d", args[0], n, cl.l.Addr(), want)
+	}
 }
 
 func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {

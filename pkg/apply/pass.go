@@ -79,9 +79,16 @@ func (a *pass) read(name string, doc state.Document) (bool, error) {
 
 // observe reads what the plan is made from. That is the applied state,
 // the desired containers resolved now, and the windows classified with
-// the one engine listing. It returns the `pull: always` images not pulled
-// yet, to pull without the lock.
+// the one engine listing. That listing is asked for first (startList),
+// and the engine answers it meanwhile. It returns the `pull: always`
+// images not pulled yet, to pull without the lock.
 func (a *pass) observe(ctx context.Context) ([]string, error) {
+	eng := a.eng
+	if listsAhead(a.opts) {
+		ahead, stop := startList(ctx, a.eng, a.scope)
+		defer stop()
+		eng = ahead
+	}
 	if err := a.readPrev(); err != nil {
 		return nil, err
 	}
@@ -114,7 +121,7 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return newAlways, nil
 	}
 	a.now = a.opts.Now()
-	a.windows, err = coord.Observe(ctx, a.d, a.read, a.eng, a.scope, a.now)
+	a.windows, err = coord.Observe(ctx, a.d, a.read, eng, a.scope, a.now)
 	return nil, err
 }
 

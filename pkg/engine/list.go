@@ -43,7 +43,10 @@ func (c *dockerClient) List(ctx context.Context, labels map[string]string) ([]Co
 	}
 	var list []listed
 	err := c.do(ctx, "list containers", func(ctx context.Context) error {
-		return c.getJSON(ctx, "/containers/json", args, &list)
+		list = list[:0] // a retry starts over
+		return c.get(ctx, "/containers/json", args, func(body io.Reader) error {
+			return decodeList(body, &list)
+		})
 	})
 	if err != nil {
 		return nil, err
@@ -87,11 +90,11 @@ func (c *dockerClient) inspectStart(ctx context.Context, ct *Container) error {
 	return nil
 }
 
-// getJSON sends GET p (all=1, and the filters args) and decodes the answer
-// into v. The path has no API version: the engine answers in its own, which
-// needs no negotiation first, and the fields listed reads are the same in
-// every version meshctl supports (1.41 and newer).
-func (c *dockerClient) getJSON(ctx context.Context, p string, args filters.Args, v any) error {
+// get sends GET p (all=1, and the filters args) and gives the answer's
+// body to decode. The path has no API version: the engine answers in its
+// own, which needs no negotiation first, and the fields listed reads are
+// the same in every version meshctl supports (1.41 and newer).
+func (c *dockerClient) get(ctx context.Context, p string, args filters.Args, decode func(io.Reader) error) error {
 	q := url.Values{"all": {"1"}}
 	if args.Len() > 0 {
 		f, err := filters.ToJSON(args)
@@ -129,7 +132,7 @@ func (c *dockerClient) getJSON(ctx context.Context, p string, args filters.Args,
 		}
 		return err
 	}
-	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+	if err := decode(resp.Body); err != nil {
 		return errors.Join(fmt.Errorf("decode the answer of GET %s", p), err)
 	}
 	return nil

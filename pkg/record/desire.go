@@ -16,7 +16,16 @@ type Resolver func(module string) (image, build string, ok bool, err error)
 // key is the host's secret key (state.Dir.SecretKey). The contents of secret
 // and config files are hashed with it. It is nil for a file without any.
 func Desire(f *mesh.File, resolve Resolver, pinned map[string]Resolved, key []byte) ([]lifecycle.Desired, error) {
+	// Sized first: a Desired is over a kilobyte, and growing the slice by
+	// appending copied each one several times.
+	n := 0
+	for _, m := range f.Modules {
+		n += len(m.Containers)
+	}
 	var out []lifecycle.Desired
+	if n > 0 {
+		out = make([]lifecycle.Desired, 0, n)
+	}
 	for _, mn := range f.ModuleNames() {
 		m := f.Modules[mn]
 		for _, cn := range m.ContainerNames() {

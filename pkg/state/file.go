@@ -145,7 +145,11 @@ func (d *Dir) readData(name string, limit int64) (fileData, bool, error) {
 	if err := trusted(p, fi); err != nil {
 		return fileData{}, false, err
 	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// Read into a buffer of the file's size. io.ReadAll would grow one by
+	// doubling, and allocate twice the size of a large applied.json.
+	buf := bytes.NewBuffer(make([]byte, 0, min(fi.Size(), limit)+bytes.MinRead))
+	_, err = buf.ReadFrom(io.LimitReader(f, limit+1))
+	data := buf.Bytes()
 	if err != nil {
 		return fileData{}, false, unreadable(p, err)
 	}
