@@ -241,3 +241,39 @@ func TestWindowChangedWithoutNormal(t *testing.T) {
 		t.Errorf("after the close: %+v, want a new normal registry alone, running", after)
 	}
 }
+
+// TestWindowChangedDeferredFailsPutsBack: the change an apply deferred
+// fails to start at the close. The normal container set aside is put back
+// under its name, running, and the window fails saying so.
+func TestWindowChangedDeferredFailsPutsBack(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	const broken = "meshtest/busybox:broken"
+	eng.AddImages(broken)
+	eng.FailStart(broken, true)
+	opened := func() {
+		src := strings.Replace(changedYAML(ran), "image: "+enginetest.Image, "image: "+broken, 1)
+		f, err := mesh.Decode("mesh.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordApplied(t, d, f)
+		hd, _, err := coord.ReadHolds(d.Read)
+		if err != nil || len(hd.Holds) != 1 {
+			t.Fatalf("holds %+v, %v", hd, err)
+		}
+		lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Unlock()
+		if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}})
+	if err == nil || !strings.Contains(err.Error(), "the old container was put back") {
+		t.Fatalf("Run = %v, want the window failed, the old container put back", err)
+	}
+	checkBack(t, eng, normal)
+}
