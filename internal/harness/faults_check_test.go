@@ -133,6 +133,9 @@ func (r *fltRun) checkEvents() {
 		}
 	}
 	for _, w := range r.windows {
+		if w.changed {
+			continue // its copy runs through the step; TwoRunning checks the switches
+		}
 		steps := eventcheck.StepIntervals(ivs, r.module, w.step)
 		if w.exec {
 			steps = r.markIntervals()

@@ -21,9 +21,9 @@ import (
 
 // fltMesh is the module every scenario works on: a service whose graceful
 // stop takes GRACE seconds (it traps SIGTERM and sleeps), with a probe
-// (PROBE: true or false), and two steps holding it, a run: step and an
+// (PROBE: true or false), and three steps holding it: a run: step, an
 // exec: step that writes its start and end (the host's clock, as the
-// engine's events use) to MARKS.
+// engine's events use) to MARKS, and a run: step that holds it changed.
 const fltMesh = `modules:
   MODULE:
 MODFIELDS    containers:
@@ -47,6 +47,9 @@ SIDE    steps:
       gcx:
         while-stopped: [svc]
         exec: [sh, -c, "date +%s%N >> MARKS; sleep STEP; date +%s%N >> MARKS"]
+      gcc:
+        while-changed: {svc: {env: {FLTMODE: changed}}}
+        run: {command: [sleep, "STEP"]}
 `
 
 // fltSide is a second container, never held, whose health gate takes
@@ -127,6 +130,9 @@ type fltRun struct {
 type fltWindow struct {
 	step string
 	exec bool
+	// changed says the step holds the service changed: its copy serves
+	// through the step by design, never beside the normal one.
+	changed bool
 }
 
 // needsCalibration reports whether the scenario faults calls and has not

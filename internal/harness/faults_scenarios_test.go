@@ -23,6 +23,7 @@ var faultScenarios = []fltScenario{
 	{name: "apply-putback", classes: allClasses, setup: v1, act: actPutBack},
 	{name: "window-run", classes: allClasses, setup: v1, act: actWindow("gc")},
 	{name: "window-exec", classes: allClasses, setup: v1, act: actWindow("gcx")},
+	{name: "window-changed", classes: allClasses, setup: v1, act: actWindow("gcc")},
 	{name: "window-deferred", classes: allClasses, setup: v1, act: actDeferred},
 	{name: "stale-release", classes: allClasses, setup: v1, act: actStaleRelease},
 	{name: "status", classes: allClasses, setup: v1, act: actStatus},
@@ -81,7 +82,7 @@ func actPutBack(r *fltRun) {
 // actWindow runs a window of step through the proxy.
 func actWindow(step string) func(r *fltRun) {
 	return func(r *fltRun) {
-		r.windows = append(r.windows, fltWindow{step: step, exec: step == "gcx"})
+		r.windows = append(r.windows, fltWindow{step: step, exec: step == "gcx", changed: step == "gcc"})
 		if res := r.run(true, "window", "run", r.module, step, "-f", r.file, "--settle", "1s"); res.code == 0 {
 			r.checkServiceRuns("after a window that exited 0")
 		}

@@ -1,7 +1,9 @@
 // Package coord is how an apply and a window share the engine.
 //
-// A window holds containers stopped while its step runs. It records a
-// hold in holds.json and keeps its window lock for its whole life. An
+// A window holds containers stopped while its step runs, or changed. A
+// changed copy then runs under the name, and the normal one waits aside.
+// It records a hold in holds.json and keeps its window lock for its whole
+// life. An
 // apply plans under the state lock and leaves held containers alone. To
 // wait for health without that lock, it claims the containers it changes
 // in claims.json and keeps its claim lock meanwhile. The lock names and
@@ -23,7 +25,8 @@
 //   - HealClaims heals what dead applies left half done;
 //   - ReleaseStale drops dead windows' holds and brings their containers
 //     back;
-//   - BringBack ends a hold on one container, for a close and a release.
+//   - BringBack ends a hold on one container, for a close and a release;
+//   - Unchange ends a changed hold on one container, for the same two.
 //
 // Healing and releasing stay separate calls. A dry run heals nothing, and
 // a refused apply releases nothing.

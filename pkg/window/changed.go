@@ -45,8 +45,8 @@ func SpecHash(label string) string {
 // never applied cannot be held changed. Nor can one whose aside name is
 // taken: a leftover there is not this window's to move.
 func (w *window) changedHold(name string, c *engine.Container, observed map[string]engine.Container) (coord.Changed, error) {
-	if w.desired[name] == nil {
-		return coord.Changed{}, fault.New(fault.Failed, "nothing held: %s was never applied, so there is no spec to change; run meshctl apply first", name)
+	if err := w.changeable(name); err != nil {
+		return coord.Changed{}, err
 	}
 	if _, ok := observed[lifecycle.HeldName(name)]; ok {
 		return coord.Changed{}, fault.New(fault.Failed, "nothing held: %s exists already; run meshctl apply, which puts it back, then the window again", lifecycle.HeldName(name))
@@ -55,6 +55,15 @@ func (w *window) changedHold(name string, c *engine.Container, observed map[stri
 		return coord.Changed{}, nil
 	}
 	return coord.Changed{Aside: c.ID, Spec: SpecHash(c.Labels[lifecycle.LabelSpec])}, nil
+}
+
+// changeable refuses to hold name changed when it was never applied. The
+// copy is made from the last apply's wish.
+func (w *window) changeable(name string) error {
+	if w.desired[name] == nil {
+		return fault.New(fault.Failed, "nothing held: %s was never applied, so there is no spec to change; run meshctl apply first", name)
+	}
+	return nil
 }
 
 // changedDesired is the changed copy of name, as the step's change makes

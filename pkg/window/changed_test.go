@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -240,4 +241,97 @@ func TestWindowChangedWithoutNormal(t *testing.T) {
 	if len(after) != 1 || after[0].ID == during[0].ID || !slices.Contains(after[0].Spec.Env, "A=normal") || !after[0].Running {
 		t.Errorf("after the close: %+v, want a new normal registry alone, running", after)
 	}
+}
+
+// TestWindowChangedDeferredFailsPutsBack: the change an apply deferred
+// fails to start at the close. The normal container set aside is put back
+// under its name, running, and the window fails saying so.
+func TestWindowChangedDeferredFailsPutsBack(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	const broken = "meshtest/busybox:broken"
+	eng.AddImages(broken)
+	eng.FailStart(broken, true)
+	opened := func() {
+		src := strings.Replace(changedYAML(ran), "image: "+enginetest.Image, "image: "+broken, 1)
+		f, err := mesh.Decode("mesh.yaml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recordApplied(t, d, f)
+		hd, _, err := coord.ReadHolds(d.Read)
+		if err != nil || len(hd.Holds) != 1 {
+			t.Fatalf("holds %+v, %v", hd, err)
+		}
+		lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lock.Unlock()
+		if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}})
+	if err == nil || !strings.Contains(err.Error(), "the old container was put back") {
+		t.Fatalf("Run = %v, want the window failed, the old container put back", err)
+	}
+	checkBack(t, eng, normal)
+}
+
+// TestDryRunChanged: a dry run says the registry would be held changed
+// and set aside. A NAME.meshctl-held left there would be put back first,
+// as the real open's heal does. A container never applied is refused.
+// Nothing is touched.
+func TestDryRunChanged(t *testing.T) {
+	d, eng, normal, _ := changedSetup(t)
+	opts := Options{Module: "store", Step: "gc"}
+	rep, err := DryRunOf(context.Background(), d, eng, opts)
+	if err != nil || len(rep.Holds) != 1 || rep.Holds[0].Mode != ModeChanged ||
+		!slices.Contains(rep.Reasons, "would set store.registry aside as store.registry.meshctl-held and run it changed until the close") {
+		t.Fatalf("dry run %+v, %v", rep, err)
+	}
+	if _, err := eng.Create(context.Background(), lifecycle.HeldName("store.registry"), engine.Spec{Image: enginetest.Image,
+		Labels: normal.Spec.Labels}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = DryRunOf(context.Background(), d, eng, opts)
+	if err != nil || rep.Verdict != VerdictRun ||
+		!slices.Contains(rep.Reasons, "store.registry.meshctl-held is left by a window that is gone: would put it back first") {
+		t.Errorf("dry run with a leftover aside: %+v, %v", rep, err)
+	}
+	if err := os.Remove(filepath.Join(d.Path(), "applied.json")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := mesh.Decode("mesh.yaml", []byte(changedYAML("ran")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.File = f
+	rep, err = DryRunOf(context.Background(), d, eng, opts)
+	if err == nil || rep.Verdict != VerdictFail || !strings.Contains(err.Error(), "store.registry was never applied") {
+		t.Errorf("dry run of a container never applied: %+v, %v", rep, err)
+	}
+	if c, _ := eng.Get("store.registry"); c.ID != normal.ID || !c.Running {
+		t.Errorf("the dry run touched the registry: %+v", c)
+	}
+}
+
+// TestWindowChangedHealsALeftAside: a NAME.meshctl-held that no hold
+// records, beside the service, is a leftover. The open's heal removes it,
+// then holds the service changed as usual.
+func TestWindowChangedHealsALeftAside(t *testing.T) {
+	d, eng, normal, ran := changedSetup(t)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	if _, err := eng.Create(context.Background(), lifecycle.HeldName("store.registry"), engine.Spec{Image: enginetest.Image,
+		Labels: normal.Spec.Labels}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ran); err != nil {
+		t.Fatalf("the step did not run: %v", err)
+	}
+	checkBack(t, eng, normal)
 }

@@ -251,8 +251,20 @@ func (r *dryRun) checkHeld(ctx context.Context, services map[string]engine.Conta
 				continue
 			}
 			r.note("%s does not exist: the close would create it", name)
+		} else {
+			r.note("%s is %s: would set its restart policy to no and stop it", name, engine.StateOf(c, w.opts.Now()))
+		}
+		if !w.isChanged(name) {
 			continue
 		}
-		r.note("%s is %s: would set its restart policy to no and stop it", name, engine.StateOf(c, w.opts.Now()))
+		if err := w.changeable(name); err != nil {
+			r.refuse(err)
+			continue
+		}
+		if _, left := services[lifecycle.HeldName(name)]; left {
+			// The open's heal deals with it first, as with any leftover.
+			r.note("%s is left by a window that is gone: would put it back first", lifecycle.HeldName(name))
+		}
+		r.note("would set %s aside as %s and run it changed until the close", name, lifecycle.HeldName(name))
 	}
 }
