@@ -26,10 +26,11 @@ func newRootCmd(env *Env) *cobra.Command {
 Its one-shot commands coordinate only through locked JSON files in a state
 directory:
   apply        converge the host's containers to a mesh file (CI, on every merge)
-  window run   hold containers stopped while a maintenance step runs (cron)
+  window run   hold containers stopped or changed while a maintenance step runs (cron)
   build        a ledger of builds: the current artifact follows request order
   status       what runs, what is held and why, each module's current build
   convert      print a Compose project as a mesh module, to move from Compose
+  mesh         the mesh's records in etcd: who runs a module, max-unavailable slots
 
 Global flags may also be set as MESHCTL_<NAME> variables (MESHCTL_STATE_DIR,
 MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);

@@ -5,7 +5,7 @@ import "github.com/spf13/cobra"
 func newWindowCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "window",
-		Short: "Hold containers stopped while a maintenance step runs",
+		Short: "Hold containers stopped or changed while a maintenance step runs",
 		Example: `  meshctl window run store garbage-collect
   meshctl window list`,
 		Annotations: map[string]string{exitStatusKey: `  2    no subcommand (its subcommands are listed on stderr), or an unknown
