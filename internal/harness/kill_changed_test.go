@@ -6,10 +6,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
@@ -129,4 +132,101 @@ func (m *meshctl) oneNormal(module, name, id string) bool {
 		ok = false
 	}
 	return ok
+}
+
+// switchCall is an engine call of a changed hold's switch, as its event.
+type switchCall struct {
+	call  string
+	match func(e eventcheck.Event) bool
+}
+
+// switchCalls are the calls of the open's switch and the close's, in their
+// order. name is the service and normal its normal container's id.
+func switchCalls(name, normal string) []switchCall {
+	copyOf := func(action string) func(eventcheck.Event) bool {
+		return func(e eventcheck.Event) bool { return e.Action == action && e.Labels[lifecycle.LabelWindow] != "" }
+	}
+	return []switchCall{
+		{"open: the normal one set aside", func(e eventcheck.Event) bool {
+			return e.Action == "rename" && e.Name == lifecycle.HeldName(name)
+		}},
+		{"open: the copy created", copyOf("create")},
+		{"open: the copy started", copyOf("start")},
+		{"close: the copy stopped", copyOf("kill")},
+		{"close: the copy removed", copyOf("destroy")},
+		{"close: the normal one renamed back", func(e eventcheck.Event) bool { return e.Action == "rename" && e.Name == name }},
+		{"close: the normal one started", func(e eventcheck.Event) bool { return e.Action == "start" && e.ID == normal }},
+	}
+}
+
+// TestKillChangedAtEachSwitchCall SIGKILLs a window that holds a service
+// changed the moment the engine reports each call of its two switches.
+// Drawn instants rarely land in the close's switch, which is short. After
+// each kill, one apply leaves only the normal container, running its
+// normal spec.
+func TestKillChangedAtEachSwitchCall(t *testing.T) {
+	host := meshrun.TestEngine(t)
+	m := newMeshctl(t, host)
+	module := fmt.Sprintf("killsw%08x", rand.Uint32())
+	name := module + ".svc"
+	m.CleanupModule(module)
+	file := filepath.Join(m.Dir, "mesh.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killChangedMesh, "MODULE", module)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := m.Run("apply", "-f", file); err != nil {
+		t.Fatalf("first apply: %v\n%s", err, out)
+	}
+	first := m.inspect(name)
+	for _, sc := range switchCalls(name, first.ID) {
+		if !m.killWindowOn(host, module, file, sc.match) {
+			t.Fatalf("%s: the window ended before the engine reported it", sc.call)
+		}
+		out, err := m.Run("apply", "-f", file)
+		if err != nil {
+			t.Fatalf("killed at %s: the next apply failed: %v\n%s", sc.call, err, out)
+		}
+		if !m.oneNormal(module, name, first.ID) {
+			t.Fatalf("killed at %s: one apply did not heal it; the apply said:\n%s", sc.call, out)
+		}
+	}
+}
+
+// killWindowOn runs the module's window and SIGKILLs it as soon as the
+// engine reports an event that match accepts. It reports whether the kill
+// came before the window ended.
+func (m *meshctl) killWindowOn(host, module, file string, match func(eventcheck.Event) bool) bool {
+	m.T.Helper()
+	rec, err := eventcheck.Record(m.T.Context(), host, func(name string, _ map[string]string) bool {
+		return strings.HasPrefix(name, module+".")
+	})
+	if err != nil {
+		m.T.Fatal(err)
+	}
+	defer rec.Stop()
+	var stderr meshrun.Output
+	cmd := m.Command(append([]string{"window", "run", module, "hold", "-f", file}, m.windowArgs...)...)
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		m.T.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				m.T.Fatalf("window run: %v\n%s", err, stderr.String())
+			}
+			return false
+		case <-tick.C:
+			if slices.ContainsFunc(rec.Events(), match) {
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				<-done
+				return true
+			}
+		}
+	}
 }
