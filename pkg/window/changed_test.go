@@ -335,3 +335,53 @@ func TestWindowChangedHealsALeftAside(t *testing.T) {
 	}
 	checkBack(t, eng, normal)
 }
+
+// TestWindowChangedStopsFirstWhateverTheOrder holds changed a container
+// that deploys start-first. Its switch is still a stop, then a start, for
+// the two may share a port or a volume: the copy is created only once the
+// normal one stopped, in the open and in the close.
+func TestWindowChangedStopsFirstWhateverTheOrder(t *testing.T) {
+	dir := t.TempDir()
+	d, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := strings.Replace(changedYAML(filepath.Join(dir, "ran")), "env: {A: normal, B: kept}",
+		"env: {A: normal, B: kept}\n        update-order: start-first\n        networks: [net]", 1)
+	src = strings.Replace(src, "    containers:", "    networks: {net: {}}\n    containers:", 1)
+	f, err := mesh.Decode("mesh.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := enginetest.NewFake(enginetest.Image)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	applyFresh(t, d, eng, f)
+	normal, _ := eng.Get("store.registry")
+	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	checkBack(t, eng, normal)
+	// Which of the service's containers run, by their name at each event.
+	running := map[string]bool{"store.registry": true}
+	for _, e := range eng.Events() {
+		if e.Err != "" {
+			continue
+		}
+		switch e.Op {
+		case enginetest.OpStop, enginetest.OpKill:
+			running[e.Name] = false
+		case enginetest.OpRemove:
+			delete(running, e.Name)
+		case enginetest.OpRename:
+			running[e.Arg] = running[e.Name]
+			delete(running, e.Name)
+		case enginetest.OpStart:
+			for name, up := range running {
+				if up && name != e.Name {
+					t.Fatalf("event %d starts %s while %s still runs: want stop, then start", e.Seq, e.Name, name)
+				}
+			}
+			running[e.Name] = true
+		}
+	}
+}
