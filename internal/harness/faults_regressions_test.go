@@ -21,8 +21,10 @@ type fltKnown struct {
 	what string
 	seed uint64
 	sc   fltScenario
-	// rule is the fault the proxy injects into the act's calls, if any.
+	// rule is the fault the proxy injects into the act's calls, if any;
+	// more are further ones, beside it.
 	rule *faultproxy.Rule
+	more []faultproxy.Rule
 }
 
 // knownFindings are the harness's findings on today's code
@@ -69,6 +71,16 @@ var fixedFindings = []fltKnown{
 	{seed: 4003, what: "the removal of the exited step container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
 		sc:   fltScenario{name: "window-run", setup: v1, act: actWindow("gc")},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Hang}},
+	{seed: 5151, what: "a recreate after a network replace whose rename aside fails; its put-back's lookup of the old container hangs, twice, and SIGTERM comes during it: the apply exited 130 with the service stopped (long run)",
+		sc: fltScenario{name: "network-replace-putback-hang", setup: netV1(false), act: actNetworkReplaceSignalled},
+		// The recreate's first rename (aside) fails. Its lookups by the
+		// aside name are the first two inspects; the put-back's lookup
+		// of the old container by its ID is the third, and hangs, and so
+		// does the next one.
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/rename", Nth: 1, Class: faultproxy.Fail},
+		more: []faultproxy.Rule{
+			{Method: "GET", Route: "/containers/{id}/json", Nth: 3, Class: faultproxy.Hang},
+			{Method: "GET", Route: "/containers/{id}/json", Nth: 4, Class: faultproxy.Hang}}},
 	{seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
 	{seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
@@ -106,8 +118,8 @@ func (g *faultRig) replay(t *testing.T, k fltKnown) {
 	r := g.newRun(t, k.sc, k.seed, false)
 	k.sc.setup(r)
 	if k.rule != nil {
-		r.rules = []faultproxy.Rule{*k.rule}
-		g.proxy.SetSchedule(faultproxy.NewSchedule(k.seed, *k.rule))
+		r.rules = append([]faultproxy.Rule{*k.rule}, k.more...)
+		g.proxy.SetSchedule(faultproxy.NewSchedule(k.seed, r.rules...))
 	}
 	t.Logf("module %s, faults: %s", r.module, rulesString(r.rules))
 	k.sc.act(r)

@@ -199,9 +199,13 @@ func (x Executor) putBackNetwork(ctx context.Context, old engine.Network, users 
 // failed found it. The engine lists c on n only while c runs there. If it
 // does not, c leaves n and joins it again. A connect whose answer was lost
 // may have joined it already. If c ran, it is started unless it runs, and
-// gated.
+// gated. Its lookup and its start are tried again if they fail (askAgain).
 func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Container) error {
-	cur, err := x.Engine.Inspect(ctx, c.ID)
+	var cur engine.Container
+	err := askAgain(ctx, func(ctx context.Context) (err error) {
+		cur, err = x.Engine.Inspect(ctx, c.ID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("look it up: %w", err)
 	}
@@ -217,7 +221,7 @@ func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Cont
 		return nil
 	}
 	if !cur.Running {
-		if err := x.Engine.Start(ctx, c.ID); err != nil {
+		if err := askAgain(ctx, func(ctx context.Context) error { return x.Engine.Start(ctx, c.ID) }); err != nil {
 			return fmt.Errorf("start it: %w", err)
 		}
 	}
