@@ -31,6 +31,9 @@ func (v fltVersion) paths() (modFields, network, secret string) {
 	if v.Secret != "" {
 		secret = "secrets: [{name: token, file: " + v.Secret + "}]"
 	}
+	if v.Config != "" {
+		secret += "\n        configs: [{name: conf, file: " + v.Config + "}]"
+	}
 	return modFields, network, secret
 }
 
