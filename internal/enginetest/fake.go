@@ -311,7 +311,7 @@ func (c *fakeCtr) exit(code int) {
 func cloneSpec(s engine.Spec) engine.Spec {
 	s.Entrypoint, s.Cmd, s.Env = slices.Clone(s.Entrypoint), slices.Clone(s.Cmd), slices.Clone(s.Env)
 	s.Binds, s.VolumesFrom, s.Ports = slices.Clone(s.Binds), slices.Clone(s.VolumesFrom), slices.Clone(s.Ports)
-	s.Labels = maps.Clone(s.Labels)
+	s.Labels, s.Files = maps.Clone(s.Labels), maps.Clone(s.Files)
 	if s.Networks != nil {
 		nets := make(map[string][]string, len(s.Networks))
 		for k, v := range s.Networks {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,7 +41,26 @@ func (r *fltRun) verify() {
 func (r *fltRun) checkHost() {
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
+	for _, name := range r.services() {
+		r.checkServiceHealed(ctx, name)
+	}
 	name := r.module + ".svc"
+	list, err := r.g.m.Eng.List(ctx, map[string]string{"io.meshctl.module": r.module})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, c := range list {
+		if !slices.Contains(r.services(), c.Name) && c.Name != r.module+".side" && c.Running {
+			r.t.Errorf("after the healing apply %s (%s) runs beside %s", c.Name, c.State, name)
+		}
+	}
+	r.checkNoWindow()
+}
+
+// checkServiceHealed checks one service after the healing apply: the last
+// good version runs under its name with its restart policy, nothing is
+// left aside, and it saw the content its secret file has.
+func (r *fltRun) checkServiceHealed(ctx context.Context, name string) {
 	x, err := r.g.m.Eng.Inspect(ctx, name)
 	switch {
 	case r.want == "":
@@ -54,20 +74,12 @@ func (r *fltRun) checkHost() {
 		r.t.Errorf("after the healing apply %s is version %q, want %q (the last good one)", name, x.Labels["flt.version"], r.want)
 	case x.State != "running" || x.Restarting || x.RestartPolicy != "always":
 		r.t.Errorf("after the healing apply %s is %s (restarting %v) with restart policy %q, want running with always", name, x.State, x.Restarting, x.RestartPolicy)
+	case name == r.module+".svc" && r.ver.Secret != "":
+		r.checkSeen(x, "after the healing apply")
 	}
 	if _, err := r.g.m.Eng.Inspect(ctx, name+".meshctl-old"); !engine.IsNotFound(err) {
 		r.t.Errorf("after the healing apply %s.meshctl-old is still there (%v)", name, err)
 	}
-	list, err := r.g.m.Eng.List(ctx, map[string]string{"io.meshctl.module": r.module})
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	for _, c := range list {
-		if c.Name != name && c.Name != r.module+".side" && c.Running {
-			r.t.Errorf("after the healing apply %s (%s) runs beside %s", c.Name, c.State, name)
-		}
-	}
-	r.checkNoWindow()
 }
 
 // problems returns the lines of status --check about the module's

@@ -4,9 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/meshctl/meshctl/internal/faultproxy"
 )
 
 // The doors of the newer paths: a module network and its replace, a
@@ -26,6 +30,9 @@ func (v fltVersion) paths() (modFields, network, secret string) {
 	}
 	if v.Secret != "" {
 		secret = "secrets: [{name: token, file: " + v.Secret + "}]"
+	}
+	if v.Config != "" {
+		secret += "\n        configs: [{name: conf, file: " + v.Config + "}]"
 	}
 	return modFields, network, secret
 }
@@ -83,6 +90,44 @@ func actNetworkReplace(r *fltRun) {
 	v.Internal = !v.Internal
 	r.writeMesh(v)
 	r.actApplied()
+}
+
+// actNetworkReplaceSignalled is actNetworkReplace with SIGTERM half a
+// second into the first hang the proxy injects: a signal during a hung
+// call of the recreate, or of its put-back.
+func actNetworkReplaceSignalled(r *fltRun) {
+	v := r.ver
+	v.Internal = !v.Internal
+	r.writeMesh(v)
+	before := len(r.g.proxy.Calls())
+	p := r.start(true, "apply", "-f", r.file, "--settle", "1s")
+	if r.waitFault(p, before, faultproxy.Hang) {
+		time.Sleep(500 * time.Millisecond)
+		p.signal(syscall.SIGTERM)
+	}
+	res := p.wait()
+	r.t.Logf("apply: %s\n%s%s", res.describe(), res.stdout, res.stderr)
+	if res.sig == 0 {
+		when := "after an apply that exited " + strconv.Itoa(res.code)
+		r.checkAfterApply(when)
+		r.checkServiceRuns(when)
+	}
+}
+
+// waitFault waits until the proxy injected a fault of class into a call
+// since the call numbered before; false if p ended first.
+func (r *fltRun) waitFault(p *fltProc, before int, class faultproxy.Class) bool {
+	for {
+		if slices.ContainsFunc(r.g.proxy.Calls()[before:], func(c faultproxy.Call) bool { return c.Fault == class }) {
+			return true
+		}
+		select {
+		case <-p.done:
+			r.t.Logf("no %s fault while meshctl %s ran", class, strings.Join(p.args, " "))
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }
 
 // actSecretRotate rotates the secret file and applies through the proxy.

@@ -21,14 +21,19 @@ type fltKnown struct {
 	what string
 	seed uint64
 	sc   fltScenario
-	// rule is the fault the proxy injects into the act's calls, if any.
+	// rule is the fault the proxy injects into the act's calls, if any;
+	// more are further ones, beside it.
 	rule *faultproxy.Rule
+	more []faultproxy.Rule
 }
 
 // knownFindings are the harness's findings on today's code
 // (MESHCTL_FAULTS_KNOWN=1 replays them; every one fails while its bug
 // lives). The seed fixes the module name and every draw of the act.
-var knownFindings = []fltKnown{}
+var knownFindings = []fltKnown{
+	{seed: 2702, what: "the held service's secret is a FIFO at the close: the close says it brought the service back as it was, and starts the held container, which binds the FIFO; once the file is back, apply calls it unchanged, and it runs without its secret's content",
+		sc: fltScenario{name: "secret-fifo-at-close", setup: filesV1, act: actSecretReplacedInWindow("a FIFO")}},
+}
 
 // fixedFindings are known findings whose bug is fixed: regression tests,
 // replayed by every run of TestFaults (the short run included). Each failed
@@ -69,6 +74,19 @@ var fixedFindings = []fltKnown{
 	{seed: 4003, what: "the removal of the exited step container hangs, and SIGTERM comes during it: the window outlived its signal by minutes",
 		sc:   fltScenario{name: "window-run", setup: v1, act: actWindow("gc")},
 		rule: &faultproxy.Rule{Method: "DELETE", Route: "/containers/{id}", Nth: 1, Class: faultproxy.Hang}},
+	{seed: 5151, what: "a recreate after a network replace whose rename aside fails; its put-back's lookup of the old container hangs, twice, and SIGTERM comes during it: the apply exited 130 with the service stopped (long run)",
+		sc: fltScenario{name: "network-replace-putback-hang", setup: netV1(false), act: actNetworkReplaceSignalled},
+		// The recreate's first rename (aside) fails. Its lookups by the
+		// aside name are the first two inspects; the put-back's lookup
+		// of the old container by its ID is the third, and hangs, and so
+		// does the next one.
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/rename", Nth: 1, Class: faultproxy.Fail},
+		more: []faultproxy.Rule{
+			{Method: "GET", Route: "/containers/{id}/json", Nth: 3, Class: faultproxy.Hang},
+			{Method: "GET", Route: "/containers/{id}/json", Nth: 4, Class: faultproxy.Hang}}},
+	{seed: 19, what: "a secret removed between an apply's plan and its start of the new container: the engine made an empty directory in its place, bound it, and the apply said ok; later applies said unchanged (short run, files-vanish-apply)",
+		sc:   fltScenario{name: "secret-removed-before-start", setup: filesV1, act: actFileRemovedBeforeStart},
+		rule: &faultproxy.Rule{Method: "POST", Route: "/containers/{id}/start", Nth: 1, Class: faultproxy.Delay, Delay: 2 * time.Second}},
 	{seed: 1707, what: "a foreign container under the held name: the window runs its step with it up",
 		sc: fltScenario{name: "foreign-held", setup: v1, act: actForeignHeld}},
 	{seed: 1708, what: "another module's env-file vanishes mid-window: the close exits 2 and brings nothing back",
@@ -106,8 +124,8 @@ func (g *faultRig) replay(t *testing.T, k fltKnown) {
 	r := g.newRun(t, k.sc, k.seed, false)
 	k.sc.setup(r)
 	if k.rule != nil {
-		r.rules = []faultproxy.Rule{*k.rule}
-		g.proxy.SetSchedule(faultproxy.NewSchedule(k.seed, *k.rule))
+		r.rules = append([]faultproxy.Rule{*k.rule}, k.more...)
+		g.proxy.SetSchedule(faultproxy.NewSchedule(k.seed, r.rules...))
 	}
 	t.Logf("module %s, faults: %s", r.module, rulesString(r.rules))
 	k.sc.act(r)
@@ -278,17 +296,19 @@ func actSighupWindow(r *fltRun) {
 }
 
 // checkServiceRuns checks, before any healing apply, that the module's
-// service runs (not restarting) with its restart policy.
+// services run (not restarting) with their restart policy.
 func (r *fltRun) checkServiceRuns(when string) {
 	ctx, cancel := context.WithTimeout(r.t.Context(), time.Minute)
 	defer cancel()
-	x, err := r.g.m.Eng.Inspect(ctx, r.module+".svc")
-	if err != nil {
-		r.t.Errorf("%s: %v", when, err)
-		return
-	}
-	if x.State != "running" || x.Restarting || x.RestartPolicy != "always" {
-		r.t.Errorf("%s %s is %s (exit %d) with restart policy %q, want running with always", when, x.Name, x.State, x.ExitCode, x.RestartPolicy)
+	for _, name := range r.services() {
+		x, err := r.g.m.Eng.Inspect(ctx, name)
+		if err != nil {
+			r.t.Errorf("%s: %v", when, err)
+			continue
+		}
+		if x.State != "running" || x.Restarting || x.RestartPolicy != "always" {
+			r.t.Errorf("%s %s is %s (exit %d) with restart policy %q, want running with always", when, x.Name, x.State, x.ExitCode, x.RestartPolicy)
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 const fltMesh = `modules:
   MODULE:
 MODFIELDS    containers:
-      svc:
+CHAIN      svc:
         image: meshtest/busybox:1
         entrypoint: [/bin/sh, -c]
         command: ["CMDLINE"]
@@ -38,7 +38,7 @@ MODFIELDS    containers:
         restart: always
         NETWORK
         SECRET
-        stop-grace-period: 20s
+DEPENDS        stop-grace-period: 20s
         healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}
 SIDE    steps:
       gc:
@@ -87,6 +87,10 @@ type fltVersion struct {
 	Net, Internal bool
 	StartFirst    bool   // the service's update-order is start-first (drain 1s)
 	Secret        string // a secret file's path, mounted in the service, or ""
+	Config        string // a config file's path, mounted in the service, or ""
+	// Chain puts db and api before the service: it depends on api, which
+	// depends on db, each of them versioned as the service is.
+	Chain bool
 }
 
 // fltScenario is one thing the harness does to the host. Its act runs
@@ -121,9 +125,11 @@ type fltRun struct {
 	want      string
 	finalExit int
 	// settle is the healing apply's --settle; "" is 1s.
-	settle  string
-	windows []fltWindow
-	quiet   [][2]time.Time // spans in which the engine must not act on the module
+	settle string
+	// calibrating: the run records the doors, without faults.
+	calibrating bool
+	windows     []fltWindow
+	quiet       [][2]time.Time // spans in which the engine must not act on the module
 }
 
 // fltWindow is a window that ran: its step and whether it was an exec: one.
@@ -166,6 +172,9 @@ func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
 	}
 	r.waitStepGone()
 	r.verify()
+	if t.Failed() {
+		t.Logf("the calls of this iteration, its healing apply's included: %s", callList(g.proxy.Calls()[before:]))
+	}
 }
 
 // rulesString names the faults of an iteration.
@@ -189,6 +198,7 @@ func (g *faultRig) newRun(t *testing.T, sc fltScenario, seed uint64, calibrate b
 		module: fmt.Sprintf("%s%08x", fltPrefix, rng.Uint32()), want: "1"}
 	if calibrate {
 		r.module += "c"
+		r.calibrating = true
 	}
 	r.file = filepath.Join(r.dir, "mesh.yaml")
 	r.marks = filepath.Join(r.dir, "marks")
@@ -305,6 +315,9 @@ func (r *fltRun) writeMesh(v fltVersion) {
 	if v.Crash {
 		cmdline = fltCrash
 	}
+	if v.Secret != "" && !v.Crash {
+		cmdline = strings.Replace(cmdline, "while", fltSeen+"while", 1)
+	}
 	side := ""
 	if v.Side != "" {
 		side = strings.ReplaceAll(fltSide, "SIDEGATE", v.Side)
@@ -317,7 +330,9 @@ func (r *fltRun) writeMesh(v fltVersion) {
 		mesh = strings.Replace(mesh, "healthcheck: {test: [CMD, PROBE], interval: 1s, timeout: 2s, retries: 3}", "healthcheck: {disable: true}", 1)
 	}
 	modFields, network, secret := v.paths()
-	mesh = strings.NewReplacer("MODFIELDS", modFields, "NETWORK", network, "SECRET", secret).Replace(mesh)
+	chain, depends := v.chain()
+	mesh = strings.NewReplacer("MODFIELDS", modFields, "NETWORK", network, "SECRET", secret,
+		"CHAIN", chain, "DEPENDS", depends).Replace(mesh)
 	if v.StartFirst {
 		// The old and the new container run together: start-first takes
 		// no writable volume. Its terms are not noted.
@@ -533,6 +548,10 @@ func (res fltResult) describe() string {
 func callList(calls []faultproxy.Call) string {
 	var parts []string
 	for _, c := range calls {
+		if c.Fault != "" {
+			parts = append(parts, c.Method+" "+c.Route+" ("+string(c.Fault)+")")
+			continue
+		}
 		parts = append(parts, c.Method+" "+c.Route)
 	}
 	return strings.Join(parts, ", ")

@@ -36,6 +36,10 @@ var faultScenarios = []fltScenario{
 	{name: "startfirst-window", classes: allClasses, setup: netV1(true), act: actWindow("gc")},
 	{name: "network-replace", classes: allClasses, setup: netV1(false), act: actNetworkReplace},
 	{name: "secret-rotate", classes: allClasses, setup: secretV1, act: actSecretRotate},
+	{name: "depends-chain", classes: allClasses, setup: chainV1, act: actChain},
+	{name: "files-vanish-apply", classes: allClasses, setup: filesV1, act: actFileVanishesInApply},
+	{name: "files-vanish-close", classes: allClasses, setup: filesV1, act: actFileVanishesInClose},
+	{name: "window-deferred-files", classes: allClasses, setup: filesV1, act: actDeferredFiles},
 }
 
 // noSetup writes version 1's file and applies nothing.
@@ -104,12 +108,18 @@ func actDeferred(r *fltRun) {
 	// other command waiting for the lock (fail closed): the apply then ends
 	// by the harness's SIGTERM, as its budget runs out, and the healing
 	// apply carries out the change.
-	if res := r.run(false, "apply", "-f", r.file, "--settle", "1s"); res.code != 0 && !(r.hangs() && res.code == 130) {
+	res := r.run(false, "apply", "-f", r.file, "--settle", "1s", "-o", "json")
+	if res.code != 0 && !(r.hangs() && res.code == 130) {
 		r.t.Errorf("the mid-window apply exited %d\n%s%s", res.code, res.stdout, res.stderr)
 	}
+	deferred := reported(res.stdout, r.module+".svc") == "deferred"
 	r.want = "2"
 	if res := p.wait(); res.code == 0 {
 		r.checkServiceRuns("after a window that exited 0")
+		// What an apply reported deferred is what runs after the close.
+		if x := r.inspect(r.module + ".svc"); deferred && x.Labels["flt.version"] != "2" {
+			r.t.Errorf("after a close that exited 0 %s is version %q, and the mid-window apply reported version 2 deferred", x.Name, x.Labels["flt.version"])
+		}
 	}
 }
 

@@ -1,7 +1,11 @@
 package engine
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/go-connections/nat"
 	"github.com/docker/go-units"
 )
@@ -48,4 +52,7 @@ func containerFields(cfg *container.Config, host *container.HostConfig, spec Spe
 	host.Privileged = spec.Privileged
 	cfg.OpenStdin, cfg.Tty = spec.StdinOpen, spec.Tty
 	host.DNS = spec.DNS
+	for _, target := range slices.Sorted(maps.Keys(spec.Files)) {
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: spec.Files[target], Target: target, ReadOnly: true})
+	}
 }

@@ -139,7 +139,12 @@ type Spec struct {
 	Entrypoint, Cmd []string
 	Env             []string // "K=V"
 	Binds           []string // docker -v style: "vol:/path[:ro]", "/host:/path:ro"
-	VolumesFrom     []string
+	// Files are host files bound read-only, each under its path in the
+	// container: secrets and configs. Unlike a bind of Binds, one missing
+	// at the create or the start fails it. The engine never makes it an
+	// empty directory, on the host and in the container.
+	Files       map[string]string
+	VolumesFrom []string
 	// NetworkMode is "host", "none", "bridge" or a network name. An empty one
 	// leaves the engine's default.
 	NetworkMode string

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"unicode"
 
 	"github.com/docker/docker/api/types/container"
@@ -141,9 +142,11 @@ func hiddenFiles(labels map[string]string) (files map[string]string, ok bool) {
 	return files, true
 }
 
-// readBounded reads at most limit bytes of the regular file path.
+// readBounded reads at most limit bytes of the regular file path. It never
+// blocks: open(2) of a FIFO without a writer would wait for ever, so the
+// file is opened non-blocking, and refused unless it is a regular file.
 func readBounded(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // TestHideFiles checks that a secret or config file's content is hidden in
@@ -38,6 +40,26 @@ func TestHideFiles(t *testing.T) {
 	gone, _ := json.Marshal(map[string]string{"/run/secrets/pw": filepath.Join(dir, "gone")})
 	if _, ok := hiddenFiles(map[string]string{LabelHidden: string(gone)}); ok {
 		t.Error("a hidden file that cannot be read does not withhold the text")
+	}
+	// A FIFO in a secret's place (a rotation gone wrong) is refused at
+	// once: open(2) of one without a writer blocks for ever.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	named, _ := json.Marshal(map[string]string{"/run/secrets/pw": fifo})
+	done := make(chan bool, 1)
+	go func() {
+		_, ok := hiddenFiles(map[string]string{LabelHidden: string(named)})
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		if ok {
+			t.Error("a FIFO as a hidden file does not withhold the text")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("hiddenFiles waits on a FIFO in a hidden file's place")
 	}
 	if _, ok := hiddenFiles(map[string]string{LabelHidden: "{not json"}); ok {
 		t.Error("an unreadable label does not withhold the text")

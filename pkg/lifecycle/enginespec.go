@@ -90,19 +90,19 @@ func containerFields(spec *engine.Spec, c *mesh.Container) {
 	spec.LogDriver, spec.LogOptions = f.LogDriver, f.LogOptions
 	spec.ExtraHosts = f.ExtraHosts
 	// Secrets and configs are the host files themselves, bound read-only.
-	// Their content never passes through meshctl's requests.
+	// Their content never passes through meshctl's requests. One removed
+	// between the plan and the start fails the start (engine.Spec.Files).
 	hidden := map[string]string{}
 	for _, m := range c.Secrets {
-		spec.Binds = append(spec.Binds, m.Bind(mesh.KindSecret))
 		hidden[m.TargetPath(mesh.KindSecret)] = m.File
 	}
 	for _, m := range c.Configs {
-		spec.Binds = append(spec.Binds, m.Bind(mesh.KindConfig))
 		hidden[m.TargetPath(mesh.KindConfig)] = m.File
 	}
 	// The engine hides these files' content in what it says of the
 	// container (its log tail, its probe's output).
 	if len(hidden) > 0 {
+		spec.Files = maps.Clone(hidden)
 		b, _ := json.Marshal(hidden)
 		spec.Labels[engine.LabelHidden] = string(b)
 	}

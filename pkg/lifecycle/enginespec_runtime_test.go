@@ -71,7 +71,8 @@ func TestEngineSpecSecretsAndRuntimeFields(t *testing.T) {
 		es := ds[0].EngineSpec("scope")
 		want := engine.Spec{
 			Image: "x", Restart: mesh.DefaultRestart, Labels: es.Labels,
-			Binds:      []string{"data:/data", filepath.Join(dir, "pw.txt") + ":/run/secrets/pw:ro", filepath.Join(dir, "app.conf") + ":/etc/app.conf:ro"},
+			Binds:      []string{"data:/data"},
+			Files:      map[string]string{"/run/secrets/pw": filepath.Join(dir, "pw.txt"), "/etc/app.conf": filepath.Join(dir, "app.conf")},
 			Expose:     []string{"80/tcp"},
 			Sysctls:    map[string]string{"net.core.somaxconn": "1024"},
 			Ulimits:    []engine.Ulimit{{Name: "nofile", Soft: 10, Hard: 20}, {Name: "nproc", Soft: 64, Hard: 64}},

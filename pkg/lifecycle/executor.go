@@ -203,17 +203,40 @@ func (x Executor) putBackUnmoved(ctx context.Context, name, newID string, old en
 }
 
 // putBackName puts container id back under name. It renames only when the
-// engine says id is under another name.
+// engine says id is under another name. A lookup that fails is made again
+// (askAgain): the old one is never started without it.
 func (x Executor) putBackName(ctx context.Context, name, id string) error {
-	ctx = CleanupContext(ctx)
-	c, err := x.Engine.Inspect(ctx, id)
+	var c engine.Container
+	err := askAgain(ctx, func(ctx context.Context) (err error) {
+		c, err = x.Engine.Inspect(ctx, id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("look up the old %s: %w", name, err)
 	}
 	if c.Name == name {
 		return nil
 	}
-	return wrapErr("rename the old "+name+" back from "+c.Name, x.Rename(ctx, id, name))
+	return wrapErr("rename the old "+name+" back from "+c.Name, x.Rename(CleanupContext(ctx), id, name))
+}
+
+// putBackTries is how many times a put-back makes a lookup or a start
+// that failed. A call that hangs is given up on after SignalGrace once a
+// signal came, and the next one may be answered.
+const putBackTries = 3
+
+// askAgain makes call, a put-back's lookup or start, each time with a
+// fresh cleanup context. It tries again on an error other than not found,
+// up to putBackTries times in all. Both calls are safe to repeat. The
+// engine answers a start of a running container with no error.
+func askAgain(ctx context.Context, call func(ctx context.Context) error) error {
+	var err error
+	for range putBackTries {
+		if err = call(CleanupContext(ctx)); err == nil || engine.IsNotFound(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // OldLeftError is a recreate that replaced its container but could not
@@ -386,7 +409,7 @@ func (x Executor) restart(ctx context.Context, name string, old engine.Container
 	if !old.Running {
 		return nil
 	}
-	return wrapErr("start the old "+name+" again", x.Engine.Start(CleanupContext(ctx), old.ID))
+	return wrapErr("start the old "+name+" again", askAgain(ctx, func(ctx context.Context) error { return x.Engine.Start(ctx, old.ID) }))
 }
 
 // Remove stops and removes c. Its named volumes stay.

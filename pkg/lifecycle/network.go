@@ -170,18 +170,22 @@ func (x Executor) replaceNetwork(ctx context.Context, old engine.Network, intern
 // network is the new one if the engine has it. Else the old one is there
 // still, or made again as it was. Each of users joins it again under its
 // recorded aliases. Each that ran is started if stopped, and gated
-// (WaitHealthy), in the order given.
+// (WaitHealthy), in the order given. The network's lookup, and each
+// container's lookup and start, are made again if they fail (askAgain).
 func (x Executor) putBackNetwork(ctx context.Context, old engine.Network, users []engine.Container, err error) error {
 	e := &NetworkReplaceError{Name: old.Name, Err: err, Was: old.Internal, Ran: map[string]bool{}, Left: map[string]error{}}
 	for _, c := range users {
 		e.Users = append(e.Users, c.Name)
 		e.Ran[c.Name] = c.Running
 	}
-	nctx := CleanupContext(ctx)
-	n, nerr := old, x.EnsureNetworks(nctx, map[string]mesh.SpecNetwork{old.Name: {Internal: old.Internal}})
-	if nerr == nil {
-		n, nerr = x.Engine.InspectNetwork(nctx, old.Name)
-	}
+	n := old
+	nerr := askAgain(ctx, func(ctx context.Context) (err error) {
+		if err := x.EnsureNetworks(ctx, map[string]mesh.SpecNetwork{old.Name: {Internal: old.Internal}}); err != nil {
+			return err
+		}
+		n, err = x.Engine.InspectNetwork(ctx, old.Name)
+		return err
+	})
 	if nerr != nil {
 		e.NetErr = nerr
 		return e
@@ -199,9 +203,13 @@ func (x Executor) putBackNetwork(ctx context.Context, old engine.Network, users 
 // failed found it. The engine lists c on n only while c runs there. If it
 // does not, c leaves n and joins it again. A connect whose answer was lost
 // may have joined it already. If c ran, it is started unless it runs, and
-// gated.
+// gated. Its lookup and its start are tried again if they fail (askAgain).
 func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Container) error {
-	cur, err := x.Engine.Inspect(ctx, c.ID)
+	var cur engine.Container
+	err := askAgain(ctx, func(ctx context.Context) (err error) {
+		cur, err = x.Engine.Inspect(ctx, c.ID)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("look it up: %w", err)
 	}
@@ -217,7 +225,7 @@ func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Cont
 		return nil
 	}
 	if !cur.Running {
-		if err := x.Engine.Start(ctx, c.ID); err != nil {
+		if err := askAgain(ctx, func(ctx context.Context) error { return x.Engine.Start(ctx, c.ID) }); err != nil {
 			return fmt.Errorf("start it: %w", err)
 		}
 	}

@@ -211,3 +211,62 @@ func orderedHost(t *testing.T, startFirst bool, news ...string) (f *enginetest.F
 	}
 	return f, desired
 }
+
+// flakyLookups is an engine that fails the first inspects and starts of
+// one container: a call that hung until its bound, then one answered.
+type flakyLookups struct {
+	*enginetest.Fake
+	id               string
+	inspects, starts *int
+}
+
+func (f flakyLookups) Inspect(ctx context.Context, id string) (engine.Container, error) {
+	if id == f.id && *f.inspects > 0 {
+		*f.inspects--
+		return engine.Container{}, context.Canceled
+	}
+	return f.Fake.Inspect(ctx, id)
+}
+
+func (f flakyLookups) Start(ctx context.Context, id string) error {
+	if id == f.id && *f.starts > 0 {
+		*f.starts--
+		return context.Canceled
+	}
+	return f.Fake.Start(ctx, id)
+}
+
+// TestPutBackAsksAgain: a put-back whose lookup of the old container
+// fails twice (a call that hung, given up on after a signal), and whose
+// start of it fails once, asks again with a fresh context each time.
+// The old one runs again under its name (harness seed 5151).
+func TestPutBackAsksAgain(t *testing.T) {
+	ctx := context.Background()
+	f := enginetest.NewFake("old:1", "new:1")
+	oldID, err := f.Create(ctx, "m.c", engine.Spec{Image: "old:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newID, err := f.Create(ctx, NewName("m.c"), engine.Spec{Image: "new:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := f.Inspect(ctx, oldID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.Running = true // it ran before the recreate stopped it
+	inspects, starts := 2, 1
+	x := Executor{Engine: flakyLookups{Fake: f, id: oldID, inspects: &inspects, starts: &starts}}
+	err = x.putBackUnmoved(ctx, "m.c", newID, old, errors.New("rename m.c aside: engine says no"))
+	if err == nil || !strings.Contains(err.Error(), "the old container was put back") {
+		t.Fatalf("putBackUnmoved = %v, want the old container put back", err)
+	}
+	after, err := f.Inspect(ctx, oldID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !after.Running || after.Name != "m.c" {
+		t.Errorf("the old container is %s as %s, want it running as m.c", after.State, after.Name)
+	}
+}

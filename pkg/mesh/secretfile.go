@@ -67,9 +67,6 @@ func (m FileMount) TargetPath(kind string) string {
 	return "/" + m.MountName()
 }
 
-// Bind is the engine's bind of the mount, `FILE:TARGET:ro`.
-func (m FileMount) Bind(kind string) string { return m.File + ":" + m.TargetPath(kind) + ":ro" }
-
 // HasFileMounts reports whether a container of f has a secret or a config.
 // Only then does an apply need the host's secret key.
 func (f *File) HasFileMounts() bool {

@@ -99,8 +99,8 @@ modules:
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("SpecFields =\n%+v\nwant\n%+v", s, want)
 	}
-	if b := c.Secrets[1].Bind(KindSecret); b != "/srv/api.key:/run/secrets/api:ro" {
-		t.Errorf("Bind = %q", b)
+	if p := c.Secrets[1].TargetPath(KindSecret); p != "/run/secrets/api" {
+		t.Errorf("TargetPath = %q", p)
 	}
 }
 
