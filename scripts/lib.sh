@@ -167,17 +167,23 @@ now_ms() {
 # bench_row WHAT MINE PEER THEIRS UNIT TARGET records one row of scripts/bench's table: what was
 # measured, meshctl's figure, the peer it is compared with and the peer's figure in the same run
 # and unit, and the target for the ratio MINE/THEIRS ("1.1" means at most 1.1x; "-" for a row
-# that only informs). It prints the
+# that only informs; ">=N" for a target on MINE itself, at least N). It prints the
 # row, and appends it to $MESHCTL_BENCH_ROWS (tab-separated) when scripts/bench collects them.
 bench_row() {
-	local what=$1 mine=$2 peer=$3 theirs=$4 unit=$5 target=$6 ratio verdict
+	local what=$1 mine=$2 peer=$3 theirs=$4 unit=$5 target=$6 ratio verdict shown
 	ratio=$(awk -v a="$mine" -v b="$theirs" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else print "-" }')
-	verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { if (r == "-" || t == "-") print "-"; else print (r + 0 <= t + 0 ? "met" : "MISSED") }')
-	printf '  %-40s %10s %-4s  %-30s %10s  %6sx  (target <= %sx) %s\n' \
-		"$what" "$mine" "$unit" "$peer" "$theirs" "$ratio" "$target" "$verdict"
+	if [[ $target == ">="* ]]; then
+		verdict=$(awk -v m="$mine" -v t="${target#>=}" 'BEGIN { print (m + 0 >= t + 0 ? "met" : "MISSED") }')
+		shown="meshctl >= ${target#>=} $unit"
+	else
+		verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { if (r == "-" || t == "-") print "-"; else print (r + 0 <= t + 0 ? "met" : "MISSED") }')
+		shown="<= ${target}x"
+	fi
+	printf '  %-40s %10s %-4s  %-30s %10s  %6sx  (target %s) %s\n' \
+		"$what" "$mine" "$unit" "$peer" "$theirs" "$ratio" "$shown" "$verdict"
 	if [[ -n ${MESHCTL_BENCH_ROWS:-} ]]; then
-		printf '%s\t%s %s\t%s\t%s %s\t%sx\t<= %sx\t%s\n' \
-			"$what" "$mine" "$unit" "$peer" "$theirs" "$unit" "$ratio" "$target" "$verdict" >>"$MESHCTL_BENCH_ROWS"
+		printf '%s\t%s %s\t%s\t%s %s\t%sx\t%s\t%s\n' \
+			"$what" "$mine" "$unit" "$peer" "$theirs" "$unit" "$ratio" "$shown" "$verdict" >>"$MESHCTL_BENCH_ROWS"
 	fi
 }
 
