@@ -175,6 +175,7 @@ bench_row() {
 	if [[ $target == ">="* ]]; then
 		verdict=$(awk -v m="$mine" -v t="${target#>=}" 'BEGIN { print (m + 0 >= t + 0 ? "met" : "MISSED") }')
 		shown="meshctl >= ${target#>=} $unit"
+		ratio=- # the target is on the figure, not on a ratio
 	else
 		verdict=$(awk -v r="$ratio" -v t="$target" 'BEGIN { if (r == "-" || t == "-") print "-"; else print (r + 0 <= t + 0 ? "met" : "MISSED") }')
 		shown="<= ${target}x"
