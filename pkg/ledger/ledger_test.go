@@ -407,8 +407,13 @@ func TestRetention(t *testing.T) {
 	rec(t, l, first.Builds[0].ID, firstImg)
 	const n = 300
 	var last string
+	issued := map[string]bool{first.Builds[0].ID: true}
+	for _, b := range late.Builds {
+		issued[b.ID] = true
+	}
 	for i := 1; i <= n; i++ {
 		last = request(t, l, "app").Builds[0].ID
+		issued[last] = true
 		img := digestImage("reg/app", i)
 		if i%7 == 0 {
 			img = ""
@@ -476,8 +481,16 @@ func TestRetention(t *testing.T) {
 	if !maps.Equal(before, snapshot(t, d)) {
 		t.Errorf("a refused record changed the ledger")
 	}
-	// An id between two issued ones was never issued.
-	if _, err := l.Record(ctx, first.Builds[0].ID[:27]+"0", mustImage(t, firstImg), ""); exitCodeOf(err) != 2 {
+	// An id between two issued ones was never issued. Ids issued in one
+	// millisecond count up, so the one picked must be none of them.
+	never := ""
+	for _, c := range crockford {
+		if id := first.Builds[0].ID[:27] + string(c); !issued[id] {
+			never = id
+			break
+		}
+	}
+	if _, err := l.Record(ctx, never, mustImage(t, firstImg), ""); exitCodeOf(err) != 2 {
 		t.Errorf("record of a never-issued old id: %v, want exit 2", err)
 	}
 
