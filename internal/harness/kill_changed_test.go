@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 )
 
@@ -49,17 +50,7 @@ func TestKillChangedHealsInOneApply(t *testing.T) {
 	kills := stressKills(t, 5, 300)
 	m := newMeshctl(t, host)
 	m.windowArgs = []string{"--settle", "200ms"}
-	module := fmt.Sprintf("killchg%08x", rand.Uint32())
-	name := module + ".svc"
-	m.CleanupModule(module)
-	file := filepath.Join(m.Dir, "mesh.yaml")
-	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killChangedMesh, "MODULE", module)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := m.Run("apply", "-f", file); err != nil {
-		t.Fatalf("first apply: %v\n%s", err, out)
-	}
-	first := m.inspect(name)
+	module, name, file, first := m.changedModule("killchg")
 	var life time.Duration
 	for range 3 {
 		begin := time.Now()
@@ -97,6 +88,24 @@ func TestKillChangedHealsInOneApply(t *testing.T) {
 		}
 	}
 	t.Logf("%d kills in %d windows; kills by phase: %v", killed, tries, phases)
+}
+
+// changedModule applies killChangedMesh as a new module, prefix and a
+// random suffix. It returns the module, its service, the file and the
+// service's normal container.
+func (m *meshctl) changedModule(prefix string) (module, name, file string, normal engine.Container) {
+	m.T.Helper()
+	module = fmt.Sprintf("%s%08x", prefix, rand.Uint32())
+	name = module + ".svc"
+	m.CleanupModule(module)
+	file = filepath.Join(m.Dir, "mesh.yaml")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killChangedMesh, "MODULE", module)), 0o600); err != nil {
+		m.T.Fatal(err)
+	}
+	if out, err := m.Run("apply", "-f", file); err != nil {
+		m.T.Fatalf("first apply: %v\n%s", err, out)
+	}
+	return module, name, file, m.inspect(name)
 }
 
 // checkOneNormal fails the test unless oneNormal.
@@ -167,17 +176,7 @@ func switchCalls(name, normal string) []switchCall {
 func TestKillChangedAtEachSwitchCall(t *testing.T) {
 	host := meshrun.TestEngine(t)
 	m := newMeshctl(t, host)
-	module := fmt.Sprintf("killsw%08x", rand.Uint32())
-	name := module + ".svc"
-	m.CleanupModule(module)
-	file := filepath.Join(m.Dir, "mesh.yaml")
-	if err := os.WriteFile(file, []byte(strings.ReplaceAll(killChangedMesh, "MODULE", module)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := m.Run("apply", "-f", file); err != nil {
-		t.Fatalf("first apply: %v\n%s", err, out)
-	}
-	first := m.inspect(name)
+	module, name, file, first := m.changedModule("killsw")
 	for _, sc := range switchCalls(name, first.ID) {
 		if !m.killWindowOn(host, module, file, sc.match) {
 			t.Fatalf("%s: the window ended before the engine reported it", sc.call)
