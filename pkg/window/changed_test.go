@@ -162,31 +162,37 @@ func TestWindowChangedFailsItsGate(t *testing.T) {
 	}
 }
 
+// deferMidWindow is an apply of src during the one open window that
+// defers the registry's change: it records src as applied and the
+// registry as deferred in the window's hold.
+func deferMidWindow(t *testing.T, d *state.Dir, src string) {
+	t.Helper()
+	f, err := mesh.Decode("mesh.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordApplied(t, d, f)
+	hd, _, err := coord.ReadHolds(d.Read)
+	if err != nil || len(hd.Holds) != 1 {
+		t.Fatalf("holds %+v, %v", hd, err)
+	}
+	lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Unlock()
+	if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWindowChangedCarriesOutDeferred: an apply changed the registry and
 // deferred it during the window. The close removes the changed copy and
 // brings the new version through the gate, not the one aside.
 func TestWindowChangedCarriesOutDeferred(t *testing.T) {
 	d, eng, normal, ran := changedSetup(t)
 	eng.SetHealth(enginetest.Image, "healthy", "")
-	opened := func() {
-		f, err := mesh.Decode("mesh.yaml", []byte(strings.Replace(changedYAML(ran), "B: kept", "B: new", 1)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recordApplied(t, d, f)
-		hd, _, err := coord.ReadHolds(d.Read)
-		if err != nil || len(hd.Holds) != 1 {
-			t.Fatalf("holds %+v, %v", hd, err)
-		}
-		lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Unlock()
-		if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	opened := func() { deferMidWindow(t, d, strings.Replace(changedYAML(ran), "B: kept", "B: new", 1)) }
 	if _, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}}); err != nil {
 		t.Fatal(err)
 	}
@@ -253,24 +259,7 @@ func TestWindowChangedDeferredFailsPutsBack(t *testing.T) {
 	eng.AddImages(broken)
 	eng.FailStart(broken, true)
 	opened := func() {
-		src := strings.Replace(changedYAML(ran), "image: "+enginetest.Image, "image: "+broken, 1)
-		f, err := mesh.Decode("mesh.yaml", []byte(src))
-		if err != nil {
-			t.Fatal(err)
-		}
-		recordApplied(t, d, f)
-		hd, _, err := coord.ReadHolds(d.Read)
-		if err != nil || len(hd.Holds) != 1 {
-			t.Fatalf("holds %+v, %v", hd, err)
-		}
-		lock, err := d.Lock(context.Background(), coord.StateLock, state.LockOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer lock.Unlock()
-		if err := coord.RecordDeferred(lock, map[string][]string{hd.Holds[0].ID: {"store.registry"}}); err != nil {
-			t.Fatal(err)
-		}
+		deferMidWindow(t, d, strings.Replace(changedYAML(ran), "image: "+enginetest.Image, "image: "+broken, 1))
 	}
 	_, err := Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Opened: opened, Lock: state.LockOptions{Timeout: time.Minute}})
 	if err == nil || !strings.Contains(err.Error(), "the old container was put back") {
