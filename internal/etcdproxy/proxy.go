@@ -50,8 +50,8 @@ type Proxy struct {
 	ln     net.Listener
 	target string
 
-	mu     sync.Mutex
-	rules  []Rule
+	mu    sync.Mutex
+	rules []Rule
 	// counts are the calls each rule matched so far, by rule.
 	counts []int
 	calls  []string
