@@ -63,10 +63,9 @@ func (r *fltRun) rotateSecret() {
 }
 
 // fileBreaks are the ways a file goes missing or unreadable. Unreadable
-// by mode needs a user other than root; root reads any mode. A directory
-// or a FIFO in the file's place is a known finding (knownFindings), left
-// out of the draws.
-var fileBreaks = []string{"removed", "mode 000"}
+// by mode needs a user other than root; root reads any mode, so it is
+// last.
+var fileBreaks = []string{"removed", "a directory", "a FIFO", "mode 000"}
 
 // breakFile makes the secret or the config file (drawn) missing or
 // unreadable (drawn) and returns what puts it back as it was.
@@ -77,7 +76,7 @@ func (r *fltRun) breakFile() (what string, restore func()) {
 	}
 	breaks := fileBreaks
 	if os.Geteuid() == 0 {
-		breaks = breaks[:1]
+		breaks = breaks[:len(breaks)-1]
 	}
 	return r.breakPath(path, breaks[r.rng.IntN(len(breaks))])
 }
@@ -135,10 +134,13 @@ func (r *fltRun) breakAt(p *fltProc, span time.Duration) (restore func(), broke 
 }
 
 // startsWithout reports whether a command's output says a start found a
-// file it binds missing. Nothing can start a container whose secret or
-// config is gone, the old one included: the engine refuses the start.
+// file it binds missing, or not a regular file. Nothing can start a
+// container whose secret or config is gone, the old one included: the
+// engine refuses the start. Nor one whose file is a FIFO or a directory:
+// meshctl refuses it, since the start would bind that.
 func startsWithout(res fltResult) bool {
-	return strings.Contains(res.stdout+res.stderr, "bind source path does not exist")
+	out := res.stdout + res.stderr
+	return strings.Contains(out, "bind source path does not exist") || strings.Contains(out, "not started: the file it binds at")
 }
 
 // actFileVanishesInApply applies version 2 through the proxy, and the
@@ -221,6 +223,13 @@ func actSecretReplacedInWindow(how string) func(r *fltRun) {
 		}
 		res := p.wait()
 		r.t.Logf("window: %s\n%s", res.describe(), res.stderr)
+		found := map[string]string{"a FIFO": "a named pipe", "a directory": "a directory"}[how]
+		if res.code != 1 || !strings.Contains(res.stderr, v.Secret+", is "+found) {
+			r.t.Errorf("the window whose held service's secret is %s at the close: %s, want exit 1 naming %s and %s", how, res.describe(), v.Secret, found)
+		}
+		if x := r.inspect(r.module + ".svc"); x.Running {
+			r.t.Errorf("after the close %s runs, and its secret is %s", x.Name, how)
+		}
 		restore()
 	}
 }

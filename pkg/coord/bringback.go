@@ -20,13 +20,18 @@ func BringBack(ctx context.Context, x lifecycle.Executor, c engine.Container, po
 	if policy == "" {
 		policy = mesh.DefaultRestart
 	}
+	// Before the restart policy: a container whose secret is a FIFO now
+	// stays stopped, and the engine does not start it either.
+	if err := lifecycle.CheckFiles(c.Name, lifecycle.BoundFiles(c)); err != nil {
+		return err
+	}
 	if err := x.EnsureNetworks(ctx, lifecycle.RecordedNetworks(c)); err != nil {
 		return fmt.Errorf("start %s: %w", c.Name, err)
 	}
 	if err := x.Engine.SetRestart(ctx, c.ID, policy); err != nil {
 		return fmt.Errorf("restore restart policy %s of %s: %w", policy, c.Name, err)
 	}
-	if err := x.Engine.Start(ctx, c.ID); err != nil {
+	if err := x.Start(ctx, c); err != nil {
 		return fmt.Errorf("start %s: %w", c.Name, err)
 	}
 	return nil

@@ -3,6 +3,10 @@ package coord
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/meshctl/meshctl/internal/enginetest"
@@ -59,5 +63,56 @@ func TestBringBackCreatesAMissingNetwork(t *testing.T) {
 	}
 	if got := eng.Changes(); len(got) > 0 {
 		t.Errorf("changes %v, want none: an external network is never created, the container not started", got)
+	}
+}
+
+// TestBringBackLeavesASwappedFileStopped: a held container whose secret
+// file is a FIFO or a directory now is not started, since the start would
+// bind what is at the path. It stays stopped, its restart policy
+// untouched, and the error names the file and what is in its place. A
+// regular file there again lets it start.
+func TestBringBackLeavesASwappedFileStopped(t *testing.T) {
+	ctx := context.Background()
+	for _, found := range []string{"a named pipe", "a directory"} {
+		t.Run(found, func(t *testing.T) {
+			eng := enginetest.NewFake(busybox)
+			x := lifecycle.Executor{Engine: eng, Scope: "scope-1"}
+			file := filepath.Join(t.TempDir(), "token")
+			var err error
+			if found == "a named pipe" {
+				err = syscall.Mkfifo(file, 0o600)
+			} else {
+				err = os.Mkdir(file, 0o700)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "no", Files: map[string]string{"/run/secrets/token": file},
+				Labels: map[string]string{lifecycle.LabelManaged: "scope-1", engine.LabelHidden: `{"/run/secrets/token":"` + file + `"}`}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := eng.Inspect(ctx, id)
+			err = BringBack(ctx, x, c, "always")
+			var nr *lifecycle.FileNotRegularError
+			if !errors.As(err, &nr) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), found) {
+				t.Fatalf("BringBack = %v, want a refusal naming %s and %s", err, file, found)
+			}
+			if after, _ := eng.Inspect(ctx, id); after.Running || after.RestartPolicy != "no" {
+				t.Errorf("after the refusal the container runs %v with restart %q, want stopped with restart no", after.Running, after.RestartPolicy)
+			}
+			if err := os.Remove(file); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(file, []byte("tok\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := BringBack(ctx, x, c, "always"); err != nil {
+				t.Fatalf("BringBack with the file back = %v", err)
+			}
+			if after, _ := eng.Inspect(ctx, id); !after.Running {
+				t.Error("with the file back the container does not run")
+			}
+		})
 	}
 }

@@ -49,7 +49,7 @@ func (x Executor) Create(ctx context.Context, d *Desired) error {
 	if err != nil {
 		return err // the engine's error says "create NAME: …" already
 	}
-	err = x.Engine.Start(ctx, id)
+	err = x.startNew(ctx, d, id)
 	if err != nil {
 		err = fmt.Errorf("start %s: %w", d.Name, err)
 	} else {
@@ -114,7 +114,7 @@ func (x Executor) Recreate(ctx context.Context, d *Desired, old engine.Container
 	}
 	// Started under its temporary name. The renames come after, so the
 	// service no longer waits for them.
-	if err := x.Engine.Start(ctx, id); err != nil {
+	if err := x.startNew(ctx, d, id); err != nil {
 		return x.putBackUnmoved(ctx, d.Name, id, old, fmt.Errorf("start new %s: %w", d.Name, err))
 	}
 	if err := x.renameAside(ctx, d.Name, old); err != nil {
@@ -409,7 +409,7 @@ func (x Executor) restart(ctx context.Context, name string, old engine.Container
 	if !old.Running {
 		return nil
 	}
-	return wrapErr("start the old "+name+" again", askAgain(ctx, func(ctx context.Context) error { return x.Engine.Start(ctx, old.ID) }))
+	return wrapErr("start the old "+name+" again", askAgain(ctx, func(ctx context.Context) error { return x.Start(ctx, old) }))
 }
 
 // Remove stops and removes c. Its named volumes stay.

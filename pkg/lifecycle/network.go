@@ -156,7 +156,7 @@ func (x Executor) replaceNetwork(ctx context.Context, old engine.Network, intern
 			return fmt.Errorf("connect %s: %w", c.Name, err)
 		}
 		if c.Running {
-			if err := x.Engine.Start(ctx, c.ID); err != nil {
+			if err := x.Start(ctx, c); err != nil {
 				return fmt.Errorf("start %s: %w", c.Name, err)
 			}
 		}
@@ -225,7 +225,7 @@ func (x Executor) putBackOn(ctx context.Context, n engine.Network, c engine.Cont
 		return nil
 	}
 	if !cur.Running {
-		if err := askAgain(ctx, func(ctx context.Context) error { return x.Engine.Start(ctx, c.ID) }); err != nil {
+		if err := askAgain(ctx, func(ctx context.Context) error { return x.Start(ctx, c) }); err != nil {
 			return fmt.Errorf("start it: %w", err)
 		}
 	}

@@ -36,7 +36,7 @@ func (x Executor) recreateStartFirst(ctx context.Context, d *Desired, old engine
 	if err != nil {
 		return fmt.Errorf("create new %s: %w; the old container was left as it was", d.Name, err)
 	}
-	err = x.Engine.Start(ctx, id)
+	err = x.startNew(ctx, d, id)
 	if err != nil {
 		err = fmt.Errorf("start new %s: %w", d.Name, err)
 	} else if err = x.gate(ctx, id, d.Name); err == nil && ctx.Err() != nil {

@@ -75,7 +75,7 @@ func readRegular(path string, limit int64) ([]byte, error) {
 		return nil, unwrapPath(err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, &notRegularError{fileKind(fi.Mode())}
+		return nil, &notRegularError{FileKind(fi.Mode())}
 	}
 	tooLarge := fmt.Errorf("is larger than %s", sizeText(limit))
 	if fi.Size() > limit {
@@ -106,8 +106,8 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// fileKind names the type of a file that is not a regular one.
-func fileKind(m fs.FileMode) string {
+// FileKind names the type of a file that is not a regular one.
+func FileKind(m fs.FileMode) string {
 	switch {
 	case m.IsDir():
 		return "a directory"

@@ -55,9 +55,11 @@ func (w *window) close(ctx context.Context) (*coord.Entry, error) {
 		return nil, err
 	}
 	defer func() { lock.Unlock() }()
-	if w.missing != nil {
+	// Only those that came back: one whose secret is not a file stays
+	// stopped, and its error says why.
+	if broughtBack := slices.DeleteFunc(slices.Clone(w.held), func(name string) bool { return back[name] != nil }); w.missing != nil && len(broughtBack) > 0 {
 		w.opts.Progress("warning: %v: %s brought back as it was; put the file back, then meshctl apply --last\n",
-			w.missing, strings.Join(w.held, ", "))
+			w.missing, strings.Join(broughtBack, ", "))
 	}
 
 	if w.result == "" {
