@@ -64,11 +64,14 @@ func actApply(r *fltRun) {
 }
 
 // actRecreate replaces version 1 by a healthy version 2 through the proxy.
+// Once the apply returns, whatever failed, no NAME.meshctl-* runs.
 func actRecreate(r *fltRun) {
 	v := r.ver
 	v.Version = "2"
 	r.writeMesh(v)
-	r.run(true, "apply", "-f", r.file, "--settle", "1s")
+	if res := r.run(true, "apply", "-f", r.file, "--settle", "1s"); res.sig == 0 {
+		r.checkAfterApply("after an apply that exited " + strconv.Itoa(res.code))
+	}
 	r.want = "2"
 }
 

@@ -172,7 +172,14 @@ func (x Executor) createNewAs(ctx context.Context, d *Desired, spec engine.Spec)
 // coord.HealClaims, for one whose recreate died. Both call it before
 // starting any old container. It runs even after a signal.
 func (x Executor) RemoveNew(ctx context.Context, name, id string) error {
-	return wrapErr("remove the new "+NewName(name), x.RemoveGone(CleanupContext(ctx), id))
+	return wrapErr("remove the new "+NewName(name), x.removeAgain(ctx, id))
+}
+
+// removeAgain removes container id with RemoveGone, up to putBackTries
+// times, each with a fresh cleanup context. A removal that hung after a
+// signal is given up on after SignalGrace. The next one may be answered.
+func (x Executor) removeAgain(ctx context.Context, id string) error {
+	return askAgain(ctx, func(ctx context.Context) error { return x.RemoveGone(ctx, id) })
 }
 
 // StartOld starts old, as PutBack would have. A recreate left old stopped
@@ -220,14 +227,14 @@ func (x Executor) putBackName(ctx context.Context, name, id string) error {
 	return wrapErr("rename the old "+name+" back from "+c.Name, x.Rename(CleanupContext(ctx), id, name))
 }
 
-// putBackTries is how many times a put-back makes a lookup or a start
-// that failed. A call that hangs is given up on after SignalGrace once a
-// signal came, and the next one may be answered.
+// putBackTries is how many times a put-back makes a lookup, a start or a
+// removal that failed. A call that hangs is given up on after SignalGrace
+// once a signal came, and the next one may be answered.
 const putBackTries = 3
 
-// askAgain makes call, a put-back's lookup or start, each time with a
-// fresh cleanup context. It tries again on an error other than not found,
-// up to putBackTries times in all. Both calls are safe to repeat. The
+// askAgain makes call, a put-back's lookup, start or removal, each time
+// with a fresh cleanup context. It tries again on an error other than not
+// found, up to putBackTries times in all. Each call is safe to repeat. The
 // engine answers a start of a running container with no error.
 func askAgain(ctx context.Context, call func(ctx context.Context) error) error {
 	var err error
@@ -377,11 +384,12 @@ func (x Executor) stopped(ctx context.Context, id string) bool {
 func (x Executor) PutBack(ctx context.Context, name, newID string, old engine.Container) error {
 	ctx = CleanupContext(ctx)
 	if newID != "" {
-		if err := x.RemoveGone(ctx, newID); err != nil {
+		if err := x.removeAgain(ctx, newID); err != nil {
 			return notPutBack(name, fmt.Errorf("put the old %s back: remove the failed new one: %w; the old one stays aside, stopped, as %s", name, err, OldName(name)))
 		}
 	}
-	if err := x.Rename(ctx, old.ID, name); err != nil {
+	// A fresh context: the removal may have used up the last one's grace.
+	if err := x.Rename(CleanupContext(ctx), old.ID, name); err != nil {
 		return notPutBack(name, fmt.Errorf("put the old %s back: rename it back: %w; it stays aside, stopped, as %s", name, err, OldName(name)))
 	}
 	if err := x.restart(ctx, name, old); err != nil {

@@ -270,3 +270,56 @@ func TestPutBackAsksAgain(t *testing.T) {
 		t.Errorf("the old container is %s as %s, want it running as m.c", after.State, after.Name)
 	}
 }
+
+// hungRemove is an engine whose first Remove of one container hangs until
+// its caller gives up.
+type hungRemove struct {
+	*enginetest.Fake
+	id   string
+	hung *bool
+}
+
+func (h hungRemove) Remove(ctx context.Context, id string) error {
+	if id == h.id && !*h.hung {
+		*h.hung = true
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return h.Fake.Remove(ctx, id)
+}
+
+// TestPutBackRemovesAgainAfterAHang: a signal came, and the put-back's
+// removal of the failed new container hangs. It is given up on after
+// SignalGrace and made again with a fresh context. So the new one goes,
+// and the old one runs under its name again, not the new one beside an
+// old one left aside.
+func TestPutBackRemovesAgainAfterAHang(t *testing.T) {
+	ctx := context.Background()
+	f := enginetest.NewFake("old:1", "new:1")
+	oldID, err := f.Create(ctx, OldName("m.c"), engine.Spec{Image: "old:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newID, err := f.Create(ctx, NewName("m.c"), engine.Spec{Image: "new:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(ctx, newID); err != nil {
+		t.Fatal(err)
+	}
+	old, _ := f.Inspect(ctx, oldID)
+	old.Running = true // it ran before the recreate stopped it
+	signalled, cancel := context.WithCancel(ctx)
+	cancel()
+	hung := false
+	x := Executor{Engine: hungRemove{Fake: f, id: newID, hung: &hung}}
+	if err := x.PutBack(signalled, "m.c", newID, old); err != nil {
+		t.Fatalf("PutBack = %v, want the old one put back", err)
+	}
+	if _, err := f.Inspect(ctx, newID); !engine.IsNotFound(err) {
+		t.Errorf("the failed new container is still there (%v)", err)
+	}
+	if after, _ := f.Inspect(ctx, oldID); !after.Running || after.Name != "m.c" {
+		t.Errorf("the old container is %s as %s, want it running as m.c", after.State, after.Name)
+	}
+}
