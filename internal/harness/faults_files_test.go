@@ -143,14 +143,17 @@ func startsWithout(res fltResult) bool {
 	return strings.Contains(out, "bind source path does not exist") || strings.Contains(out, "not started: the file it binds at")
 }
 
-// actFileVanishesInApply applies version 2 through the proxy, and the
-// secret or the config goes missing or unreadable at a drawn instant of the
-// apply: before its plan reads it, between the plan and the create, or
-// later. Once the apply returns, whatever it said, the service runs; the
-// file comes back for the healing apply.
+// actFileVanishesInApply rotates the secret and applies version 2
+// through the proxy, and the secret or the config goes missing or
+// unreadable at a drawn instant of the apply: before its plan reads it,
+// between the plan and the create, or later. Once the apply returns,
+// whatever it said, the service runs, unless a start found its file gone;
+// the file comes back for the healing apply, after which the service reads
+// the rotated secret.
 func actFileVanishesInApply(r *fltRun) {
 	v := r.ver
 	v.Version = "2"
+	r.rotateSecret()
 	r.writeMesh(v)
 	r.want = "2"
 	p := r.start(true, "apply", "-f", r.file, "--settle", "1s")
@@ -234,41 +237,20 @@ func actSecretReplacedInWindow(how string) func(r *fltRun) {
 	}
 }
 
-// actFileVanishesInClose runs a window through the proxy, and the secret
-// or the config goes missing or unreadable at a drawn instant of its step
-// or its close. The close brings the held container back as it was (its
-// spec is recorded), and says what is missing: where no fault fired, or
-// the window exited 0, the service runs after it.
-func actFileVanishesInClose(r *fltRun) {
-	v := r.ver
-	v.Step = "2"
-	r.writeMesh(v)
-	r.windows = append(r.windows, fltWindow{step: "gc"})
-	before := len(r.g.proxy.Calls())
-	p := r.start(true, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
-	restore, broke := func() {}, false
-	if p.waitFor("step gc started") {
-		restore, broke = r.breakAt(p, 4*time.Second)
-	}
-	res := p.wait()
-	r.t.Logf("window: %s\n%s", res.describe(), res.stderr)
-	without := broke && res.code != 0 && startsWithout(res)
-	if res.sig == 0 && !without && (res.code == 0 || len(fired(r.g.proxy.Calls()[before:])) == 0) {
-		r.checkServiceRuns("after a window that exited " + strconv.Itoa(res.code))
-	}
-	restore()
-}
-
-// actDeferredFiles runs a window through the proxy; mid-step the secret
-// is rotated and an apply without faults reports the service deferred.
-// What was reported deferred is what runs after a close that exits 0
-// (checkDeferredRan).
+// actDeferredFiles runs a window through the proxy. Mid-step the secret
+// is rotated, and an apply without faults reports the service deferred.
+// Then the secret or the config goes missing or unreadable at a drawn
+// instant of the rest of the step or of the close. Where no file broke
+// and the close exited 0, what was reported deferred is what runs
+// (checkDeferredRan). Where no fault fired, or the window exited 0, the
+// service runs after it, unless a start found its file gone.
 func actDeferredFiles(r *fltRun) {
 	v := r.ver
 	v.Step = "3"
 	r.writeMesh(v)
 	r.windows = append(r.windows, fltWindow{step: "gc"})
 	held := r.inspect(r.module + ".svc")
+	before := len(r.g.proxy.Calls())
 	p := r.start(true, "window", "run", r.module, "gc", "-f", r.file, "--settle", "1s")
 	if !p.waitFor("step gc started") {
 		// A fault ended the window before its step: nothing is held.
@@ -290,8 +272,17 @@ func actDeferredFiles(r *fltRun) {
 	if !deferred && !ended && !(r.hangs() && res.code == 130) {
 		r.t.Errorf("the mid-window apply: %s, %s reported %q, want deferred\n%s%s", res.describe(), r.module+".svc", reported(res.stdout, r.module+".svc"), res.stdout, res.stderr)
 	}
-	if wres := p.wait(); wres.code == 0 && !ended {
+	restore, broke := r.breakAt(p, 4*time.Second)
+	wres := p.wait()
+	r.t.Logf("window: %s\n%s", wres.describe(), wres.stderr)
+	// Back before the checks: checkSeen compares with the file.
+	restore()
+	if wres.code == 0 && !ended && !broke {
 		r.checkDeferredRan(held, deferred)
+	}
+	without := broke && wres.code != 0 && startsWithout(wres)
+	if wres.sig == 0 && !without && (wres.code == 0 || len(fired(r.g.proxy.Calls()[before:])) == 0) {
+		r.checkServiceRuns("after a window that exited " + strconv.Itoa(wres.code))
 	}
 }
 

@@ -46,13 +46,6 @@ func netV1(startFirst bool) func(r *fltRun) {
 	}
 }
 
-// secretV1 applies version 1 with a secret file.
-func secretV1(r *fltRun) {
-	v := r.ver
-	v.Secret = r.writeSecret()
-	r.applied(v)
-}
-
 // writeSecret writes the secret file a new content and returns its path.
 func (r *fltRun) writeSecret() string {
 	p := filepath.Join(r.dir, "token")
@@ -128,12 +121,6 @@ func (r *fltRun) waitFault(p *fltProc, before int, class faultproxy.Class) bool 
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-}
-
-// actSecretRotate rotates the secret file and applies through the proxy.
-func actSecretRotate(r *fltRun) {
-	r.writeSecret()
-	r.actApplied()
 }
 
 // checkAfterApply checks what an apply leaves once it returns, whatever

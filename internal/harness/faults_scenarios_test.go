@@ -35,10 +35,8 @@ var faultScenarios = []fltScenario{
 	{name: "startfirst-recreate", classes: allClasses, setup: netV1(true), act: actStartFirst},
 	{name: "startfirst-window", classes: allClasses, setup: netV1(true), act: actWindow("gc")},
 	{name: "network-replace", classes: allClasses, setup: netV1(false), act: actNetworkReplace},
-	{name: "secret-rotate", classes: allClasses, setup: secretV1, act: actSecretRotate},
 	{name: "depends-chain", classes: allClasses, setup: chainV1, act: actChain},
 	{name: "files-vanish-apply", classes: allClasses, setup: filesV1, act: actFileVanishesInApply},
-	{name: "files-vanish-close", classes: allClasses, setup: filesV1, act: actFileVanishesInClose},
 	{name: "window-deferred-files", classes: allClasses, setup: filesV1, act: actDeferredFiles},
 }
 
