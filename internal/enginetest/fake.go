@@ -40,7 +40,9 @@ type Fake struct {
 	nextID int
 	ctrs   map[string]*fakeCtr        // by ID
 	nets   map[string]*engine.Network // by ID
-	images map[string]bool
+	// subnetSet holds the IDs of the networks created with a subnet.
+	subnetSet map[string]bool
+	images    map[string]bool
 	// pullable is what Pull can fetch. failCreate and failStart make Create
 	// and Start of that image fail.
 	pullable, failCreate, failStart map[string]bool
@@ -128,7 +130,7 @@ var _ engine.Client = (*Fake)(nil)
 
 // NewFake returns a Fake holding images and no container.
 func NewFake(images ...string) *Fake {
-	f := &Fake{ctrs: map[string]*fakeCtr{}, nets: map[string]*engine.Network{}, images: map[string]bool{},
+	f := &Fake{ctrs: map[string]*fakeCtr{}, nets: map[string]*engine.Network{}, subnetSet: map[string]bool{}, images: map[string]bool{},
 		failCreate: map[string]bool{}, failStart: map[string]bool{}, pullable: map[string]bool{},
 		imageIDs: map[string]string{}, pullIDs: map[string]string{}}
 	for _, im := range images {

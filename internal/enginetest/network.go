@@ -32,10 +32,17 @@ func (f *Fake) NetworkList() []engine.Network {
 	return out
 }
 
+// addNet makes a network. One without a subnet gets a range of its own
+// from 198.18.0.0/16, as an engine's pool gives one.
 func (f *Fake) addNet(name string, spec engine.NetworkSpec) string {
 	f.nextID++
 	id := fmt.Sprintf("net%03d", f.nextID)
-	f.nets[id] = &engine.Network{ID: id, Name: name, Labels: maps.Clone(spec.Labels), Internal: spec.Internal}
+	subnet := spec.Subnet
+	if subnet == "" {
+		subnet = fmt.Sprintf("198.18.%d.0/24", f.nextID%256)
+	}
+	f.nets[id] = &engine.Network{ID: id, Name: name, Labels: maps.Clone(spec.Labels), Internal: spec.Internal, Subnets: []string{subnet}}
+	f.subnetSet[id] = spec.Subnet != ""
 	return id
 }
 
@@ -164,10 +171,14 @@ func (f *Fake) ConnectNetwork(ctx context.Context, net, container string, aliase
 }
 
 // ConnectNetworkAt joins a container to a network without aliases. The
-// fake has no addresses, so it refuses every one, as an engine does on a
-// network without a configured subnet.
+// fake keeps no addresses. It refuses one asked for on a network created
+// without a subnet, as an engine does.
 func (f *Fake) ConnectNetworkAt(ctx context.Context, net, container, address string) (err error) {
-	if address != "" {
+	f.mu.Lock()
+	n, nerr := f.findNet(net)
+	set := nerr == nil && f.subnetSet[n.ID]
+	f.mu.Unlock()
+	if address != "" && !set {
 		return fmt.Errorf("connect %s: user specified IP address is supported only when connecting to networks with user configured subnets", container)
 	}
 	return f.ConnectNetwork(ctx, net, container, nil)

@@ -186,7 +186,7 @@ func (a *pass) createNetworks(ctx context.Context) error {
 		}
 		a.opts.Progress("creating network %s\n", it.Name)
 		spec := lifecycle.NetworkSpec(a.scope, it.Module, it.Desired.Net, it.Desired.Internal)
-		if _, err := a.eng.CreateNetwork(ctx, it.Name, spec); err != nil {
+		if _, err := (lifecycle.Executor{Engine: a.eng, Scope: a.scope}).CreateNetwork(ctx, it.Name, spec); err != nil {
 			it.Action, it.Reasons = Failed, append(it.Reasons, "create failed: "+engine.Reason(err.Error()))
 			a.fillNetworks()
 			return fmt.Errorf("create network %s: %w", it.Name, err)

@@ -209,6 +209,10 @@ type Network struct {
 type NetworkSpec struct {
 	Internal bool
 	Labels   map[string]string
+	// Subnet, when set, is the network's configured IPv4 range
+	// ("198.18.3.0/24"). Only on such a network does the engine give a
+	// container the address asked for (ConnectNetworkAt).
+	Subnet string
 }
 
 // Healthcheck is a container's probe, as the engine runs it. Every Interval,

@@ -56,8 +56,11 @@ func (c *dockerClient) InspectNetwork(ctx context.Context, idOrName string) (Net
 func (c *dockerClient) CreateNetwork(ctx context.Context, name string, spec NetworkSpec) (string, error) {
 	var id string
 	err := c.do(ctx, "create network "+name, func(ctx context.Context) error {
-		r, err := c.api.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge", Internal: spec.Internal,
-			Labels: maps.Clone(spec.Labels)})
+		opts := network.CreateOptions{Driver: "bridge", Internal: spec.Internal, Labels: maps.Clone(spec.Labels)}
+		if spec.Subnet != "" {
+			opts.IPAM = &network.IPAM{Config: []network.IPAMConfig{{Subnet: spec.Subnet}}}
+		}
+		r, err := c.api.NetworkCreate(ctx, name, opts)
 		id = r.ID
 		return err
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -68,7 +69,7 @@ func (x Executor) EnsureNetworks(ctx context.Context, nets map[string]mesh.SpecN
 		if !ok {
 			return &MissingNetworkError{Name: name}
 		}
-		if _, err := x.Engine.CreateNetwork(ctx, name, NetworkSpec(x.Scope, module, net, nets[name].Internal)); err != nil {
+		if _, err := x.CreateNetwork(ctx, name, NetworkSpec(x.Scope, module, net, nets[name].Internal)); err != nil {
 			// Another create of the same network, at the same time, won.
 			if _, ierr := x.Engine.InspectNetwork(ctx, name); ierr == nil {
 				continue
@@ -77,6 +78,51 @@ func (x Executor) EnsureNetworks(ctx context.Context, nets map[string]mesh.SpecN
 		}
 	}
 	return nil
+}
+
+// CreateNetwork creates the module network name. A network made without
+// a configured subnet refuses an address asked for (IsAddressRefused). Yet
+// a start-first recreate has the old container rejoin at its address, so
+// connections in flight still reach it (leaveAliases). So a spec without
+// a subnet gets the engine's own pick kept. The network is made, its
+// range read, and it is made again with that range, configured. A call
+// that fails past the first create leaves a network without one: it
+// works, and a rejoin then takes a new address.
+func (x Executor) CreateNetwork(ctx context.Context, name string, spec engine.NetworkSpec) (string, error) {
+	id, err := x.Engine.CreateNetwork(ctx, name, spec)
+	if err != nil || spec.Subnet != "" {
+		return id, err
+	}
+	n, err := x.Engine.InspectNetwork(ctx, id)
+	if spec.Subnet = ipv4Subnet(n.Subnets); err != nil || spec.Subnet == "" || len(n.Containers) > 0 {
+		return id, nil
+	}
+	if err := x.Engine.RemoveNetwork(ctx, id); err != nil {
+		// Its answer may be lost, the network gone all the same.
+		if _, ierr := x.Engine.InspectNetwork(ctx, id); ierr == nil || !engine.IsNotFound(ierr) {
+			return id, nil
+		}
+	}
+	if id, err = x.Engine.CreateNetwork(ctx, name, spec); err == nil {
+		return id, nil
+	}
+	// Another create of the name may have won meanwhile. Else the range
+	// was taken: the engine picks again.
+	if n, ierr := x.Engine.InspectNetwork(ctx, name); ierr == nil {
+		return n.ID, nil
+	}
+	spec.Subnet = ""
+	return x.Engine.CreateNetwork(ctx, name, spec)
+}
+
+// ipv4Subnet returns the first IPv4 range of subnets, or "".
+func ipv4Subnet(subnets []string) string {
+	for _, s := range subnets {
+		if strings.Contains(s, ".") {
+			return s
+		}
+	}
+	return ""
 }
 
 // MissingNetworkError is an external network that does not exist.
@@ -148,7 +194,9 @@ func (x Executor) replaceNetwork(ctx context.Context, old engine.Network, intern
 		return fmt.Errorf("remove the old one: %w", err)
 	}
 	spec := NetworkSpec(x.Scope, old.Labels[LabelModule], old.Labels[LabelNetwork], internal)
-	if _, err := x.Engine.CreateNetwork(ctx, old.Name, spec); err != nil {
+	// The old one's range, so each container keeps its address.
+	spec.Subnet = ipv4Subnet(old.Subnets)
+	if _, err := x.CreateNetwork(ctx, old.Name, spec); err != nil {
 		return fmt.Errorf("create the new one: %w", err)
 	}
 	for _, c := range users {
