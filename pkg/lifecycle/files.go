@@ -51,9 +51,9 @@ func CheckFiles(name string, files map[string]string) error {
 	return nil
 }
 
-// Start starts container c after CheckFiles. Every start of a container
-// meshctl made goes through it or startNew. A FIFO or a directory put in
-// a secret's place would otherwise be bound, and the container would run
+// Start starts container c after CheckFiles. The starts of lifecycle and
+// coord go through it or startNew. A FIFO or a directory put in a
+// secret's place would otherwise be bound, and the container would run
 // without its content.
 func (x Executor) Start(ctx context.Context, c engine.Container) error {
 	if err := CheckFiles(c.Name, BoundFiles(c)); err != nil {
