@@ -416,6 +416,7 @@ type membership struct {
 	cli    *clientv3.Client
 	j      Join
 	lease  clientv3.LeaseID
+	ttl    time.Duration
 	cancel context.CancelFunc
 	done   chan struct{}
 
@@ -443,9 +444,9 @@ func (l *Ledger) JoinGathering(ctx context.Context, j Join) (Gathered, error) {
 	if j.Module == "" || j.Step == "" || j.Host == "" || j.Gather <= 0 {
 		return nil, fault.New(fault.BadInput, "join of a mesh window: module, step, host and a positive gather are needed")
 	}
-	m := &membership{l: l, s: s, cli: cli, j: j, done: make(chan struct{})}
+	m := &membership{l: l, s: s, cli: cli, j: j, ttl: sessionTTL, done: make(chan struct{})}
 	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
-		r, err := cli.Grant(ctx, leaseSeconds(sessionTTL))
+		r, err := cli.Grant(ctx, leaseSeconds(m.ttl))
 		if err != nil {
 			return false, err
 		}
@@ -479,7 +480,7 @@ func (m *membership) keep(kctx context.Context, ch <-chan *clientv3.LeaseKeepAli
 	}
 	if kctx.Err() == nil {
 		m.l.warnf("mesh window %s/%s: this host's session on the gathering lapsed (etcd unreachable, or this process stopped, for %s)\n",
-			m.j.Module, m.j.Step, sessionTTL)
+			m.j.Module, m.j.Step, m.ttl)
 	}
 }
 
@@ -549,11 +550,8 @@ func (m *membership) join(ctx context.Context) (bool, error) {
 	cmps := append(s.notStarted(st),
 		clientv3.Compare(clientv3.CreateRevision(s.gatherKey(j.Module, "deadline")), ">", 0),
 		clientv3.Compare(clientv3.CreateRevision(s.gatherKey(j.Module, "joined/"+j.Host)), "=", 0))
-	tr, err := s.kv().Txn(ctx).If(cmps...).Then(m.joinOps()...).Commit()
-	if err != nil {
-		return false, err
-	}
-	return tr.Succeeded, nil
+	_, err = s.kv().Txn(ctx).If(cmps...).Then(m.joinOps()...).Commit()
+	return false, err // read again: it finds the join its own, or what won
 }
 
 func short(hash string) string {
