@@ -28,11 +28,18 @@ func gatherMesh(t *testing.T, n, budget int) []*Ledger {
 	ls := meshLedgers(t, n)
 	for i := range n {
 		m := Member{Host: fmt.Sprintf("h%d", i), Module: "store", MaxUnavailable: budget, Steps: map[string]string{"gc": "hash-a"}}
-		if err := ls[0].PutMember(context.Background(), m); err != nil {
+		if err := ls[0].PutMember(testCtx(t), m); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return ls
+}
+
+// testCtx bounds a test's waits, so a broken wait fails the test.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func joinOf(i int) Join {
@@ -41,7 +48,7 @@ func joinOf(i int) Join {
 
 func mustJoin(t *testing.T, l *Ledger, j Join) Gathered {
 	t.Helper()
-	g, err := l.JoinGathering(context.Background(), j)
+	g, err := l.JoinGathering(testCtx(t), j)
 	if err != nil {
 		t.Fatalf("join of %s: %v", j.Host, err)
 	}
@@ -61,7 +68,7 @@ func gatherErrOf(t *testing.T, what string, err error, kind fault.Kind) *GatherE
 
 func gatheringOf(t *testing.T, l *Ledger) Gathering {
 	t.Helper()
-	g, ok, err := l.Gathering(context.Background(), "store")
+	g, ok, err := l.Gathering(testCtx(t), "store")
 	if err != nil || !ok {
 		t.Fatalf("gathering of store: %v, %v", ok, err)
 	}
@@ -71,10 +78,10 @@ func gatheringOf(t *testing.T, l *Ledger) Gathering {
 // TestGatherFileLedgerRefused: a file ledger has no gathering.
 func TestGatherFileLedgerRefused(t *testing.T) {
 	l, _ := newTestLedger(t)
-	if _, err := l.JoinGathering(context.Background(), joinOf(0)); !errors.Is(err, ErrNotEtcd) {
+	if _, err := l.JoinGathering(testCtx(t), joinOf(0)); !errors.Is(err, ErrNotEtcd) {
 		t.Fatalf("join on a file ledger: %v", err)
 	}
-	if _, _, err := l.Gathering(context.Background(), "store"); !errors.Is(err, ErrNotEtcd) {
+	if _, _, err := l.Gathering(testCtx(t), "store"); !errors.Is(err, ErrNotEtcd) {
 		t.Fatalf("gathering on a file ledger: %v", err)
 	}
 }
@@ -83,7 +90,7 @@ func TestGatherFileLedgerRefused(t *testing.T) {
 // All hold, one start, and every member sees the end.
 func TestGatherAllJoinStartEnd(t *testing.T) {
 	ls := gatherMesh(t, 3, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	gs := []Gathered{mustJoin(t, ls[0], joinOf(0))}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -171,7 +178,7 @@ func TestGatherAbsentFailsAtDeadline(t *testing.T) {
 	var wg sync.WaitGroup
 	for i, g := range gs {
 		wg.Go(func() {
-			_, err := g.AllJoined(context.Background())
+			_, err := g.AllJoined(testCtx(t))
 			var ge *GatherError
 			if !errors.As(err, &ge) || ge.Kind != fault.Failed || !slices.Equal(ge.Hosts, []string{"h2"}) || !strings.Contains(ge.Why, "h2") {
 				t.Errorf("h%d all joined: %v; want failed naming h2", i, err)
@@ -198,7 +205,7 @@ func TestGatherAbsentFailsAtDeadline(t *testing.T) {
 // get bad input, naming both hosts.
 func TestGatherHashDiffers(t *testing.T) {
 	ls := gatherMesh(t, 3, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	g0 := mustJoin(t, ls[0], joinOf(0))
 	j1 := joinOf(1)
 	j1.Hash = "hash-b"
@@ -219,7 +226,7 @@ func TestGatherHashDiffers(t *testing.T) {
 // startAll joins n hosts, holds on each and starts the step.
 func startAll(t *testing.T, ls []*Ledger) []Gathered {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var gs []Gathered
 	for i := range ls {
 		gs = append(gs, mustJoin(t, ls[i], joinOf(i)))
@@ -251,15 +258,17 @@ func TestGatherJoinAfterStart(t *testing.T) {
 	id := gs[0].Gathering().ID
 	late := meshLedgers(t, 1)[0]
 	late.st.(*etcdStore).cfg.Prefix = ls[0].st.(*etcdStore).cfg.Prefix
-	_, err := late.JoinGathering(context.Background(), joinOf(1))
-	if ge := gatherErrOf(t, "a join after the start", err, fault.Busy); ge.ID != id || !strings.Contains(err.Error(), id) {
-		t.Errorf("error %v does not name gathering %s", err, id)
+	_, err := late.JoinGathering(testCtx(t), joinOf(1))
+	if ge := gatherErrOf(t, "a join after the start", err, fault.Busy); ge.ID != id || !strings.Contains(err.Error(), id) || !strings.Contains(ge.Why, "after the step started") {
+		t.Errorf("error %v does not name gathering %s and its start", err, id)
 	}
-	if err := gs[0].End(context.Background(), StepEnd{Result: "ok", By: "h0"}); err != nil {
+	if err := gs[0].End(testCtx(t), StepEnd{Result: "ok", By: "h0"}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = late.JoinGathering(context.Background(), joinOf(1))
-	gatherErrOf(t, "a join after the end", err, fault.Busy)
+	_, err = late.JoinGathering(testCtx(t), joinOf(1))
+	if ge := gatherErrOf(t, "a join after the end", err, fault.Busy); !strings.Contains(ge.Why, "after the step started") {
+		t.Errorf("error %v does not say the step started", err)
+	}
 }
 
 // TestGatherJoinAfterDeadline: a join after the deadline is busy, naming
@@ -267,10 +276,10 @@ func TestGatherJoinAfterStart(t *testing.T) {
 func TestGatherJoinAfterDeadline(t *testing.T) {
 	ls := gatherMesh(t, 2, 0)
 	g0 := mustJoin(t, ls[0], joinOf(0))
-	_, err := g0.AllJoined(context.Background())
+	_, err := g0.AllJoined(testCtx(t))
 	gatherErrOf(t, "h0's wait for h1", err, fault.Failed)
-	_, err = ls[1].JoinGathering(context.Background(), joinOf(1))
-	if ge := gatherErrOf(t, "h1's join after the deadline", err, fault.Busy); ge.ID != g0.Gathering().ID {
+	_, err = ls[1].JoinGathering(testCtx(t), joinOf(1))
+	if ge := gatherErrOf(t, "h1's join after the deadline", err, fault.Busy); ge.ID != g0.Gathering().ID || !strings.Contains(ge.Why, "after the deadline") {
 		t.Errorf("busy names gathering %q, want %q", ge.ID, g0.Gathering().ID)
 	}
 	if g := gatheringOf(t, ls[0]); g.State != GatherFailed || g.ID != g0.Gathering().ID {
@@ -283,7 +292,7 @@ func TestGatherJoinAfterDeadline(t *testing.T) {
 // return the failure, naming it, and the step never starts.
 func TestGatherLapseBeforeStart(t *testing.T) {
 	ls := gatherMesh(t, 3, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var gs []Gathered
 	for i := range ls {
 		gs = append(gs, mustJoin(t, ls[i], joinOf(i)))
@@ -319,7 +328,7 @@ func TestGatherLapseBeforeStart(t *testing.T) {
 // once a new gathering replaced it.
 func TestGatherRunnerLapsesAfterStart(t *testing.T) {
 	ls := gatherMesh(t, 2, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	gs := startAll(t, ls)
 	id := gs[0].Gathering().ID
 	gs[0].Leave()
@@ -368,7 +377,7 @@ func TestGatherStoppedBudget(t *testing.T) {
 	ls := gatherMesh(t, 3, 1)
 	j := joinOf(0)
 	j.Stopped, j.MaxUnavailable = true, 1
-	_, err := ls[0].JoinGathering(context.Background(), j)
+	_, err := ls[0].JoinGathering(testCtx(t), j)
 	gatherErrOf(t, "a stopped hold over budget", err, fault.BadInput)
 	if !strings.Contains(err.Error(), "3 hosts") || !strings.Contains(err.Error(), "is 1") || !strings.Contains(err.Error(), "hold it changed") {
 		t.Errorf("error %q does not name both numbers and the fix", err)
@@ -378,7 +387,7 @@ func TestGatherStoppedBudget(t *testing.T) {
 	}
 	j = joinOf(1)
 	j.Stopped = true
-	_, err = ls[1].JoinGathering(context.Background(), j)
+	_, err = ls[1].JoinGathering(testCtx(t), j)
 	gatherErrOf(t, "a later joiner", err, fault.BadInput)
 }
 
@@ -387,7 +396,7 @@ func TestGatherStoppedBudget(t *testing.T) {
 // and the window runs as without a loss.
 func TestGatherLostAnswers(t *testing.T) {
 	ls := gatherMesh(t, 2, 0)
-	ctx := context.Background()
+	ctx := testCtx(t)
 	loses := make([]*atomic.Int32, len(ls))
 	for i, l := range ls {
 		loses[i] = &atomic.Int32{}
@@ -441,14 +450,14 @@ func TestGatherCancelledWait(t *testing.T) {
 	j := joinOf(0)
 	j.Gather = time.Minute
 	g := mustJoin(t, ls[0], j)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(testCtx(t))
 	time.AfterFunc(200*time.Millisecond, cancel)
 	begin := time.Now()
 	_, err := g.AllJoined(ctx)
 	if !errors.Is(err, context.Canceled) || time.Since(begin) > 2*time.Second {
 		t.Fatalf("a cancelled wait: %v after %s", err, time.Since(begin))
 	}
-	if err := g.Fail(context.Background(), "interrupted"); err != nil {
+	if err := g.Fail(testCtx(t), "interrupted"); err != nil {
 		t.Fatal(err)
 	}
 	if st := gatheringOf(t, ls[1]); st.State != GatherFailed || !strings.Contains(st.Failure, "interrupted") {
