@@ -726,6 +726,7 @@ var errAgain = errors.New("read again")
 // gathering, and fails one that met a failure. Between reads it watches
 // from the read's revision on, so it misses no change.
 func (m *membership) wait(ctx context.Context, done func(st *gstate) (bool, error)) (*gstate, error) {
+	var wrote int64 // the revision read before done's last write
 	for {
 		st, err := m.read(ctx)
 		if err != nil {
@@ -740,9 +741,17 @@ func (m *membership) wait(ctx context.Context, done func(st *gstate) (bool, erro
 			}
 			continue
 		}
+		if st.rev == wrote {
+			// That write lost its compare, and nothing changed since.
+			if err := m.s.watchGather(ctx, m.cli, m.j.Module, st.rev); err != nil {
+				return st, err
+			}
+			continue
+		}
 		ok, err := done(st)
 		switch {
 		case errors.Is(err, errAgain):
+			wrote = st.rev
 			continue
 		case err != nil:
 			return st, ctxErr(ctx, err)

@@ -464,3 +464,44 @@ func TestGatherCancelledWait(t *testing.T) {
 		t.Fatalf("after Fail: %+v", st)
 	}
 }
+
+// TestGatherOtherStepBusy: one mesh window per module. A join of another
+// step while one is open is busy, naming the open step.
+func TestGatherOtherStepBusy(t *testing.T) {
+	ls := gatherMesh(t, 2, 0)
+	g0 := mustJoin(t, ls[0], joinOf(0))
+	j := joinOf(1)
+	j.Step = "other"
+	_, err := ls[1].JoinGathering(testCtx(t), j)
+	if ge := gatherErrOf(t, "a join of another step", err, fault.Busy); ge.ID != g0.Gathering().ID || !strings.Contains(ge.Why, "step gc") {
+		t.Fatalf("error %v does not name the open window", err)
+	}
+}
+
+// TestGatherArchiveKeepsNewest: each over gathering is archived when the
+// next replaces it. The newest gatheringsKept stay, the older go.
+func TestGatherArchiveKeepsNewest(t *testing.T) {
+	ls := gatherMesh(t, 1, 0)
+	ctx := testCtx(t)
+	var ids []string
+	for i := range gatheringsKept + 3 {
+		j := joinOf(0)
+		j.Step = fmt.Sprintf("s%d", i%2) // another step replaces at once
+		g := mustJoin(t, ls[0], j)
+		ids = append(ids, g.Gathering().ID)
+		if err := g.Fail(ctx, "done"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := ls[0].st.(*etcdStore)
+	resp, err := s.cli.Get(ctx, s.meshPrefix("gatherings-done", "store"), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != gatheringsKept {
+		t.Fatalf("%v archived, %v; want %d", resp.Count, err, gatheringsKept)
+	}
+	for i, id := range ids {
+		_, ok, err := ls[0].GatheringByID(ctx, "store", id)
+		if want := i >= len(ids)-1-gatheringsKept; err != nil || ok != want {
+			t.Errorf("gathering %d (%s): found %v, %v; want %v", i, id, ok, err, want)
+		}
+	}
+}
