@@ -201,6 +201,7 @@ func (s *etcdStore) readGather(ctx context.Context, cli *clientv3.Client, module
 			st.done = append(st.done, doneKey{string(kv.Key), kv.CreateRevision})
 		}
 	}
+	st.g.Rev = st.rev
 	return st, nil
 }
 
