@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"time"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
 )
@@ -30,36 +29,6 @@ type GatherStore interface {
 }
 
 // Gathered is one host's membership of a gathering, from its join to
-// Leave. Each wait returns a *ledger.GatherError once the gathering failed.
-type Gathered interface {
-	// Gathering is the gathering as last read.
-	Gathering() ledger.Gathering
-	// Runner says whether this host runs the step.
-	Runner() bool
-	// AllJoined waits until every expected host joined with the same hash.
-	// Then the gathering is holding. It fails the gathering at the deadline
-	// (exit 1, naming the missing hosts), and on a hash that differs (exit 2).
-	AllJoined(ctx context.Context) (ledger.Gathering, error)
-	// Held says that this host holds its containers for the step.
-	Held(ctx context.Context) error
-	// Start, on the runner, waits until every member held and starts the
-	// step. It fails the gathering if a member's session lapsed first.
-	Start(ctx context.Context) error
-	// WaitStart, on another member, waits until the runner started.
-	WaitStart(ctx context.Context) error
-	// Fail fails the gathering before its start, saying why. Every member
-	// then brings its containers back.
-	Fail(ctx context.Context, why string) error
-	// End, on the runner, records how the step ended.
-	End(ctx context.Context, end ledger.StepEnd) error
-	// WaitEnd, on another member, waits for the step's end until until.
-	// Past it, it returns context.DeadlineExceeded and the caller keeps
-	// its hold.
-	WaitEnd(ctx context.Context, until time.Time) (ledger.StepEnd, error)
-	// Closed says that this host closed its hold, and whether its
-	// containers came back healthy.
-	Closed(ctx context.Context, back bool) error
-	// Leave ends the session's renewals. Its lease then lapses, or is
-	// revoked when the host closed.
-	Leave()
-}
+// Leave. It is ledger.Gathered, which says what each method does. It is
+// an alias so that *ledger.Ledger is a GatherStore.
+type Gathered = ledger.Gathered
