@@ -60,9 +60,10 @@ func (c scriptCmd) usage() string {
 // scriptCmdList is every custom script command, by name.
 var scriptCmdList = []scriptCmd{
 	{"capture", false, "VAR REGEXP", "set VAR from the last stdout: REGEXP's last submatch (or its match); (?m) is on", cmdCapture},
-	{"ctr", true, "SUBCOMMAND ARG...", "inspect and change the test engine's containers (ctr modules|inspect|missing|run|stop|start|kill|rm|wait)", cmdCtr},
+	{"ctr", true, "[@HOST] SUBCOMMAND ARG...", "inspect and change the test engine's containers, or host HOST's (ctr modules|inspect|missing|run|stop|start|kill|rm|wait)", cmdCtr},
 	{"ctrlogs", false, "NAME [DUR]", "print a container's stdout and stderr, followed until it exits or for DUR (default 1m)", cmdCtrLogs},
 	{"exits", true, "CODE PROG ARG...", "run PROG like exec and check its exact exit status; its output is the next stdout/stderr", cmdExits},
+	{"hostevents", true, "start|down MODULE [N]", "mesh scripts: record MODULE's container events on every host; down: check that at no instant more than N hosts had it down (with !: more did)", cmdHostEvents},
 	{"idof", false, "NAME", "print a container's engine id (to tell the same container from a new one of that name)", cmdIDOf},
 	{"jsoncapture", false, "VAR PATH", "set VAR from the value at PATH in the last stdout (a non-string as JSON)", cmdJSONCapture},
 	{"jsonkeys", false, "PATH KEY...", "check the exact set of keys of the object at PATH in the last stdout", cmdJSONKeys},
@@ -120,6 +121,13 @@ func TestScriptModulesUnique(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "script", "*.txtar"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
+	}
+	for _, dir := range []string{"etcd", "mesh"} {
+		more, err := filepath.Glob(filepath.Join("..", "..", "testdata", dir, "*.txtar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, more...)
 	}
 	owner := map[string]string{}
 	for _, f := range files {
@@ -235,6 +243,8 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 // assert on the engine's real state:
 //
 //	ctr modules MOD...          remove every container of these modules now and when the script ends
+//	                            (in the mesh scripts: on the test engine and every host)
+//	ctr @HOST SUBCOMMAND ...    any of these on host HOST's engine (the mesh scripts)
 //	ctr inspect NAME            print "name=… id=… state=… restart=…" (fails if missing)
 //	ctr missing NAME            fail unless NAME does not exist
 //	ctr run NAME IMAGE ARG...   create and start an unmanaged container (network none)
@@ -245,10 +255,11 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 //	ctr netcreate NAME          create a network meshctl does not manage, removed when the script ends
 //	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET; removed when the script ends
 func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
+	host, args := scriptHostEngine(ts, args)
 	if len(args) < 1 {
-		ts.Fatalf("usage: ctr SUBCOMMAND ...")
+		ts.Fatalf("usage: ctr [@HOST] SUBCOMMAND ...")
 	}
-	c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
+	c, err := engine.New(host)
 	if err != nil {
 		ts.Fatalf("%v", err)
 	}
@@ -266,14 +277,26 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "modules":
-		removeModules(ctx, ts, c, rest)
-		ts.Defer(func() {
-			c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
-			if err == nil {
-				removeModules(context.Background(), ts, c, rest)
-				c.Close()
+		// In the mesh scripts, without @HOST: on the test engine and every host.
+		engines := []string{host}
+		if hosts, err := parseHosts(ts.Getenv("MESHCTL_TEST_HOSTS")); err == nil && host == ts.Getenv("MESHCTL_TEST_DOCKER_HOST") {
+			for _, h := range hosts {
+				engines = append(engines, h.sock)
 			}
-		})
+		}
+		for _, e := range engines {
+			c, err := engine.New(e)
+			ts.Check(err)
+			removeModules(ctx, ts, c, rest)
+			c.Close()
+			ts.Defer(func() {
+				c, err := engine.New(e)
+				if err == nil {
+					removeModules(context.Background(), ts, c, rest)
+					c.Close()
+				}
+			})
+		}
 	case "inspect":
 		x, err := c.Inspect(ctx, rest[0])
 		check(err)
@@ -298,7 +321,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		if err == nil {
 			err = c.Start(ctx, id)
 			ts.Defer(func() {
-				if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+				if c, err := engine.New(host); err == nil {
 					_ = c.Remove(context.Background(), id)
 					c.Close()
 				}
@@ -327,7 +350,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(meshrun.PublicSubnets(n))
 		}
 		ts.Defer(func() {
-			if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+			if c, err := engine.New(host); err == nil {
 				_ = c.RemoveNetwork(context.Background(), name)
 				c.Close()
 			}
@@ -426,7 +449,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	keys := []string{"WORK", "PATH", "TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 		"DOCKER_HOST", "CI", "MESHCTL_STATE_DIR", "MESHCTL_CONFIG", "MESHCTL_DOCKER_HOST", "MESHCTL_LOCK_TIMEOUT",
 		"MESHCTL_OUTPUT", "MESHCTL_QUIET", "MESHCTL_VERBOSE", "MESHCTL_TEST_DOCKER_HOST",
-		"MESHCTL_LEDGER", "MESHCTL_LEDGER_USER", "MESHCTL_LEDGER_PASSWORD", "MESHCTL_HOST_NAME", "MESHCTL_METRICS_FILE"}
+		"MESHCTL_TEST_HOSTS", "MESHCTL_LEDGER", "MESHCTL_LEDGER_USER", "MESHCTL_LEDGER_PASSWORD", "MESHCTL_HOST_NAME", "MESHCTL_METRICS_FILE"}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)

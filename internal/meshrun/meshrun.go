@@ -45,6 +45,12 @@ func PingTestEngine() error {
 	if host == "" {
 		return errors.New("MESHCTL_TEST_DOCKER_HOST is not set (scripts/engine.sh start)")
 	}
+	return PingEngine(host)
+}
+
+// PingEngine checks that the engine at host answers and gives public
+// subnets. The mesh scripts ping each host engine with it.
+func PingEngine(host string) error {
 	c, err := engine.New(host)
 	if err != nil {
 		return err

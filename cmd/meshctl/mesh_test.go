@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/internal/eventcheck"
+	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/rogpeppe/go-internal/testscript"
+)
+
+// TestMeshScripts runs testdata/mesh/*.txtar: scripts of several hosts on
+// one machine, each a private engine of scripts/hosts.sh, over one etcd
+// ledger prefix of the script's own (MESHCTL_LEDGER). "exec on HOST meshctl
+// …" runs meshctl as that host. Without the host engines or etcd the test
+// skips, saying which; under CI=true it fails.
+func TestMeshScripts(t *testing.T) {
+	hosts, err := testHosts()
+	if err == nil {
+		for _, h := range hosts {
+			if err = meshrun.PingEngine(h.sock); err != nil {
+				err = fmt.Errorf("host %s: %w", h.name, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and no host engines: %v", err)
+		}
+		t.Skipf("no host engines: %v", err)
+	}
+	eps := etcdtest.Endpoints(t)
+	if os.Getenv("MESHCTL_TEST_DOCKER_HOST") == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true and no test engine")
+		}
+		t.Skip("no test engine (the scripts' sync containers and ctr need it)")
+	}
+	names := make([]string, len(hosts))
+	for i, h := range hosts {
+		names[i] = h.name
+	}
+	testscript.Run(t, testscript.Params{
+		Dir:                 filepath.Join("..", "..", "testdata", "mesh"),
+		RequireExplicitExec: true,
+		RequireUniqueNames:  true,
+		UpdateScripts:       os.Getenv("MESHCTL_UPDATE_SCRIPTS") == "1",
+		Setup: func(env *testscript.Env) error {
+			if err := setup(env); err != nil {
+				return err
+			}
+			env.Setenv("ETCD_EPS", eps)
+			env.Setenv("MESHCTL_LEDGER", "etcd://"+eps+etcdtest.Prefix(filepath.Base(env.WorkDir)))
+			env.Setenv("MESHCTL_TEST_ETCD_DIR", os.Getenv("MESHCTL_TEST_ETCD_DIR"))
+			env.Setenv("MESHCTL_TEST_HOSTS", os.Getenv("MESHCTL_TEST_HOSTS"))
+			env.Setenv("HOSTS", strings.Join(names, " "))
+			return nil
+		},
+		Condition: condition,
+		Cmds:      scriptCmds(),
+	})
+}
+
+// testHost is one host engine of MESHCTL_TEST_HOSTS.
+type testHost struct{ name, sock string }
+
+// testHosts reads MESHCTL_TEST_HOSTS ("host-a=unix:///…,host-b=…").
+func testHosts() ([]testHost, error) {
+	return parseHosts(os.Getenv("MESHCTL_TEST_HOSTS"))
+}
+
+func parseHosts(list string) ([]testHost, error) {
+	if list == "" {
+		return nil, fmt.Errorf("MESHCTL_TEST_HOSTS is not set (scripts/hosts.sh start; eval \"$(scripts/hosts.sh env)\")")
+	}
+	var out []testHost
+	for _, kv := range strings.Split(list, ",") {
+		name, sock, ok := strings.Cut(kv, "=")
+		if !ok || name == "" || !strings.HasPrefix(sock, "unix:///") {
+			return nil, fmt.Errorf("MESHCTL_TEST_HOSTS: %q is not HOST=unix:///PATH", kv)
+		}
+		out = append(out, testHost{name, sock})
+	}
+	return out, nil
+}
+
+// hostSock returns the engine of host name in the script's hosts.
+func hostSock(list, name string) (string, error) {
+	hosts, err := parseHosts(list)
+	if err != nil {
+		return "", err
+	}
+	for _, h := range hosts {
+		if h.name == name {
+			return h.sock, nil
+		}
+	}
+	return "", fmt.Errorf("no host %s in MESHCTL_TEST_HOSTS=%s", name, list)
+}
+
+// onMain is the program "on HOST PROG ARG...": it runs PROG, in place of
+// itself, as a process of host HOST. That is, with HOST's engine as
+// DOCKER_HOST, $WORK/hosts/HOST/state as its state directory and HOST as
+// its host name. The process is PROG's own, so a background "exec on … &x&"
+// is meshctl itself, and a signal reaches it.
+func onMain() int {
+	if len(os.Args) < 3 {
+		fmt.Fprintln(os.Stderr, "usage: on HOST PROG ARG...")
+		return 2
+	}
+	host, prog := os.Args[1], os.Args[2]
+	sock, err := hostSock(os.Getenv("MESHCTL_TEST_HOSTS"), host)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "on:", err)
+		return 2
+	}
+	work := os.Getenv("WORK")
+	if work == "" {
+		fmt.Fprintln(os.Stderr, "on: WORK is not set: run it from a script")
+		return 2
+	}
+	state := filepath.Join(work, "hosts", host, "state")
+	path, err := exec.LookPath(prog)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "on:", err)
+		return 2
+	}
+	env := []string{"DOCKER_HOST=" + sock, "MESHCTL_TEST_DOCKER_HOST=" + sock, "MESHCTL_STATE_DIR=" + state, "MESHCTL_HOST_NAME=" + host}
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case "DOCKER_HOST", "MESHCTL_TEST_DOCKER_HOST", "MESHCTL_STATE_DIR", "MESHCTL_HOST_NAME":
+		default:
+			env = append(env, kv)
+		}
+	}
+	err = syscall.Exec(path, os.Args[2:], env)
+	fmt.Fprintln(os.Stderr, "on:", err)
+	return 2
+}
+
+// scriptHostEngine returns the engine a script command acts on: the test
+// engine, or with a first argument "@HOST" that host's, and the rest.
+func scriptHostEngine(ts *testscript.TestScript, args []string) (string, []string) {
+	if len(args) > 0 && strings.HasPrefix(args[0], "@") {
+		sock, err := hostSock(ts.Getenv("MESHCTL_TEST_HOSTS"), args[0][1:])
+		ts.Check(err)
+		return sock, args[1:]
+	}
+	return ts.Getenv("MESHCTL_TEST_DOCKER_HOST"), args
+}
+
+// hostRecorders are the event records of hostevents, by script.
+var (
+	hostRecMu sync.Mutex
+	hostRecs  = map[string]map[string]*eventcheck.Recorder{} // WORK: host: recorder
+)
+
+// cmdHostEvents follows the host engines' events, as the ground truth of
+// what ran:
+//
+//	hostevents start MODULE     record MODULE's container events on every host
+//	[!] hostevents down MODULE N   check that at no instant more than N hosts
+//	                            had MODULE down (with !: that more than N had)
+func cmdHostEvents(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) < 2 {
+		ts.Fatalf("usage: hostevents start MODULE | [!] hostevents down MODULE N")
+	}
+	hosts, err := parseHosts(ts.Getenv("MESHCTL_TEST_HOSTS"))
+	ts.Check(err)
+	work, module := ts.Getenv("WORK"), args[1]
+	key := work + "\x00" + module
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	switch args[0] {
+	case "start":
+		if neg {
+			ts.Fatalf("hostevents start does not take !")
+		}
+		recs := map[string]*eventcheck.Recorder{}
+		for _, h := range hosts {
+			r, err := eventcheck.Record(ctx, h.sock, func(_ string, labels map[string]string) bool {
+				return labels["io.meshctl.module"] == module
+			})
+			ts.Check(err)
+			recs[h.name] = r
+		}
+		hostRecMu.Lock()
+		hostRecs[key] = recs
+		hostRecMu.Unlock()
+		ts.Defer(func() {
+			for _, r := range recs {
+				r.Stop()
+			}
+			hostRecMu.Lock()
+			delete(hostRecs, key)
+			hostRecMu.Unlock()
+		})
+	case "down":
+		if len(args) != 3 {
+			ts.Fatalf("usage: [!] hostevents down MODULE N")
+		}
+		n, err := strconv.Atoi(args[2])
+		ts.Check(err)
+		hostRecMu.Lock()
+		recs := hostRecs[key]
+		hostRecMu.Unlock()
+		if recs == nil {
+			ts.Fatalf("hostevents down %s: no hostevents start %s before", module, module)
+		}
+		down := map[string][]eventcheck.Interval{}
+		for _, h := range hosts {
+			r := recs[h.name]
+			ts.Check(r.Sync(ctx, "meshtest/busybox:1"))
+			if err := r.Err(); err != nil {
+				ts.Fatalf("host %s: %v", h.name, err)
+			}
+			evs := r.Events()
+			down[h.name] = eventcheck.Down(evs, module)
+			ts.Logf("host %s: %d events of %s", h.name, len(evs), module)
+			for _, e := range evs {
+				if strings.HasPrefix(e.Action, "exec_") {
+					continue // the healthcheck's probes
+				}
+				ts.Logf("  %s %s %s %.12s %s", e.At.Format("15:04:05.000"), e.Action, e.Detail, e.ID, e.Name)
+			}
+			fmt.Fprint(ts.Stdout(), eventcheck.DownString(h.name, down[h.name]))
+		}
+		most, at, which := eventcheck.MostDown(down)
+		fmt.Fprintf(ts.Stdout(), "at most %d of %d hosts had %s down at once\n", most, len(hosts), module)
+		if (most > n) != neg {
+			if neg {
+				ts.Fatalf("at most %d hosts had %s down at once, want more than %d", most, module, n)
+			}
+			ts.Fatalf("%d hosts had %s down at once at %s (%s), want at most %d", most, module,
+				at.Format("15:04:05.000"), strings.Join(which, ", "), n)
+		}
+	default:
+		ts.Fatalf("hostevents: unknown subcommand %q", args[0])
+	}
+}
