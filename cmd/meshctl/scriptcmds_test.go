@@ -72,12 +72,12 @@ var scriptCmdList = []scriptCmd{
 	{"lock", false, "NAME", "take the lock NAME of $MESHCTL_STATE_DIR, as another meshctl would, until unlock or the end", cmdLock},
 	{"oldctr", false, "MODULE.CONTAINER SPEC", "create and start a container as an older meshctl would have, with SPEC as its recorded spec", cmdOldCtr},
 	{"pidgone", true, "FILE [DUR]", "wait until the process whose pid FILE holds is gone (default 2s); with !, check it runs now", cmdPidGone},
-	{"sigwindow", false, "SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE", cmdSigWindow},
+	{"sigwindow", false, "[@HOST] SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE (of host HOST's state dir)", cmdSigWindow},
 	{"tcpconns", false, "VAR N|any", "check the connections the listener of tcplisten VAR accepted since the last check (any: none checked), then count from 0", cmdTCPConns},
 	{"tcplisten", false, "VAR", "listen on a free port of 127.0.0.1 until the script ends, counting connections; set VAR to HOST:PORT", cmdTCPListen},
 	{"unlock", false, "NAME", "release the lock NAME that lock took", cmdUnlock},
 	{"waitfile", false, "PATH [DUR]", "wait until PATH exists (default 30s)", cmdWaitFile},
-	{"waithold", true, "MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it", cmdWaitHold},
+	{"waithold", true, "[@HOST] MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it; @HOST: on host HOST", cmdWaitHold},
 	{"waithttp", true, "URL [DUR]", "wait until GET URL (loopback only) answers 200 (default 30s); with !, check once that nothing answers", cmdWaitHTTP},
 	{"waitmesh", true, "HOST MODULE [DUR]", "etcd scripts: wait until the mesh shows a live window (lease not lapsed) of HOST on MODULE (default 10s); with !, until it no longer does", cmdWaitMesh},
 	{"winreap", false, "", "at the script's end, SIGKILL this script's meshctl processes that still run, before earlier cleanups", cmdReapWindows},
@@ -491,12 +491,16 @@ func lookPath(ts *testscript.TestScript, prog string) (string, error) {
 // window on a module, as cron's or an operator's kill would: the pid is the
 // one the window recorded in its hold. sigwindow SIGNAL MODULE
 func cmdSigWindow(ts *testscript.TestScript, neg bool, args []string) {
+	dir, _, args := scriptHost(ts, args)
+	if len(args) != 2 {
+		ts.Fatalf("usage: sigwindow [@HOST] SIGNAL MODULE")
+	}
 	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL}
 	sig, ok := sigs[args[0]]
 	if !ok {
 		ts.Fatalf("sigwindow: unknown signal %q", args[0])
 	}
-	h := findHold(ts, args[1])
+	h := findHold(ts, dir, args[1])
 	if h == nil {
 		ts.Fatalf("sigwindow: no window holds module %s", args[1])
 	}
@@ -507,19 +511,23 @@ func cmdSigWindow(ts *testscript.TestScript, neg bool, args []string) {
 // stopped its containers (it prints "stopped" once done): waithold MODULE [DUR].
 // With !, it waits until no hold on MODULE is recorded.
 func cmdWaitHold(ts *testscript.TestScript, neg bool, args []string) {
+	dir, sock, args := scriptHost(ts, args)
+	if len(args) < 1 {
+		ts.Fatalf("usage: waithold [@HOST] MODULE [DUR]")
+	}
 	d := time.Minute
 	if len(args) > 1 {
 		d, _ = time.ParseDuration(args[1])
 	}
 	deadline := time.Now().Add(d)
 	for {
-		h := findHold(ts, args[0])
+		h := findHold(ts, dir, args[0])
 		if (h != nil) != neg {
 			if neg {
 				return
 			}
 			// The hold is written before the stop: wait for the stop too.
-			c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
+			c, err := engine.New(sock)
 			ts.Check(err)
 			allStopped := true
 			for _, name := range h.Containers {
@@ -540,8 +548,19 @@ func cmdWaitHold(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func findHold(ts *testscript.TestScript, module string) *coord.Hold {
-	d, err := state.Open(ts.Getenv("MESHCTL_STATE_DIR"))
+// scriptHost returns the state dir and engine a script command acts on: the
+// script's, or with a first argument "@HOST" host HOST's (testdata/mesh),
+// and the other arguments.
+func scriptHost(ts *testscript.TestScript, args []string) (string, string, []string) {
+	if len(args) > 0 && strings.HasPrefix(args[0], "@") {
+		sock, rest := scriptHostEngine(ts, args)
+		return filepath.Join(ts.Getenv("WORK"), "hosts", args[0][1:], "state"), sock, rest
+	}
+	return ts.Getenv("MESHCTL_STATE_DIR"), ts.Getenv("MESHCTL_TEST_DOCKER_HOST"), args
+}
+
+func findHold(ts *testscript.TestScript, dir, module string) *coord.Hold {
+	d, err := state.Open(dir)
 	ts.Check(err)
 	var doc coord.HoldsDoc
 	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
@@ -765,6 +784,9 @@ func cmdReapWindows(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: winreap")
 	}
 	mark := "MESHCTL_STATE_DIR=" + ts.Getenv("MESHCTL_STATE_DIR")
+	// The mesh scripts' hosts (on HOST …) have state dirs under $WORK/hosts.
+	hostMark := "MESHCTL_STATE_DIR=" + filepath.Join(ts.Getenv("WORK"), "hosts") + "/"
+	ours := func(kv string) bool { return kv == mark || strings.HasPrefix(kv, hostMark) }
 	ts.Defer(func() {
 		procs, _ := os.ReadDir("/proc")
 		for _, p := range procs {
@@ -774,7 +796,7 @@ func cmdReapWindows(ts *testscript.TestScript, neg bool, args []string) {
 				continue
 			}
 			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-			if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			if err != nil || !slices.ContainsFunc(strings.Split(string(env), "\x00"), ours) {
 				continue
 			}
 			_ = syscall.Kill(pid, syscall.SIGKILL)
