@@ -16,6 +16,7 @@ import (
 	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/meshrun"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 
@@ -164,18 +165,33 @@ func scriptHostEngine(ts *testscript.TestScript, args []string) (string, []strin
 // hostRecorders are the event records of hostevents, by script.
 var (
 	hostRecMu sync.Mutex
-	hostRecs  = map[string]map[string]*eventcheck.Recorder{} // WORK: host: recorder
+	hostRecs  = map[string]map[string]*hostRec{} // WORK and module: host: its record
 )
+
+// hostRec is one host's record: the events, and the containers that ran as
+// it began, as start events at the zero time.
+type hostRec struct {
+	r       *eventcheck.Recorder
+	initial []eventcheck.Event
+}
+
+func (h *hostRec) events() []eventcheck.Event {
+	return append(append([]eventcheck.Event(nil), h.initial...), h.r.Events()...)
+}
 
 // cmdHostEvents follows the host engines' events, as the ground truth of
 // what ran:
 //
-//	hostevents start MODULE     record MODULE's container events on every host
-//	[!] hostevents down MODULE N   check that at no instant more than N hosts
-//	                            had MODULE down (with !: that more than N had)
+//	hostevents start MODULE          record MODULE's container events on every host
+//	[!] hostevents down MODULE N     check that at no instant more than N hosts
+//	                                 had MODULE down (with !: that more than N had)
+//	hostevents steps MODULE STEP N   check that STEP's container ran N times, all hosts together
+//	[!] hostevents normal MODULE STEP   check that no container of MODULE there before
+//	                                 the start ran, on any host, while STEP's container ran
+//	                                 (with !: that one did)
 func cmdHostEvents(ts *testscript.TestScript, neg bool, args []string) {
 	if len(args) < 2 {
-		ts.Fatalf("usage: hostevents start MODULE | [!] hostevents down MODULE N")
+		ts.Fatalf("usage: hostevents start|down|steps|normal MODULE ...")
 	}
 	hosts, err := parseHosts(ts.Getenv("MESHCTL_TEST_HOSTS"))
 	ts.Check(err)
@@ -183,58 +199,80 @@ func cmdHostEvents(ts *testscript.TestScript, neg bool, args []string) {
 	key := work + "\x00" + module
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	switch args[0] {
-	case "start":
-		if neg {
-			ts.Fatalf("hostevents start does not take !")
-		}
-		recs := map[string]*eventcheck.Recorder{}
+	if neg && args[0] != "down" && args[0] != "normal" {
+		ts.Fatalf("hostevents %s does not take !", args[0])
+	}
+	if args[0] == "start" {
+		recs := map[string]*hostRec{}
 		for _, h := range hosts {
 			r, err := eventcheck.Record(ctx, h.sock, func(_ string, labels map[string]string) bool {
 				return labels["io.meshctl.module"] == module
 			})
 			ts.Check(err)
-			recs[h.name] = r
+			rec := &hostRec{r: r}
+			recs[h.name] = rec
+			// Listed once the record runs: a container that stops meanwhile
+			// has its die recorded after its start here.
+			c, err := engine.New(h.sock)
+			ts.Check(err)
+			list, err := c.List(ctx, map[string]string{"io.meshctl.module": module})
+			c.Close()
+			ts.Check(err)
+			for _, x := range list {
+				if x.Running {
+					rec.initial = append(rec.initial, eventcheck.Event{Action: "start", ID: x.ID, Name: x.Name, Labels: x.Labels})
+				}
+			}
 		}
 		hostRecMu.Lock()
 		hostRecs[key] = recs
 		hostRecMu.Unlock()
 		ts.Defer(func() {
 			for _, r := range recs {
-				r.Stop()
+				r.r.Stop()
 			}
 			hostRecMu.Lock()
-			delete(hostRecs, key)
+			if hostRecs[key] != nil && hostRecs[key][hosts[0].name] == recs[hosts[0].name] {
+				delete(hostRecs, key)
+			}
 			hostRecMu.Unlock()
 		})
+		return
+	}
+	hostRecMu.Lock()
+	recs := hostRecs[key]
+	hostRecMu.Unlock()
+	if recs == nil {
+		ts.Fatalf("hostevents %s %s: no hostevents start %s before", args[0], module, module)
+	}
+	// Every host's events up to now, logged for a failure's reader.
+	events := map[string][]eventcheck.Event{}
+	for _, h := range hosts {
+		r := recs[h.name]
+		ts.Check(r.r.Sync(ctx, "meshtest/busybox:1"))
+		if err := r.r.Err(); err != nil {
+			ts.Fatalf("host %s: %v", h.name, err)
+		}
+		evs := r.events()
+		events[h.name] = evs
+		ts.Logf("host %s: %d events of %s", h.name, len(evs), module)
+		for _, e := range evs {
+			if strings.HasPrefix(e.Action, "exec_") {
+				continue // the healthcheck's probes
+			}
+			ts.Logf("  %s %s %s %.12s %s", e.At.Format("15:04:05.000"), e.Action, e.Detail, e.ID, e.Name)
+		}
+	}
+	switch args[0] {
 	case "down":
 		if len(args) != 3 {
 			ts.Fatalf("usage: [!] hostevents down MODULE N")
 		}
 		n, err := strconv.Atoi(args[2])
 		ts.Check(err)
-		hostRecMu.Lock()
-		recs := hostRecs[key]
-		hostRecMu.Unlock()
-		if recs == nil {
-			ts.Fatalf("hostevents down %s: no hostevents start %s before", module, module)
-		}
 		down := map[string][]eventcheck.Interval{}
 		for _, h := range hosts {
-			r := recs[h.name]
-			ts.Check(r.Sync(ctx, "meshtest/busybox:1"))
-			if err := r.Err(); err != nil {
-				ts.Fatalf("host %s: %v", h.name, err)
-			}
-			evs := r.Events()
-			down[h.name] = eventcheck.Down(evs, module)
-			ts.Logf("host %s: %d events of %s", h.name, len(evs), module)
-			for _, e := range evs {
-				if strings.HasPrefix(e.Action, "exec_") {
-					continue // the healthcheck's probes
-				}
-				ts.Logf("  %s %s %s %.12s %s", e.At.Format("15:04:05.000"), e.Action, e.Detail, e.ID, e.Name)
-			}
+			down[h.name] = eventcheck.Down(events[h.name], module)
 			fmt.Fprint(ts.Stdout(), eventcheck.DownString(h.name, down[h.name]))
 		}
 		most, at, which := eventcheck.MostDown(down)
@@ -246,7 +284,54 @@ func cmdHostEvents(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Fatalf("%d hosts had %s down at once at %s (%s), want at most %d", most, module,
 				at.Format("15:04:05.000"), strings.Join(which, ", "), n)
 		}
+	case "steps", "normal":
+		if len(args) != 3+btoi(args[0] == "steps") {
+			ts.Fatalf("usage: hostevents steps MODULE STEP N | hostevents normal MODULE STEP")
+		}
+		var steps []eventcheck.Interval
+		for _, h := range hosts {
+			for _, iv := range eventcheck.StepIntervals(eventcheck.Intervals(events[h.name]), module, args[2]) {
+				fmt.Fprintf(ts.Stdout(), "%s: step %s\n", h.name, iv)
+				steps = append(steps, iv)
+			}
+		}
+		if args[0] == "steps" {
+			n, err := strconv.Atoi(args[3])
+			ts.Check(err)
+			if len(steps) != n {
+				ts.Fatalf("step %s of %s ran %d times on the hosts, want %d", args[2], module, len(steps), n)
+			}
+			return
+		}
+		if len(steps) == 0 {
+			ts.Fatalf("step %s of %s never ran on the hosts", args[2], module)
+		}
+		var bad []string
+		for _, h := range hosts {
+			normal := eventcheck.Existing(events[h.name], module)
+			var services []string
+			for _, iv := range normal {
+				services = append(services, iv.Service)
+			}
+			for _, v := range eventcheck.HeldDuringStep(normal, steps, services) {
+				bad = append(bad, h.name+": "+v.String())
+			}
+		}
+		fmt.Fprint(ts.Stdout(), strings.Join(append(bad, ""), "\n"))
+		if (len(bad) > 0) != neg {
+			if neg {
+				ts.Fatalf("no normal container of %s ran while its step ran", module)
+			}
+			ts.Fatalf("a normal container of %s ran while its step ran:\n%s", module, strings.Join(bad, "\n"))
+		}
 	default:
 		ts.Fatalf("hostevents: unknown subcommand %q", args[0])
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

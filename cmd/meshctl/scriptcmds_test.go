@@ -63,7 +63,7 @@ var scriptCmdList = []scriptCmd{
 	{"ctr", true, "[@HOST] SUBCOMMAND ARG...", "inspect and change the test engine's containers, or host HOST's (ctr modules|inspect|missing|run|stop|start|kill|rm|wait)", cmdCtr},
 	{"ctrlogs", false, "NAME [DUR]", "print a container's stdout and stderr, followed until it exits or for DUR (default 1m)", cmdCtrLogs},
 	{"exits", true, "CODE PROG ARG...", "run PROG like exec and check its exact exit status; its output is the next stdout/stderr", cmdExits},
-	{"hostevents", true, "start|down MODULE [N]", "mesh scripts: record MODULE's container events on every host; down: check that at no instant more than N hosts had it down (with !: more did)", cmdHostEvents},
+	{"hostevents", true, "start|down|steps|normal MODULE [STEP] [N]", "mesh scripts: record MODULE's container events on every host; check them: never more than N down at once, STEP ran N times, no normal container ran during STEP", cmdHostEvents},
 	{"idof", false, "NAME", "print a container's engine id (to tell the same container from a new one of that name)", cmdIDOf},
 	{"jsoncapture", false, "VAR PATH", "set VAR from the value at PATH in the last stdout (a non-string as JSON)", cmdJSONCapture},
 	{"jsonkeys", false, "PATH KEY...", "check the exact set of keys of the object at PATH in the last stdout", cmdJSONKeys},

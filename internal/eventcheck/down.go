@@ -141,3 +141,47 @@ func DownString(host string, ivs []Interval) string {
 	}
 	return b.String()
 }
+
+// Existing returns the times the containers of module that were there as
+// the record began ran: each from the record's start (a zero Start) to its
+// first die, then as Intervals counts. A step's container is not one of
+// them. A mesh window's check compares them with the step's run.
+func Existing(events []Event, module string) []Interval {
+	first := map[string]string{} // id: its first action
+	for _, e := range events {
+		if _, ok := first[e.ID]; !ok {
+			first[e.ID] = e.Action
+		}
+	}
+	var out []Interval
+	open := map[string]*Interval{}
+	ran := map[string]bool{} // ids whose pre-record run is accounted
+	for _, e := range events {
+		if e.Labels[labelModule] != module || e.Labels[labelRole] == roleStep || first[e.ID] == "create" {
+			continue
+		}
+		switch e.Action {
+		case "start":
+			ran[e.ID] = true
+			if open[e.ID] == nil {
+				open[e.ID] = &Interval{ID: e.ID, Name: e.Name, Service: Service(e.Name, e.Labels), Start: e.At}
+			}
+		case "die":
+			iv := open[e.ID]
+			if iv == nil && !ran[e.ID] {
+				iv = &Interval{ID: e.ID, Name: e.Name, Service: Service(e.Name, e.Labels)}
+			}
+			ran[e.ID] = true
+			if iv != nil {
+				iv.End = e.At
+				out = append(out, *iv)
+				delete(open, e.ID)
+			}
+		}
+	}
+	for _, iv := range open {
+		out = append(out, *iv)
+	}
+	slices.SortFunc(out, func(a, b Interval) int { return a.Start.Compare(b.Start) })
+	return out
+}

@@ -58,3 +58,24 @@ func TestMostDown(t *testing.T) {
 		}
 	}
 }
+
+func TestExisting(t *testing.T) {
+	old := svc("o1", "m.a", "m", "a")
+	held := svc("o1", "m.a.meshctl-held", "m", "a")
+	cp := svc("c1", "m.a", "m", "a")
+	st := step("s1", "m", "gc")
+	evs := []Event{old("kill", 1), old("die", 1.1), held("rename", 1.2), cp("create", 1.3), cp("start", 1.4),
+		st("create", 2), st("start", 2.1), st("die", 3), cp("die", 3.1), held("start", 3.2)}
+	got := Existing(evs, "m")
+	if len(got) != 2 || !got[0].Start.IsZero() || !got[0].End.Equal(at(1.1)) || !got[1].Start.Equal(at(3.2)) || !got[1].End.IsZero() {
+		t.Fatalf("Existing = %v; want o1 until 1.1, then from 3.2", got)
+	}
+	steps := StepIntervals(Intervals(evs), "m", "gc")
+	if v := HeldDuringStep(got, steps, []string{"m.a"}); len(v) != 0 {
+		t.Errorf("the normal container did not run during the step, but: %v", v)
+	}
+	late := append(evs[:7:7], held("start", 2.5), st("die", 3))
+	if v := HeldDuringStep(Existing(late, "m"), StepIntervals(Intervals(late), "m", "gc"), []string{"m.a"}); len(v) != 1 {
+		t.Errorf("the normal container ran during the step; violations %v", v)
+	}
+}
