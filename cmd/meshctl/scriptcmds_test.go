@@ -122,7 +122,7 @@ func TestScriptModulesUnique(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
 	}
-	for _, dir := range []string{"etcd", "mesh"} {
+	for _, dir := range []string{"etcd", "mesh", filepath.Join("mesh", "pending")} {
 		more, err := filepath.Glob(filepath.Join("..", "..", "testdata", dir, "*.txtar"))
 		if err != nil {
 			t.Fatal(err)
