@@ -105,10 +105,11 @@ cmd_start() {
 	((EUID == 0)) || die "private host engines need root"
 	mkdir -p "$hosts_dir"
 	chmod 0755 "$hosts_dir"
-	local i h pids=() rc=0
+	local i h pids=() rc=0 mine=()
 	for i in "${!hosts[@]}"; do
 		h=${hosts[i]}
 		host_answers "$h" && continue
+		mine+=("$i")
 		host_env "$h" "$i" "$here/engine.sh" start 2>&1 | sed "s/^/$h: /" >&2 &
 		pids+=($!)
 	done
@@ -116,8 +117,16 @@ cmd_start() {
 	for h in "${hosts[@]}"; do
 		host_answers "$h" || rc=1
 	done
-	((rc == 0)) || die "a host engine did not start (logs in $hosts_dir/HOST/dockerd.log)"
-	load_images
+	if ((rc == 0)) && ! (load_images); then
+		rc=1
+	fi
+	if ((rc != 0)); then
+		# Fail closed: the engines this start started are stopped again.
+		for i in "${mine[@]}"; do
+			host_env "${hosts[i]}" "$i" "$here/engine.sh" stop 2>&1 | sed "s/^/${hosts[i]}: /" >&2 || true
+		done
+		die "the host engines are not ready (logs in $hosts_dir/HOST/dockerd.log); those this start started are stopped"
+	fi
 	log "host engines up: ${hosts[*]} in $hosts_dir"
 }
 
