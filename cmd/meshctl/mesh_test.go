@@ -335,3 +335,20 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestParseHosts: MESHCTL_TEST_HOSTS as scripts/hosts.sh env prints it, and
+// what on refuses.
+func TestParseHosts(t *testing.T) {
+	hosts, err := parseHosts("host-a=unix:///tmp/m/host-a/docker.sock,host-b=unix:///tmp/m/host-b/docker.sock")
+	if err != nil || len(hosts) != 2 || hosts[1] != (testHost{"host-b", "unix:///tmp/m/host-b/docker.sock"}) {
+		t.Fatalf("parseHosts = %v, %v", hosts, err)
+	}
+	for _, bad := range []string{"", "host-a", "host-a=tcp://127.0.0.1:2375", "=unix:///x"} {
+		if _, err := parseHosts(bad); err == nil {
+			t.Errorf("parseHosts(%q) took it", bad)
+		}
+	}
+	if _, err := hostSock("host-a=unix:///a.sock", "host-z"); err == nil || !strings.Contains(err.Error(), "no host host-z") {
+		t.Errorf("hostSock of an unknown host: %v", err)
+	}
+}
