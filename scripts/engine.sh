@@ -22,7 +22,9 @@
 #   cli/   (DOCKER_CONFIG of the scripts' docker CLI)   engine.lock (serialises start and stop)
 #
 # Environment: MESHCTL_ENGINE_STORAGE_DRIVER forces a storage driver; MESHCTL_ENGINE_START_TIMEOUT
-# (seconds, default 60) and MESHCTL_ENGINE_STOP_TIMEOUT (default 30) bound the waits.
+# (seconds, default 60) and MESHCTL_ENGINE_STOP_TIMEOUT (default 30) bound the waits;
+# MESHCTL_ENGINE_POOL is the engine's network pool (default 198.18.0.0/16: the test engine's slice
+# of 198.18.0.0/15; scripts/hosts.sh gives each host engine a slice of 198.19.0.0/16).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +32,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/lib.sh"
 
 start_timeout=${MESHCTL_ENGINE_START_TIMEOUT:-60}
+pool=${MESHCTL_ENGINE_POOL:-198.18.0.0/16}
 stop_timeout=${MESHCTL_ENGINE_STOP_TIMEOUT:-30}
 containerd_sock=$ENGINE_DIR/exec/containerd/containerd.sock
 
@@ -196,8 +199,9 @@ start_dockerd() {
 	# --config-file: never read the host's /etc/docker/daemon.json.
 	# --containerd: our own containerd (see start_containerd).
 	# --bridge=none and no iptables: the engine touches no host network configuration.
-	# --default-address-pool: networks a test creates take addresses in 198.18.0.0/15 (the
-	# benchmarking range), never in 10/8, 172.16/12 or 192.168/16.
+	# --default-address-pool: networks a test creates take addresses in $pool, a slice of
+	# 198.18.0.0/15 (the benchmarking range), never in 10/8, 172.16/12 or 192.168/16. No two engines
+	# of the machine share a slice: their bridges would take the same subnet.
 	setsid dockerd \
 		--config-file "$ENGINE_DIR/daemon.json" \
 		--host "$ENGINE_PRIVATE_HOST" \
@@ -207,7 +211,7 @@ start_dockerd() {
 		--containerd "$containerd_sock" \
 		--storage-driver "$driver" \
 		--bridge=none --iptables=false --ip6tables=false \
-		--default-address-pool base=198.18.0.0/15,size=24 \
+		--default-address-pool "base=$pool,size=24" \
 		>>"$ENGINE_DIR/dockerd.log" 2>&1 </dev/null 9>&- &
 	pid=$!
 	for ((i = 0; i < start_timeout * 4; i++)); do
@@ -360,6 +364,8 @@ cmd_status() {
 
 (($# == 1)) || usage
 check_engine_paths
+[[ $pool =~ ^198\.1[89]\.[0-9]+\.[0-9]+/(1[5-9]|2[0-4])$ ]] ||
+	die "MESHCTL_ENGINE_POOL=$pool: give a slice of 198.18.0.0/15, at most /24"
 case $1 in
 start) cmd_start ;;
 stop) cmd_stop ;;

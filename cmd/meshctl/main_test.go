@@ -24,6 +24,7 @@ func TestMain(m *testing.M) {
 	window.MaybeStepGuard()
 	testscript.Main(m, map[string]func(){
 		"meshctl": func() { os.Exit(cli.Main()) },
+		"on":      func() { os.Exit(onMain()) },
 		"meshctl-convert": func() {
 			cli.Converter = convert.Project
 			os.Exit(cli.Main())

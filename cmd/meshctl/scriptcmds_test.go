@@ -60,9 +60,10 @@ func (c scriptCmd) usage() string {
 // scriptCmdList is every custom script command, by name.
 var scriptCmdList = []scriptCmd{
 	{"capture", false, "VAR REGEXP", "set VAR from the last stdout: REGEXP's last submatch (or its match); (?m) is on", cmdCapture},
-	{"ctr", true, "SUBCOMMAND ARG...", "inspect and change the test engine's containers (ctr modules|inspect|missing|run|stop|start|kill|rm|wait)", cmdCtr},
+	{"ctr", true, "[@HOST] SUBCOMMAND ARG...", "inspect and change the test engine's containers, or host HOST's (ctr modules|inspect|missing|run|stop|start|kill|rm|wait)", cmdCtr},
 	{"ctrlogs", false, "NAME [DUR]", "print a container's stdout and stderr, followed until it exits or for DUR (default 1m)", cmdCtrLogs},
 	{"exits", true, "CODE PROG ARG...", "run PROG like exec and check its exact exit status; its output is the next stdout/stderr", cmdExits},
+	{"hostevents", true, "start|down|steps|normal MODULE [STEP] [N]", "mesh scripts: record MODULE's container events on every host; check them: never more than N down at once, STEP ran N times, no normal container ran during STEP", cmdHostEvents},
 	{"idof", false, "NAME", "print a container's engine id (to tell the same container from a new one of that name)", cmdIDOf},
 	{"jsoncapture", false, "VAR PATH", "set VAR from the value at PATH in the last stdout (a non-string as JSON)", cmdJSONCapture},
 	{"jsonkeys", false, "PATH KEY...", "check the exact set of keys of the object at PATH in the last stdout", cmdJSONKeys},
@@ -71,12 +72,12 @@ var scriptCmdList = []scriptCmd{
 	{"lock", false, "NAME", "take the lock NAME of $MESHCTL_STATE_DIR, as another meshctl would, until unlock or the end", cmdLock},
 	{"oldctr", false, "MODULE.CONTAINER SPEC", "create and start a container as an older meshctl would have, with SPEC as its recorded spec", cmdOldCtr},
 	{"pidgone", true, "FILE [DUR]", "wait until the process whose pid FILE holds is gone (default 2s); with !, check it runs now", cmdPidGone},
-	{"sigwindow", false, "SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE", cmdSigWindow},
+	{"sigwindow", false, "[@HOST] SIGNAL MODULE", "send TERM, INT, HUP or KILL to the process of the open window on MODULE (of host HOST's state dir)", cmdSigWindow},
 	{"tcpconns", false, "VAR N|any", "check the connections the listener of tcplisten VAR accepted since the last check (any: none checked), then count from 0", cmdTCPConns},
 	{"tcplisten", false, "VAR", "listen on a free port of 127.0.0.1 until the script ends, counting connections; set VAR to HOST:PORT", cmdTCPListen},
 	{"unlock", false, "NAME", "release the lock NAME that lock took", cmdUnlock},
 	{"waitfile", false, "PATH [DUR]", "wait until PATH exists (default 30s)", cmdWaitFile},
-	{"waithold", true, "MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it", cmdWaitHold},
+	{"waithold", true, "[@HOST] MODULE [DUR]", "wait until a window on MODULE holds its containers, stopped (default 1m); with !, until none holds it; @HOST: on host HOST", cmdWaitHold},
 	{"waithttp", true, "URL [DUR]", "wait until GET URL (loopback only) answers 200 (default 30s); with !, check once that nothing answers", cmdWaitHTTP},
 	{"waitmesh", true, "HOST MODULE [DUR]", "etcd scripts: wait until the mesh shows a live window (lease not lapsed) of HOST on MODULE (default 10s); with !, until it no longer does", cmdWaitMesh},
 	{"winreap", false, "", "at the script's end, SIGKILL this script's meshctl processes that still run, before earlier cleanups", cmdReapWindows},
@@ -120,6 +121,13 @@ func TestScriptModulesUnique(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("..", "..", "testdata", "script", "*.txtar"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no scripts: %v", err)
+	}
+	for _, dir := range []string{"etcd", "mesh", filepath.Join("mesh", "pending")} {
+		more, err := filepath.Glob(filepath.Join("..", "..", "testdata", dir, "*.txtar"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, more...)
 	}
 	owner := map[string]string{}
 	for _, f := range files {
@@ -235,6 +243,8 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 // assert on the engine's real state:
 //
 //	ctr modules MOD...          remove every container of these modules now and when the script ends
+//	                            (in the mesh scripts: on the test engine and every host)
+//	ctr @HOST SUBCOMMAND ...    any of these on host HOST's engine (the mesh scripts)
 //	ctr inspect NAME            print "name=… id=… state=… restart=…" (fails if missing)
 //	ctr missing NAME            fail unless NAME does not exist
 //	ctr run NAME IMAGE ARG...   create and start an unmanaged container (network none)
@@ -245,10 +255,11 @@ func cmdUnlock(ts *testscript.TestScript, neg bool, args []string) {
 //	ctr netcreate NAME          create a network meshctl does not manage, removed when the script ends
 //	ctr netrun NET NAME IMAGE ARG...  as run, on the network NET; removed when the script ends
 func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
+	host, args := scriptHostEngine(ts, args)
 	if len(args) < 1 {
-		ts.Fatalf("usage: ctr SUBCOMMAND ...")
+		ts.Fatalf("usage: ctr [@HOST] SUBCOMMAND ...")
 	}
-	c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
+	c, err := engine.New(host)
 	if err != nil {
 		ts.Fatalf("%v", err)
 	}
@@ -266,14 +277,26 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "modules":
-		removeModules(ctx, ts, c, rest)
-		ts.Defer(func() {
-			c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
-			if err == nil {
-				removeModules(context.Background(), ts, c, rest)
-				c.Close()
+		// In the mesh scripts, without @HOST: on the test engine and every host.
+		engines := []string{host}
+		if hosts, err := parseHosts(ts.Getenv("MESHCTL_TEST_HOSTS")); err == nil && host == ts.Getenv("MESHCTL_TEST_DOCKER_HOST") {
+			for _, h := range hosts {
+				engines = append(engines, h.sock)
 			}
-		})
+		}
+		for _, e := range engines {
+			c, err := engine.New(e)
+			ts.Check(err)
+			removeModules(ctx, ts, c, rest)
+			c.Close()
+			ts.Defer(func() {
+				c, err := engine.New(e)
+				if err == nil {
+					removeModules(context.Background(), ts, c, rest)
+					c.Close()
+				}
+			})
+		}
 	case "inspect":
 		x, err := c.Inspect(ctx, rest[0])
 		check(err)
@@ -298,7 +321,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 		if err == nil {
 			err = c.Start(ctx, id)
 			ts.Defer(func() {
-				if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+				if c, err := engine.New(host); err == nil {
 					_ = c.Remove(context.Background(), id)
 					c.Close()
 				}
@@ -327,7 +350,7 @@ func cmdCtr(ts *testscript.TestScript, neg bool, args []string) {
 			ts.Check(meshrun.PublicSubnets(n))
 		}
 		ts.Defer(func() {
-			if c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST")); err == nil {
+			if c, err := engine.New(host); err == nil {
 				_ = c.RemoveNetwork(context.Background(), name)
 				c.Close()
 			}
@@ -426,7 +449,7 @@ func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
 	keys := []string{"WORK", "PATH", "TMPDIR", "HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
 		"DOCKER_HOST", "CI", "MESHCTL_STATE_DIR", "MESHCTL_CONFIG", "MESHCTL_DOCKER_HOST", "MESHCTL_LOCK_TIMEOUT",
 		"MESHCTL_OUTPUT", "MESHCTL_QUIET", "MESHCTL_VERBOSE", "MESHCTL_TEST_DOCKER_HOST",
-		"MESHCTL_LEDGER", "MESHCTL_LEDGER_USER", "MESHCTL_LEDGER_PASSWORD", "MESHCTL_HOST_NAME", "MESHCTL_METRICS_FILE"}
+		"MESHCTL_TEST_HOSTS", "MESHCTL_LEDGER", "MESHCTL_LEDGER_USER", "MESHCTL_LEDGER_PASSWORD", "MESHCTL_HOST_NAME", "MESHCTL_METRICS_FILE"}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		keys = append(keys, k)
@@ -468,12 +491,16 @@ func lookPath(ts *testscript.TestScript, prog string) (string, error) {
 // window on a module, as cron's or an operator's kill would: the pid is the
 // one the window recorded in its hold. sigwindow SIGNAL MODULE
 func cmdSigWindow(ts *testscript.TestScript, neg bool, args []string) {
+	dir, _, args := scriptHost(ts, args)
+	if len(args) != 2 {
+		ts.Fatalf("usage: sigwindow [@HOST] SIGNAL MODULE")
+	}
 	sigs := map[string]syscall.Signal{"TERM": syscall.SIGTERM, "INT": syscall.SIGINT, "HUP": syscall.SIGHUP, "KILL": syscall.SIGKILL}
 	sig, ok := sigs[args[0]]
 	if !ok {
 		ts.Fatalf("sigwindow: unknown signal %q", args[0])
 	}
-	h := findHold(ts, args[1])
+	h := findHold(ts, dir, args[1])
 	if h == nil {
 		ts.Fatalf("sigwindow: no window holds module %s", args[1])
 	}
@@ -484,19 +511,23 @@ func cmdSigWindow(ts *testscript.TestScript, neg bool, args []string) {
 // stopped its containers (it prints "stopped" once done): waithold MODULE [DUR].
 // With !, it waits until no hold on MODULE is recorded.
 func cmdWaitHold(ts *testscript.TestScript, neg bool, args []string) {
+	dir, sock, args := scriptHost(ts, args)
+	if len(args) < 1 {
+		ts.Fatalf("usage: waithold [@HOST] MODULE [DUR]")
+	}
 	d := time.Minute
 	if len(args) > 1 {
 		d, _ = time.ParseDuration(args[1])
 	}
 	deadline := time.Now().Add(d)
 	for {
-		h := findHold(ts, args[0])
+		h := findHold(ts, dir, args[0])
 		if (h != nil) != neg {
 			if neg {
 				return
 			}
 			// The hold is written before the stop: wait for the stop too.
-			c, err := engine.New(ts.Getenv("MESHCTL_TEST_DOCKER_HOST"))
+			c, err := engine.New(sock)
 			ts.Check(err)
 			allStopped := true
 			for _, name := range h.Containers {
@@ -517,8 +548,19 @@ func cmdWaitHold(ts *testscript.TestScript, neg bool, args []string) {
 	}
 }
 
-func findHold(ts *testscript.TestScript, module string) *coord.Hold {
-	d, err := state.Open(ts.Getenv("MESHCTL_STATE_DIR"))
+// scriptHost returns the state dir and engine a script command acts on: the
+// script's, or with a first argument "@HOST" host HOST's (testdata/mesh),
+// and the other arguments.
+func scriptHost(ts *testscript.TestScript, args []string) (string, string, []string) {
+	if len(args) > 0 && strings.HasPrefix(args[0], "@") {
+		sock, rest := scriptHostEngine(ts, args)
+		return filepath.Join(ts.Getenv("WORK"), "hosts", args[0][1:], "state"), sock, rest
+	}
+	return ts.Getenv("MESHCTL_STATE_DIR"), ts.Getenv("MESHCTL_TEST_DOCKER_HOST"), args
+}
+
+func findHold(ts *testscript.TestScript, dir, module string) *coord.Hold {
+	d, err := state.Open(dir)
 	ts.Check(err)
 	var doc coord.HoldsDoc
 	if _, err := d.Read(coord.HoldsFile, &doc); err != nil {
@@ -742,6 +784,9 @@ func cmdReapWindows(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("usage: winreap")
 	}
 	mark := "MESHCTL_STATE_DIR=" + ts.Getenv("MESHCTL_STATE_DIR")
+	// The mesh scripts' hosts (on HOST …) have state dirs under $WORK/hosts.
+	hostMark := "MESHCTL_STATE_DIR=" + filepath.Join(ts.Getenv("WORK"), "hosts") + "/"
+	ours := func(kv string) bool { return kv == mark || strings.HasPrefix(kv, hostMark) }
 	ts.Defer(func() {
 		procs, _ := os.ReadDir("/proc")
 		for _, p := range procs {
@@ -751,7 +796,7 @@ func cmdReapWindows(ts *testscript.TestScript, neg bool, args []string) {
 				continue
 			}
 			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
-			if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), mark) {
+			if err != nil || !slices.ContainsFunc(strings.Split(string(env), "\x00"), ours) {
 				continue
 			}
 			_ = syscall.Kill(pid, syscall.SIGKILL)

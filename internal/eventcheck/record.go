@@ -17,6 +17,7 @@ import (
 // Event is one container event of the engine.
 type Event struct {
 	Action string
+	Detail string // what follows the action's colon: "healthy" of "health_status: healthy"
 	ID     string
 	Name   string
 	Labels map[string]string
@@ -115,7 +116,7 @@ func toEvent(m message) Event {
 	}
 	// Exec events read "exec_start: sh -c …". The action is the first word.
 	if i := strings.Index(e.Action, ":"); i > 0 {
-		e.Action = e.Action[:i]
+		e.Action, e.Detail = e.Action[:i], strings.TrimSpace(e.Action[i+1:])
 	}
 	return e
 }

@@ -45,6 +45,12 @@ func PingTestEngine() error {
 	if host == "" {
 		return errors.New("MESHCTL_TEST_DOCKER_HOST is not set (scripts/engine.sh start)")
 	}
+	return PingEngine(host)
+}
+
+// PingEngine checks that the engine at host answers and gives public
+// subnets. The mesh scripts ping each host engine with it.
+func PingEngine(host string) error {
 	c, err := engine.New(host)
 	if err != nil {
 		return err
@@ -61,8 +67,10 @@ func PingTestEngine() error {
 // probeAddressPool creates a network as meshctl creates its module networks.
 // It fails unless the engine's pool gave it a subnet outside the private
 // ranges. No test network may take a private-range address: scripts/engine.sh
-// gives the engine the pool 198.18.0.0/15. The probe runs before the first
-// test on the engine, so no test runs on an engine whose pool is private.
+// gives the engine the pool 198.18.0.0/16, a slice of 198.18.0.0/15.
+// scripts/hosts.sh gives each host engine a slice of 198.19.0.0/16. The probe
+// runs before the first test on an engine, so no test runs on one whose pool
+// is private.
 func probeAddressPool(ctx context.Context, c engine.Client) error {
 	name := fmt.Sprintf("meshctl-pool-probe-%d", os.Getpid())
 	if _, err := c.CreateNetwork(ctx, name, engine.NetworkSpec{Labels: map[string]string{"io.meshctl.test": "pool-probe"}}); err != nil {
@@ -90,7 +98,7 @@ func PublicSubnets(n engine.Network) error {
 		}
 		if p.Addr().IsPrivate() {
 			return fmt.Errorf("network %s took the private range %s: no test network may; "+
-				"start the test engine with scripts/engine.sh (--default-address-pool base=198.18.0.0/15,size=24)", n.Name, s)
+				"start the test engine with scripts/engine.sh (--default-address-pool base=198.18.0.0/16,size=24)", n.Name, s)
 		}
 	}
 	return nil

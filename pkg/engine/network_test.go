@@ -39,7 +39,7 @@ func TestNetworks(t *testing.T) {
 		t.Fatalf("Networks(label) = %+v, want %v, the second internal", list, nets)
 	}
 	// The test engine's networks never take a private-range address
-	// (scripts/engine.sh gives it the pool 198.18.0.0/15).
+	// (scripts/engine.sh gives it the pool 198.18.0.0/16).
 	for _, n := range list {
 		for _, s := range n.Subnets {
 			if p, err := netip.ParsePrefix(s); err != nil || p.Addr().IsPrivate() {
