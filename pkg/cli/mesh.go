@@ -93,7 +93,9 @@ func forgetReleasedWindows(env *Env, d *state.Dir, released []coord.View) {
 
 type meshJSON struct {
 	Windows []ledger.MeshWindow `json:"windows"`
-	Builds  []meshBuildJSON     `json:"builds"`
+	// Gatherings are the modules' mesh windows (mesh: all), open or last.
+	Gatherings []ledger.Gathering `json:"gatherings"`
+	Builds     []meshBuildJSON    `json:"builds"`
 }
 
 type meshBuildJSON struct {
@@ -121,11 +123,18 @@ func runMeshView(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	gs, err := l.Gatherings(ctx)
+	if err != nil {
+		return err
+	}
 	bs, err := l.Currents(ctx)
 	if err != nil {
 		return err
 	}
-	out := meshJSON{Windows: ws}
+	out := meshJSON{Windows: ws, Gatherings: gs}
+	if out.Gatherings == nil {
+		out.Gatherings = []ledger.Gathering{}
+	}
 	for _, b := range bs {
 		out.Builds = append(out.Builds, meshBuildJSON{Module: b.Module, ID: b.ID, Image: b.Image})
 	}
@@ -134,6 +143,9 @@ func runMeshView(ctx context.Context, env *Env) error {
 	}
 	if env.Global.Quiet {
 		return nil
+	}
+	if err := printGatherings(env.Stdout, gs); err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "HOST\tMODULE/STEP\tPID\tOPENED")
