@@ -3,7 +3,7 @@
 # engine whose stops take a fixed down time) against the real etcd cluster (scripts/etcd.sh).
 # They apply one stop-first change at once under max-unavailable 10; the row gives the total
 # against its floor, 10 waves of the down time, and the most hosts down at once (never over 10:
-# the benchmark fails if it is). Then the mesh window: 100 hosts gather for one step and close.
+# the benchmark fails if it is).
 #
 # Run by scripts/bench (MESHCTL_BENCH_ROWS); standalone too. It uses the cluster scripts/etcd.sh
 # env names if one answers, else starts one and stops it at the end.
