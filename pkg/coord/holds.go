@@ -45,6 +45,12 @@ type Hold struct {
 	// Changed are the held containers that run changed, by engine name.
 	// Each is also in Containers, so it counts as held everywhere.
 	Changed map[string]Changed `json:"changed,omitempty"`
+	// Gathering is the ID of the mesh window (mesh: all) this hold is part
+	// of, "" for a window of this host only. A stale hold of one is kept
+	// while that gathering's step may run (ledger.Gathering.Over).
+	Gathering string `json:"gathering,omitempty"`
+	// Runner is the host that runs a mesh window's step.
+	Runner string `json:"runner,omitempty"`
 }
 
 // Changed is one container a window holds changed (while-changed). The

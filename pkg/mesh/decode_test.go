@@ -197,7 +197,7 @@ func refusals() []refusal {
       gc:
         exec: [/bin/gc]
         retries: 3 # <-
-`, field: "modules.store.steps.gc.retries", msg: `unknown field "retries" (fields here: while-stopped, while-changed, timeout, stall-after, run, exec)`},
+`, field: "modules.store.steps.gc.retries", msg: `unknown field "retries" (fields here: while-stopped, while-changed, timeout, stall-after, run, exec, mesh, gather)`},
 		{name: "unknown field in a run step", src: base + `
     steps:
       gc:

@@ -61,6 +61,34 @@ type Step struct {
 	StallAfter Duration `yaml:"stall-after,omitempty" json:"stall-after,omitempty"`
 	Run        *RunStep `yaml:"run,omitempty" json:"run,omitempty"`
 	Exec       []string `yaml:"exec,omitempty" json:"exec,omitempty"`
+	// Mesh is where the step holds: MeshHost ("" too), this host only, or
+	// MeshAll, every host that runs the module, the step run once.
+	Mesh string `yaml:"mesh,omitempty" json:"mesh,omitempty"`
+	// Gather is how long the hosts of a mesh: all step wait for each
+	// other. Zero is DefaultGather.
+	Gather Duration `yaml:"gather,omitempty" json:"gather,omitempty"`
+}
+
+// Where a step holds (Step.Mesh).
+const (
+	MeshHost = "host"
+	MeshAll  = "all"
+)
+
+// DefaultGather is how long the hosts of a mesh window wait for each other
+// when the step sets no gather.
+const DefaultGather = 5 * time.Minute
+
+// MeshAll says that the step is a mesh window: every host of the module
+// holds, and one runs the step.
+func (s *Step) MeshAll() bool { return s != nil && s.Mesh == MeshAll }
+
+// GatherOrDefault returns the step's gather, DefaultGather when unset.
+func (s *Step) GatherOrDefault() time.Duration {
+	if s.Gather == 0 {
+		return DefaultGather
+	}
+	return s.Gather.Std()
 }
 
 // Change is how a window changes a container for its step. It changes how
@@ -121,6 +149,17 @@ func (f *File) ModuleNames() []string { return sortedKeys(f.Modules) }
 
 // ContainerNames returns the module's container names in order.
 func (m *Module) ContainerNames() []string { return sortedKeys(m.Containers) }
+
+// MeshSteps returns the names of the module's mesh: all steps, sorted.
+func (m *Module) MeshSteps() []string {
+	var out []string
+	for _, n := range sortedKeys(m.Steps) {
+		if m.Steps[n].MeshAll() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
 
 // TimeoutOrDefault returns the step's timeout, 1h when unset.
 func (s *Step) TimeoutOrDefault() time.Duration {

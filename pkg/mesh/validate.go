@@ -221,6 +221,17 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 		seen[cn] = true
 	}
 	v.changes(p, m, s, container)
+	switch s.Mesh {
+	case "", MeshHost, MeshAll:
+	default:
+		v.fail(at("mesh"), "unknown value %q: give host (this host only, the default) or all (every host that runs the module)", s.Mesh)
+	}
+	switch {
+	case s.Gather < 0:
+		v.fail(at("gather"), "must not be negative")
+	case s.Gather != 0 && !s.MeshAll():
+		v.fail(at("gather"), "is only for a step with mesh: all")
+	}
 	switch {
 	case s.Run == nil && len(s.Exec) == 0:
 		if !v.undecoded(at("run")...) && !v.undecoded(at("exec")...) {
