@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/window"
@@ -136,8 +137,15 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 		return err
 	}
 	defer closeBudget()
+	// The etcd ledger is also where the hosts of a mesh window meet.
+	var gather coord.GatherStore
+	if budget != nil {
+		gather, _ = budget.Store.(coord.GatherStore)
+	}
 	entry, err := window.Run(ctx, dir, eng, window.Options{
 		Budget:     budget,
+		Gather:     gather,
+		Host:       env.hostName(),
 		Opened:     func() { endPublication = publishWindow(ctx, env, dir, opts.module, opts.step) },
 		Module:     opts.module,
 		Step:       opts.step,

@@ -178,6 +178,7 @@ func (w *window) holdOf(ctx context.Context, observed []engine.Container, now ti
 	if w.guard != nil {
 		h.StepGroup = w.guard.pgid
 	}
+	w.meshHold(&h)
 	var stop []engine.Container
 	for _, name := range w.held {
 		c, ok := services[name]

@@ -302,6 +302,9 @@ func (w *window) runContainer(ctx context.Context, out io.Writer) (int, error) {
 		return -1, fmt.Errorf("create step container: %w", err)
 	}
 	defer func() {
+		if w.mesh != nil {
+			return // its exit says how the step ended, until recorded (recordEnd)
+		}
 		// Bounded by lifecycle.SignalGrace once ctx is done. A remove that
 		// hangs is given up. The container has exited, waited for or killed,
 		// and the next window removes it as a leftover.

@@ -53,6 +53,11 @@ type Options struct {
 	// containers are held stopped. Nil means no etcd ledger. The caller
 	// closes it.
 	Budget *coord.Budget
+	// Gather is the etcd side of mesh windows (mesh: all). Nil means no
+	// etcd ledger: a mesh: all step is then refused (exit 2).
+	Gather coord.GatherStore
+	// Host is this host's name in the mesh (--host-name).
+	Host string
 }
 
 // BusyError is a window refused because another window on the module is
@@ -140,6 +145,9 @@ type window struct {
 	// guard leads an exec step's process group. It is started before the
 	// hold is recorded, so that the hold names the group (coord.Hold.StepGroup).
 	guard *guard
+	// mesh is this host's part in a mesh window, nil for a window of
+	// this host only.
+	mesh *meshPart
 }
 
 // plan is what a window will do, resolved before it opens.
@@ -151,6 +159,12 @@ type plan struct {
 	timeout      time.Duration
 	// budget is the module's max-unavailable, 0 for none.
 	budget int
+	// hash is the step definition's hash, as the hosts of a mesh window
+	// compare it (coord.StepHashes).
+	hash string
+	// usesMesh says that the module has a mesh: all step. Its windows of
+	// this host only then ask etcd whether a mesh window is open.
+	usesMesh bool
 }
 
 // Run opens a window, runs the step and closes the window. It returns the
@@ -168,6 +182,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	p, err := resolve(d, opts)
 	if err != nil {
 		return nil, err
+	}
+	if p.def.MeshAll() && opts.Gather == nil {
+		return nil, errNoGatherStore(p.module, p.step)
 	}
 	// The tail of the step's output is kept for meshctl window logs,
 	// whatever is done with it live.
@@ -207,31 +224,54 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	}()
 
 	w := &window{d: d, eng: eng, opts: opts, plan: p, id: id, scope: scope}
+	if err := w.refuseBesideGathering(ctx); err != nil {
+		return nil, err
+	}
 	if err := w.prepareStep(ctx); err != nil {
 		return nil, err
 	}
-	defer w.guard.stop() // a step that never ran leaves its guard
+	defer func() { w.guard.stop() }() // a step that never ran leaves its guard
+	if err := w.gather(ctx); err != nil {
+		return nil, err
+	}
 	if err := w.takeSlot(ctx); err != nil {
+		w.failGathering(ctx, "it did not have its slot: "+err.Error())
+		w.closed(ctx)
 		return nil, err
 	}
 	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
+			w.failGathering(ctx, "it held nothing: "+err.Error())
+			w.closed(ctx)
 			return nil, err
 		}
 		// Opened in part. Close what was opened, then report the failure.
 		w.openErr = err
+		w.failGathering(ctx, "its open failed: "+err.Error())
 	}
 	if opts.Opened != nil {
 		opts.Opened()
 	}
-	// A signal during the open, as a stop seen through, skips the step.
 	if w.openErr == nil && ctx.Err() == nil {
+		w.openErr = w.markHeld(ctx)
+	}
+	// A signal during the open, as a stop seen through, skips the step.
+	if w.openErr == nil && ctx.Err() == nil && w.runner() {
 		w.runStepLive(ctx, tee, logTail)
+	}
+	w.recordEnd(ctx)
+	w.awaitEnd(ctx)
+	if w.keepsHold(ctx) {
+		// The step may still run somewhere: nothing comes back.
+		err := w.keptError(ctx)
+		w.closed(ctx)
+		return nil, err
 	}
 	entry, err := w.close(ctx)
 	if w.openErr == nil && entry != nil && w.stepStarted {
 		w.keepLog(logTail)
 	}
+	w.closed(ctx)
 	w.giveBackSlot(ctx)
 	return entry, err
 }
@@ -356,7 +396,7 @@ func resolve(d *state.Dir, opts Options) (*plan, error) {
 		return nil, fault.New(fault.BadInput, "module %s has no step %q%s (%s)", opts.Module, opts.Step, didYouMean(opts.Step, steps), has)
 	}
 	p := &plan{module: opts.Module, step: opts.Step, def: def, desired: map[string]*lifecycle.Desired{}, timeout: def.TimeoutOrDefault(),
-		budget: m.Budget()}
+		budget: m.Budget(), hash: coord.StepHashes(m)[opts.Step], usesMesh: len(m.MeshSteps()) > 0}
 	if opts.Timeout > 0 {
 		p.timeout = opts.Timeout
 	}

@@ -1,0 +1,200 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/internal/enginetest"
+	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/pkg/engine"
+)
+
+// meshHost is one host of a mesh window test: a state directory, a fake
+// engine and a host name, driven through pkg/cli against the real etcd.
+type meshHost struct {
+	name, dir, ledger string
+	eng               *enginetest.Fake
+}
+
+func meshHosts(t *testing.T, n int) []*meshHost {
+	url := "etcd://" + etcdtest.Endpoints(t) + etcdtest.Prefix(t.Name())
+	var hosts []*meshHost
+	for i := range n {
+		hosts = append(hosts, &meshHost{name: fmt.Sprintf("host-%c", 'a'+i), dir: filepath.Join(t.TempDir(), "state"),
+			ledger: url, eng: enginetest.NewFake("meshtest/busybox:1")})
+	}
+	return hosts
+}
+
+// run runs meshctl on h, and returns its exit code and its stderr.
+func (h *meshHost) run(ctx context.Context, args ...string) (int, string) {
+	var out, errOut bytes.Buffer
+	env := NewEnv(strings.NewReader(""), &out, &errOut)
+	env.NewEngine = func(string) (engine.Client, error) { return h.eng, nil }
+	all := append([]string{"--state-dir", h.dir, "--host-name", h.name, "--ledger", h.ledger, "--lock-timeout", "1m"}, args...)
+	code := Run(ctx, env, all)
+	return code, errOut.String()
+}
+
+// meshWindowFile is a module with a mesh: all step. Its step writes "ran"
+// to runs, says started, and waits for go in dir.
+func meshWindowFile(t *testing.T, dir, gather, script string) string {
+	doc := fmt.Sprintf(`modules:
+  sweep:
+    max-unavailable: 3
+    containers:
+      app: {image: meshtest/busybox:1, command: [sleep, '1000']}
+    steps:
+      gc:
+        mesh: all
+        gather: %s
+        while-stopped: [app]
+        exec: [/bin/sh, -c, %q]
+`, gather, script)
+	f := filepath.Join(dir, "mesh.yaml")
+	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func waitFile(t *testing.T, path string, within time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+	}
+	t.Fatalf("%s did not appear within %s", path, within)
+}
+
+// TestMeshWindowHoldsEveryHost: three hosts run the same mesh: all window
+// at once. The step runs once, while every host's container is stopped.
+// Then all come back, and every window exits 0.
+func TestMeshWindowHoldsEveryHost(t *testing.T) {
+	hosts := meshHosts(t, 3)
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "1m", fmt.Sprintf("echo ran >>%[1]s/runs; touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.02; done", dir))
+	ctx := context.Background()
+	for _, h := range hosts {
+		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, len(hosts))
+	errs := make([]string, len(hosts))
+	for i, h := range hosts {
+		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s") })
+	}
+	waitFile(t, filepath.Join(dir, "started"), time.Minute)
+	for _, h := range hosts {
+		if c, ok := h.eng.Get("sweep.app"); !ok || c.Running {
+			t.Errorf("%s: sweep.app runs while the step runs (found %v)", h.name, ok)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, h := range hosts {
+		if codes[i] != 0 {
+			t.Errorf("%s: window exit %d: %s", h.name, codes[i], errs[i])
+		}
+		if c, ok := h.eng.Get("sweep.app"); !ok || !c.Running {
+			t.Errorf("%s: sweep.app does not run after the window", h.name)
+		}
+	}
+	runs, _ := os.ReadFile(filepath.Join(dir, "runs"))
+	if got := strings.Count(string(runs), "ran"); got != 1 {
+		t.Errorf("the step ran %d times, want once", got)
+	}
+}
+
+// TestMeshWindowHostAbsent: host-c runs the module but never joins. The
+// others hold nothing, the step never runs, and each exits 1 naming it.
+func TestMeshWindowHostAbsent(t *testing.T) {
+	hosts := meshHosts(t, 3)
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "2s", fmt.Sprintf("echo ran >>%s/runs", dir))
+	ctx := context.Background()
+	for _, h := range hosts {
+		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+		h.eng.Changes() // what the apply did
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	errs := make([]string, 2)
+	for i, h := range hosts[:2] {
+		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc") })
+	}
+	wg.Wait()
+	for i, h := range hosts[:2] {
+		if codes[i] != 1 || !strings.Contains(errs[i], "host-c did not join by the deadline") {
+			t.Errorf("%s: exit %d, want 1 naming host-c: %s", h.name, codes[i], errs[i])
+		}
+		if ch := h.eng.Changes(); len(ch) > 0 {
+			t.Errorf("%s: the engine was changed: %v", h.name, ch)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+		t.Error("the step ran")
+	}
+}
+
+// TestMeshWindowStepFails: the step fails on its runner. Every host brings
+// its container back, and every window exits 1 with the step's result.
+func TestMeshWindowStepFails(t *testing.T) {
+	hosts := meshHosts(t, 2)
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "1m", "exit 7")
+	ctx := context.Background()
+	for _, h := range hosts {
+		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, len(hosts))
+	errs := make([]string, len(hosts))
+	for i, h := range hosts {
+		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s") })
+	}
+	wg.Wait()
+	for i, h := range hosts {
+		if codes[i] != 1 || !strings.Contains(errs[i], "exit") || !strings.Contains(errs[i], "7") {
+			t.Errorf("%s: exit %d, want 1 with the step's exit 7: %s", h.name, codes[i], errs[i])
+		}
+		if c, ok := h.eng.Get("sweep.app"); !ok || !c.Running {
+			t.Errorf("%s: sweep.app does not run after the window", h.name)
+		}
+	}
+}
+
+// TestMeshWindowNeedsEtcd: without an etcd ledger, a mesh: all step is
+// refused before anything is held (exit 2).
+func TestMeshWindowNeedsEtcd(t *testing.T) {
+	h := &meshHost{name: "host-a", dir: filepath.Join(t.TempDir(), "state"), eng: enginetest.NewFake("meshtest/busybox:1")}
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "1m", "true")
+	h.eng.Changes()
+	var out, errOut bytes.Buffer
+	env := NewEnv(strings.NewReader(""), &out, &errOut)
+	env.NewEngine = func(string) (engine.Client, error) { return h.eng, nil }
+	code := Run(context.Background(), env, []string{"--state-dir", h.dir, "window", "run", "sweep", "gc", "-f", file})
+	if code != 2 || !strings.Contains(errOut.String(), "mesh: all, which needs an etcd ledger") {
+		t.Errorf("exit %d, want 2 saying mesh: all needs etcd: %s", code, errOut.String())
+	}
+	if ch := h.eng.Changes(); len(ch) > 0 {
+		t.Errorf("the engine was changed: %v", ch)
+	}
+}
