@@ -198,3 +198,49 @@ func TestMeshWindowNeedsEtcd(t *testing.T) {
 		t.Errorf("the engine was changed: %v", ch)
 	}
 }
+
+// TestMeshWindowDryRun: a dry run of a mesh: all step says it would open
+// the gathering, and a window of this host only on the module is refused
+// while a gathering is open (exit 3).
+func TestMeshWindowDryRun(t *testing.T) {
+	hosts := meshHosts(t, 2)
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "1m", "true")
+	local := filepath.Join(dir, "local.yaml")
+	doc, _ := os.ReadFile(file)
+	doc = append(doc, []byte("      local:\n        while-stopped: [app]\n        exec: [/bin/true]\n")...)
+	if err := os.WriteFile(local, doc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, h := range hosts {
+		if code, errOut := h.run(ctx, "apply", "-f", local, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+	}
+	var out bytes.Buffer
+	env := NewEnv(strings.NewReader(""), &out, &out)
+	env.NewEngine = func(string) (engine.Client, error) { return hosts[0].eng, nil }
+	code := Run(ctx, env, []string{"--state-dir", hosts[0].dir, "--host-name", "host-a", "--ledger", hosts[0].ledger,
+		"window", "run", "sweep", "gc", "--dry-run"})
+	if code != 0 || !strings.Contains(out.String(), "would open the gathering of sweep/gc") || !strings.Contains(out.String(), "mesh:     all hosts") {
+		t.Errorf("dry run: exit %d, want 0 saying it would open the gathering:\n%s", code, out.String())
+	}
+	// host-a joins and waits for host-b: a gathering is open.
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan int, 1)
+	go func() { c, _ := hosts[0].run(wctx, "window", "run", "sweep", "gc"); done <- c }()
+	defer func() { cancel(); <-done }()
+	for end := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, errOut := hosts[1].run(ctx, "window", "run", "sweep", "local")
+		if code == 3 && strings.Contains(errOut, "mesh window") && strings.Contains(errOut, "runner host-a") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("a local window beside an open gathering: exit %d, want 3 naming it: %s", code, errOut)
+		}
+	}
+	if c, ok := hosts[1].eng.Get("sweep.app"); !ok || !c.Running {
+		t.Error("host-b's local window held sweep.app beside the gathering")
+	}
+}

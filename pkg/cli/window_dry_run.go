@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/window"
 )
 
@@ -20,8 +21,18 @@ func runWindowDryRun(ctx context.Context, env *Env, opts *windowRunOptions) erro
 		return err
 	}
 	defer eng.Close()
+	// It reads etcd as a mesh window's join would, and writes nothing.
+	budget, closeBudget, err := meshBudget(env, dir)
+	if err != nil {
+		return err
+	}
+	defer closeBudget()
+	var gather coord.GatherStore
+	if budget != nil {
+		gather, _ = budget.Store.(coord.GatherStore)
+	}
 	rep, err := window.DryRunOf(ctx, dir, eng, window.Options{Module: opts.module, Step: opts.step,
-		File: file, Timeout: opts.timeout, Wait: opts.wait, Now: env.Now})
+		File: file, Timeout: opts.timeout, Wait: opts.wait, Now: env.Now, Budget: budget, Gather: gather, Host: env.hostName()})
 	switch {
 	case rep == nil:
 		return err
@@ -57,6 +68,9 @@ func printDryRun(env *Env, rep *window.DryRun, code int) {
 	env.Printf("  holds:    %s\n", strings.Join(holds, ", "))
 	env.Printf("  runs:     %s\n", describeStepRun(rep.Run))
 	env.Printf("  timeout:  %s\n", rep.Timeout)
+	if rep.Mesh != "" {
+		env.Printf("  mesh:     %s hosts of the module, gather %s\n", rep.Mesh, rep.Gather)
+	}
 	for i, r := range rep.Reasons {
 		label := "checks:  "
 		if i > 0 {

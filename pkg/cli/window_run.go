@@ -46,6 +46,13 @@ was, and the change left to the next apply) and its restart policy restored.
 Then the changes an apply deferred to what depends on a held container are
 carried out.
 
+A step with mesh: all is a mesh window: the same cron line on every host that
+runs the module joins one gathering in etcd (needs --ledger etcd://...). Nothing
+is held until every host joined, within the step's gather (default 5m). Then
+each host holds its own containers, the first to join runs the step once, and
+each closes on the step's end and exits with its result. A host that cannot
+learn the end of a started step keeps its hold.
+
 Exit 0 if the step succeeded and every container runs again; else 1, or 130
 when interrupted. With -q nothing is printed on success; on failure the step's
 output (its last 256 KiB) and what failed.
@@ -70,12 +77,17 @@ apply or, with --wait, an open window it would wait for reads 0.`,
 		Annotations: map[string]string{exitStatusKey: `  0    the step succeeded and every held container runs again
   1    the step failed or timed out, its image cannot be had, a held
        container could not be brought back (its hold stays for the next
-       apply), or etcd did not answer for a max-unavailable slot (nothing held)
+       apply), or etcd did not answer for a max-unavailable slot (nothing held);
+       for mesh: all, a host missing at the deadline or lost before the
+       start (nothing runs), the step failed on its runner, or its end is
+       not known (the hold stays)
   2    bad usage, an unknown module or step, an exec: program that is
-       missing, max-unavailable without an etcd ledger
+       missing, max-unavailable or mesh: all without an etcd ledger, hosts
+       whose step definitions differ
   3    another window on the module is open (after --wait), the state
-       lock was not had within --lock-timeout, or the module's slot of its
-       max-unavailable was not had within --lock-timeout (holders named)
+       lock was not had within --lock-timeout, the module's slot of its
+       max-unavailable was not had within --lock-timeout (holders named),
+       or a mesh window's gathering refused the join (too late, started)
   130  interrupted (SIGINT, SIGTERM): the window closed first
   --dry-run exits as the run would now: 0 also where it would wait`},
 		Args: usageArgs(cobra.ExactArgs(2)),

@@ -10,7 +10,9 @@ import (
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -22,6 +24,10 @@ type DryRun struct {
 	Holds   []HeldAs `json:"holds"`
 	Run     StepRun  `json:"run"`
 	Timeout string   `json:"timeout"`
+	// Mesh is "all" for a mesh window, with its gather. Else both are
+	// left out.
+	Mesh   string `json:"mesh,omitempty"`
+	Gather string `json:"gather,omitempty"`
 	// Verdict is what a real run would do now: one of the Verdict constants.
 	Verdict string `json:"verdict"`
 	// Reasons are what each check of the open found, in the open's order.
@@ -92,12 +98,17 @@ func DryRunOf(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 	for _, name := range p.held {
 		r.rep.Holds = append(r.rep.Holds, HeldAs{Name: name, Mode: p.modeOf(name)})
 	}
+	if p.def.MeshAll() {
+		r.rep.Mesh, r.rep.Gather = mesh.MeshAll, p.def.GatherOrDefault().String()
+	}
 	if err := eng.Ping(ctx); err != nil {
 		r.rep.Run = r.declaredRun()
 		r.refuse(err)
 		return r.rep, r.err
 	}
 	busy := r.checkModule()
+	r.checkMesh(ctx)
+	r.checkSlot()
 	r.checkStep(ctx)
 	r.checkOpen(ctx, busy)
 	return r.rep, r.err
@@ -267,4 +278,49 @@ func (r *dryRun) checkHeld(ctx context.Context, services map[string]engine.Conta
 		}
 		r.note("would set %s aside as %s and run it changed until the close", name, lifecycle.HeldName(name))
 	}
+}
+
+// checkMesh says what a mesh window would find in etcd: a gathering to
+// create, one to join, or one that refuses the join. A window of this
+// host only on a module with a mesh step is refused beside an open one.
+func (r *dryRun) checkMesh(ctx context.Context) {
+	w := r.w
+	switch {
+	case w.def.MeshAll() && w.opts.Gather == nil:
+		r.refuse(errNoGatherStore(w.module, w.step))
+		return
+	case !w.def.MeshAll():
+		if err := w.refuseBesideGathering(ctx); err != nil {
+			r.refuse(err)
+		}
+		return
+	}
+	g, ok, err := w.opts.Gather.Gathering(ctx, w.module)
+	switch {
+	case err != nil:
+		r.refuse(fmt.Errorf("mesh window: %w; nothing held", err))
+	case !ok || g.Over():
+		r.note("mesh window: would open the gathering of %s/%s and run the step on this host, once every host of the module joined (gather %s)",
+			w.module, w.step, w.def.GatherOrDefault())
+	case g.Step != w.step:
+		r.refuse(&BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s of step %s is %s (runner %s)", g.ID, g.Step, g.State, g.Runner)})
+	case g.State != ledger.GatherOpen:
+		r.refuse(&BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s is %s (runner %s): a join now is refused", g.ID, g.State, g.Runner)})
+	default:
+		r.note("mesh window: would join gathering %s (runner %s; waiting for %s, until %s)",
+			g.ID, g.Runner, strings.Join(g.Missing(), ", "), g.Deadline.Local().Format(time.TimeOnly))
+	}
+}
+
+// checkSlot says that the window would take a slot of its module's budget.
+func (r *dryRun) checkSlot() {
+	w := r.w
+	if !w.takesSlot() {
+		return
+	}
+	if err := w.opts.Budget.Check([]string{w.module}); err != nil {
+		r.refuse(err)
+		return
+	}
+	r.note("would take a slot of module %s (max-unavailable %d) before holding %s stopped", w.module, w.budget, strings.Join(w.stopped(), ", "))
 }
