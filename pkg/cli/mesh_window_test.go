@@ -116,6 +116,15 @@ func TestMeshWindowHoldsEveryHost(t *testing.T) {
 	if got := strings.Count(string(runs), "ran"); got != 1 {
 		t.Errorf("the step ran %d times, want once", got)
 	}
+	// Every host's window logs names the mesh window and its runner, and
+	// shows its hosts as etcd has them: each one back.
+	for _, h := range hosts {
+		code, errOut := h.run(ctx, "window", "logs")
+		if code != 0 || !strings.Contains(errOut, "was part of mesh window g") || !strings.Contains(errOut, "its step ran on host host-") ||
+			!strings.Contains(errOut, "MESH WINDOW") || !strings.Contains(errOut, "ended") {
+			t.Errorf("%s: window logs: exit %d, want 0 naming the mesh window, its runner and its end:\n%s", h.name, code, errOut)
+		}
+	}
 }
 
 // TestMeshWindowHostAbsent: host-c runs the module but never joins. The

@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 	"github.com/spf13/cobra"
@@ -33,8 +34,13 @@ not come back) or when its process died before its close. Interrupted (SIGINT,
 SIGTERM), it stops following, exit 130; the window goes on. On a closed
 window, it prints the kept log and exits as the window ended.
 
+A window that was part of a mesh window (mesh: all) names it and the host
+that ran its step, on stderr; with an etcd ledger, its hosts' states too. Its
+output is in the logs of the host that ran the step.
+
 -o json prints {"id","module","step","truncated","output","live"} (live: the
-window is not yet closed; not with --follow).`, window.LogLimit>>10, window.LogLimit>>10),
+window is not yet closed; not with --follow), and for a mesh window
+"gathering", "runner" and "mesh" (the gathering as window list --mesh has it).`, window.LogLimit>>10, window.LogLimit>>10),
 		Example: `  meshctl window logs                       # the last window's step output
   meshctl window logs w-20261201T033002-1a2b3c
   meshctl window logs --follow w-20261201T033002-1a2b3c   # to its close
@@ -71,9 +77,14 @@ type windowLogJSON struct {
 	Truncated bool   `json:"truncated"`
 	Output    string `json:"output"`
 	Live      bool   `json:"live"`
+	// Gathering and Runner name a mesh window. Mesh is its gathering as
+	// etcd has it now, when an etcd ledger is configured and answers.
+	Gathering string            `json:"gathering,omitempty"`
+	Runner    string            `json:"runner,omitempty"`
+	Mesh      *ledger.Gathering `json:"mesh,omitempty"`
 }
 
-func runWindowLogs(_ context.Context, env *Env, id string) error {
+func runWindowLogs(ctx context.Context, env *Env, id string) error {
 	// Reading a log changes nothing. Not even a missing state directory is made.
 	dir, err := env.StateReadOnly()
 	if err != nil {
@@ -83,8 +94,20 @@ func runWindowLogs(_ context.Context, env *Env, id string) error {
 	if err != nil {
 		return err
 	}
+	g := meshWindowOf(ctx, env, l)
 	if env.JSON() {
-		return env.PrintJSON(windowLogJSON{ID: l.ID, Module: l.Module, Step: l.Step, Truncated: l.Truncated, Output: l.Output, Live: l.Live})
+		return env.PrintJSON(windowLogJSON{ID: l.ID, Module: l.Module, Step: l.Step, Truncated: l.Truncated, Output: l.Output, Live: l.Live,
+			Gathering: l.Gathering, Runner: l.Runner, Mesh: g})
+	}
+	if l.Gathering != "" {
+		where := ""
+		if l.Runner != env.hostName() {
+			where = "; its output is in meshctl window logs on " + l.Runner
+		}
+		fmt.Fprintf(env.Stderr, "(window %s was part of mesh window %s: its step ran on host %s%s)\n", l.ID, l.Gathering, l.Runner, where)
+		if g != nil {
+			_ = printGatherings(env.Stderr, []ledger.Gathering{*g})
+		}
 	}
 	if l.Live {
 		fmt.Fprintf(env.Stderr, "(window %s is not closed yet: its step's output so far follows; --follow follows it)\n", l.ID)
@@ -145,4 +168,30 @@ func followedID(dir *state.Dir) (string, error) {
 		return "", fault.New(fault.BadInput, "no window is open or has closed in %s yet", dir.Path())
 	}
 	return hist.Windows[len(hist.Windows)-1].ID, nil
+}
+
+// meshWindowOf reads the mesh window a log was part of, for a person. It
+// is nil for a window of this host only, without an etcd ledger, or when
+// etcd cannot say. The last says so on stderr.
+func meshWindowOf(ctx context.Context, env *Env, l *window.Log) *ledger.Gathering {
+	if l.Gathering == "" {
+		return nil
+	}
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return nil
+	}
+	led, err := ledger.OpenEtcd(*cfg)
+	if err == nil {
+		defer led.Close()
+		var g ledger.Gathering
+		var ok bool
+		if g, ok, err = led.GatheringByID(ctx, l.Module, l.Gathering); err == nil && ok {
+			return &g
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "(etcd cannot say how the hosts of mesh window %s did: %v)\n", l.Gathering, err)
+	}
+	return nil
 }

@@ -141,6 +141,10 @@ type Entry struct {
 	// AckedAt is when a person acknowledged this window's failure (meshctl
 	// window ack). It is then no longer a problem for status --check.
 	AckedAt *time.Time `json:"acked_at,omitempty"`
+	// Gathering and Runner name a mesh window and the host that ran its
+	// step. Both are empty for a window of this host only.
+	Gathering string `json:"gathering,omitempty"`
+	Runner    string `json:"runner,omitempty"`
 }
 
 // Failed reports whether the window did not end ok.

@@ -168,6 +168,9 @@ func (w *window) recordClose(lock *state.Lock, back map[string]error) (*coord.En
 	now := w.opts.Now()
 	e := coord.Entry{ID: w.id, Module: w.module, Step: w.step, OpenedAt: w.openedAt.UTC(), ClosedAt: now.UTC(),
 		Result: w.result, StepExitCode: w.stepCode}
+	if w.mesh != nil {
+		e.Gathering, e.Runner = w.mesh.joined.ID, w.mesh.joined.Runner
+	}
 	var convergeErrs []error
 	var notBack []string
 	for _, name := range w.held {

@@ -31,6 +31,11 @@ type Log struct {
 	// then its tail.
 	Truncated bool   `json:"truncated"`
 	Output    string `json:"output"`
+	// Gathering is the mesh window's ID, for a step with mesh: all.
+	// Runner is the host that ran its step. On any other host, Output
+	// is empty: the step's output is in the runner's log.
+	Gathering string `json:"gathering,omitempty"`
+	Runner    string `json:"runner,omitempty"`
 	// Live is set for a window not yet closed. Output is then what its
 	// step wrote so far. It is never written to the file.
 	Live bool `json:"-"`

@@ -268,7 +268,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 		return nil, err
 	}
 	entry, err := w.close(ctx)
-	if w.openErr == nil && entry != nil && w.stepStarted {
+	if w.openErr == nil && entry != nil && (w.stepStarted || w.mesh != nil && w.mesh.started) {
 		w.keepLog(logTail)
 	}
 	w.closed(ctx)
@@ -343,6 +343,9 @@ func (w *window) keepLog(tail *Tail) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	l := &Log{ID: w.id, Module: w.module, Step: w.step, Truncated: cut, Output: string(out)}
+	if w.mesh != nil {
+		l.Gathering, l.Runner = w.mesh.joined.ID, w.mesh.joined.Runner
+	}
 	lockOpts := w.opts.Lock
 	lockOpts.Timeout = max(lockOpts.Timeout, 10*time.Second)
 	if err := saveLog(ctx, w.d, lockOpts, l); err != nil {
