@@ -85,7 +85,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if opts.File == nil {
 		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
 	}
-	if err := opts.Budget.Check(opts.File.Budgeted()); err != nil {
+	if err := opts.Budget.CheckFile(opts.File); err != nil {
 		return nil, err
 	}
 	rep, err := converge(ctx, d, eng, opts)

@@ -138,7 +138,7 @@ func settleBudget(ctx context.Context, opts Options, rep *record.Report, runErr 
 	if err != nil {
 		return err
 	}
-	if !used && len(b.HeldModules()) == 0 && len(opts.File.Budgeted()) == 0 {
+	if !used && len(b.HeldModules()) == 0 && len(opts.File.MeshModules()) == 0 {
 		// No module uses the mesh, and none did: no etcd call.
 		return nil
 	}

@@ -222,9 +222,10 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 }
 
 // meshBudget is what takes the slots of modules with max-unavailable. It
-// is nil when the ledger is files: a file that uses max-unavailable is
-// then refused. The etcd client dials only when a slot or member record is
-// written.
+// also writes the member records of modules that use the mesh. It is nil
+// when the ledger is files: a file that uses max-unavailable or mesh: all
+// is then refused. The etcd client dials only when a slot or member record
+// is written.
 func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {

@@ -83,6 +83,32 @@ func (b *Budget) Check(modules []string) error {
 	return nil
 }
 
+// CheckFile refuses a file whose modules use the mesh when there is no
+// etcd ledger. It names each module and the field that needs etcd.
+func (b *Budget) CheckFile(f *mesh.File) error {
+	if b != nil && b.Store != nil {
+		return nil
+	}
+	var uses []string
+	for _, name := range f.MeshModules() {
+		m := f.Modules[name]
+		if m.Budget() > 0 {
+			uses = append(uses, fmt.Sprintf("max-unavailable (module %s)", name))
+		}
+		if steps := m.MeshSteps(); len(steps) > 0 {
+			uses = append(uses, fmt.Sprintf("mesh: all (module %s, step %s)", name, strings.Join(steps, ", ")))
+		}
+	}
+	switch len(uses) {
+	case 0:
+		return nil
+	case 1:
+		return fault.New(fault.BadInput, "%s needs an etcd ledger shared by the hosts: set --ledger etcd://HOST:PORT[,HOST:PORT…] (or MESHCTL_LEDGER); nothing was changed", uses[0])
+	}
+	return fault.New(fault.BadInput, "%s need an etcd ledger shared by the hosts: set --ledger etcd://HOST:PORT[,HOST:PORT…] (or MESHCTL_LEDGER); nothing was changed",
+		strings.Join(uses, "; "))
+}
+
 // Holds reports whether this process holds module's slot.
 func (b *Budget) Holds(module string) bool {
 	_, ok := b.held[module]
@@ -114,9 +140,11 @@ func StepHashes(m *mesh.Module) map[string]string {
 }
 
 // Publish writes this host's member records of the modules f names. A
-// module with a budget is recorded; one without, or removed, loses its
-// record. Only records that differ from MeshFile are written. So an apply
-// that changes none makes no etcd call. Modules f does not name are left.
+// module that uses the mesh is recorded: it has a budget or a mesh: all
+// step. Its record's MaxUnavailable is 0 when it has no budget. One that
+// no longer uses it, or removed, loses its record. Only records that
+// differ from MeshFile are written. So an apply that changes none makes no
+// etcd call. Modules f does not name are left.
 func (b *Budget) Publish(ctx context.Context, f *mesh.File, removed []string) error {
 	lock, err := b.Dir.Lock(ctx, MeshLock, state.LockOptions{Timeout: b.Wait, What: "mesh record lock"})
 	if err != nil {
@@ -135,7 +163,7 @@ func (b *Budget) Publish(ctx context.Context, f *mesh.File, removed []string) er
 	for _, name := range f.ModuleNames() {
 		m := f.Modules[name]
 		old, had := doc.Members[name]
-		if m.Budget() == 0 {
+		if !m.UsesMesh() {
 			if had {
 				removed = append(removed, name)
 			}
@@ -146,7 +174,7 @@ func (b *Budget) Publish(ctx context.Context, f *mesh.File, removed []string) er
 			continue
 		}
 		if b.Store == nil {
-			return errNoMesh([]string{name})
+			return b.CheckFile(&mesh.File{Modules: map[string]*mesh.Module{name: m}})
 		}
 		want.UpdatedAt = b.Now().UTC()
 		if err := b.Store.PutMember(ctx, want); err != nil {

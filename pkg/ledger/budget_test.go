@@ -145,3 +145,37 @@ func TestSlotLostAnswer(t *testing.T) {
 		t.Fatalf("after a give-back whose answer was lost: %+v, %v", st.Slots, err)
 	}
 }
+
+// TestBudgetIgnoresMembersWithout: a member with no budget (0, a module
+// in the mesh for its mesh: all step) limits nothing. The smallest
+// positive budget holds, for a slot and for a gathering.
+func TestBudgetIgnoresMembersWithout(t *testing.T) {
+	without := []Member{{Host: "a"}, {Host: "b", MaxUnavailable: 0}}
+	if got := limitOf(2, without); got != 2 {
+		t.Errorf("limitOf(2, members without) = %d, want 2", got)
+	}
+	if got := budgetOf(0, without); got != 0 {
+		t.Errorf("budgetOf(0, members without) = %d, want 0 (none)", got)
+	}
+	// The members without come after one with, as etcd may list them.
+	with := append([]Member{{Host: "c", MaxUnavailable: 3}, {Host: "d", MaxUnavailable: 5}}, without...)
+	if got := limitOf(4, with); got != 3 {
+		t.Errorf("limitOf(4, …) = %d, want 3", got)
+	}
+	if got := budgetOf(0, with); got != 3 {
+		t.Errorf("budgetOf(0, …) = %d, want 3", got)
+	}
+
+	// In etcd: two members without a budget, two hosts with one of 2.
+	l, ctx := meshLedgers(t, 1)[0], context.Background()
+	for _, h := range []string{"a", "b"} {
+		if err := l.PutMember(ctx, Member{Host: h, Module: "web"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, h := range []string{"c", "d"} {
+		if b, err := l.TakeSlot(ctx, Slot{Host: h, Module: "web", Token: fmt.Sprint("t", i)}, 2); err != nil || !b.Taken || b.Limit != 2 {
+			t.Fatalf("%s under a budget of 2: %+v, %v", h, b, err)
+		}
+	}
+}

@@ -48,6 +48,27 @@ func (f *File) Budgeted() []string {
 	return out
 }
 
+// UsesMesh reports whether the module uses the mesh in etcd. It does when
+// it sets max-unavailable or has a mesh: all step. Each host that runs it
+// then keeps a member record there.
+func (m *Module) UsesMesh() bool {
+	return m.Budget() > 0 || m != nil && len(m.MeshSteps()) > 0
+}
+
+// MeshModules returns the modules of f that use the mesh, in order.
+func (f *File) MeshModules() []string {
+	if f == nil {
+		return nil
+	}
+	var out []string
+	for _, n := range f.ModuleNames() {
+		if f.Modules[n].UsesMesh() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Step is a maintenance step run by `meshctl window run`.
 type Step struct {
 	WhileStopped []string `yaml:"while-stopped,omitempty" json:"while-stopped,omitempty"`

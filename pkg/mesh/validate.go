@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/distribution/reference"
@@ -230,7 +231,11 @@ func (v *validator) step(p []string, m *Module, s *Step) {
 	case s.Gather < 0:
 		v.fail(at("gather"), "must not be negative")
 	case s.Gather != 0 && !s.MeshAll():
-		v.fail(at("gather"), "is only for a step with mesh: all")
+		if !v.undecoded(at("mesh")...) {
+			v.fail(at("gather"), "is only for a step with mesh: all")
+		}
+	case s.Gather != 0 && s.Gather.Std() < time.Second:
+		v.fail(at("gather"), "%s is too short: give at least 1s (etcd counts the deadline in whole seconds)", s.Gather.Std())
 	}
 	switch {
 	case s.Run == nil && len(s.Exec) == 0:
