@@ -232,7 +232,10 @@ func (w *window) awaitEnd(ctx context.Context) {
 	w.stepEnd = time.Now()
 	if err != nil {
 		why := err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case ctx.Err() != nil:
+			why = "interrupted"
+		case errors.Is(err, context.DeadlineExceeded):
 			why = "it was not recorded by " + until.Local().Format(time.TimeOnly)
 		}
 		w.mesh.kept = fmt.Errorf("mesh window %s/%s: the end of the step on host %s is not known (%s): %s stay held until it is; then the next apply brings them back",
@@ -252,26 +255,13 @@ func (w *window) awaitEnd(ctx context.Context) {
 
 // keptError is the window's error when it exits with its hold kept.
 func (w *window) keptError(ctx context.Context) error {
-	interrupted := ctx.Err() != nil
-	if interrupted && w.mesh.kept == nil {
-		w.mesh.kept = fmt.Errorf("mesh window %s/%s: interrupted while the step runs on host %s: %s stay held until its end is recorded; then the next apply brings them back",
-			w.module, w.step, w.mesh.joined.Runner, strings.Join(w.held, ", "))
-	}
-	return &FailedError{Err: w.mesh.kept, Interrupted: interrupted}
+	return &FailedError{Err: w.mesh.kept, Interrupted: ctx.Err() != nil}
 }
 
 // keepsHold says whether this host must leave its hold in place. The step
 // started and its end is not known here: interrupted while it runs
 // elsewhere, or its end not read or not recorded.
-func (w *window) keepsHold(ctx context.Context) bool {
-	if w.mesh == nil || !w.mesh.started {
-		return false
-	}
-	if w.mesh.kept != nil {
-		return true
-	}
-	return !w.runner() && w.result == "" && ctx.Err() != nil
-}
+func (w *window) keepsHold() bool { return w.mesh != nil && w.mesh.started && w.mesh.kept != nil }
 
 // closed says in etcd that this host closed, and leaves the gathering.
 func (w *window) closed(ctx context.Context) {
@@ -279,7 +269,7 @@ func (w *window) closed(ctx context.Context) {
 		return
 	}
 	defer w.mesh.g.Leave()
-	if w.keepsHold(ctx) {
+	if w.keepsHold() {
 		return
 	}
 	cctx, cancel := lifecycle.Cleanup(ctx, 30*time.Second)

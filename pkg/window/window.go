@@ -261,7 +261,7 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	}
 	w.recordEnd(ctx)
 	w.awaitEnd(ctx)
-	if w.keepsHold(ctx) {
+	if w.keepsHold() {
 		// The step may still run somewhere: nothing comes back.
 		err := w.keptError(ctx)
 		w.closed(ctx)
