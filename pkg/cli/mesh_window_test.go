@@ -43,12 +43,17 @@ func (h *meshHost) run(ctx context.Context, args ...string) (int, string) {
 	return code, errOut.String()
 }
 
-// meshWindowFile is a module with a mesh: all step. Its step writes "ran"
-// to runs, says started, and waits for go in dir.
-func meshWindowFile(t *testing.T, dir, gather, script string) string {
+// meshWindowFile is a module with a mesh: all step that runs script. Its
+// budget is max-unavailable 3.
+func meshWindowFile(t testing.TB, dir, gather, script string) string {
+	return meshWindowFileOf(t, dir, 3, gather, script)
+}
+
+// meshWindowFileOf is meshWindowFile with a budget of its own.
+func meshWindowFileOf(t testing.TB, dir string, budget int, gather, script string) string {
 	doc := fmt.Sprintf(`modules:
   sweep:
-    max-unavailable: 3
+    max-unavailable: %d
     containers:
       app: {image: meshtest/busybox:1, command: [sleep, '1000']}
     steps:
@@ -57,7 +62,7 @@ func meshWindowFile(t *testing.T, dir, gather, script string) string {
         gather: %s
         while-stopped: [app]
         exec: [/bin/sh, -c, %q]
-`, gather, script)
+`, budget, gather, script)
 	f := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
