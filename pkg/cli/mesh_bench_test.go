@@ -132,9 +132,10 @@ func BenchmarkMeshBudgetHundredHosts(b *testing.B) {
 // fake engine driven through pkg/cli, run one mesh: all window at once
 // against the real etcd cluster. Its step only notes that it ran. So the
 // time is the gathering, the holds, the start, the end and the closes.
-// Each host holds its container stopped, under max-unavailable 100. It
-// reports the worst total, and the worst times to the last join, to the
-// recorded start and to the recorded end. It fails unless every window
+// In "stopped" each host holds its container stopped, and takes a slot of
+// max-unavailable 100. In "changed" each holds it changed, and takes none.
+// It reports the worst total, and the worst times to the last join, to
+// the recorded start and to the recorded end. It fails unless every window
 // exits 0 and the step ran once. MESHCTL_BENCH_HOSTS changes the hosts.
 func BenchmarkMeshWindowHundredHosts(b *testing.B) {
 	eps := etcdtest.Endpoints(b)
@@ -142,9 +143,18 @@ func BenchmarkMeshWindowHundredHosts(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("MESHCTL_BENCH_HOSTS")); err == nil && v > 0 {
 		n = v
 	}
+	for _, c := range []struct{ name, hold string }{
+		{"stopped", "while-stopped: [app]"},
+		{"changed", "while-changed: {app: {env: {SWEEP: '1'}}}"},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchMeshWindow(b, eps, n, c.hold) })
+	}
+}
+
+func benchMeshWindow(b *testing.B, eps string, n int, hold string) {
 	dir := b.TempDir()
 	runs := filepath.Join(dir, "runs")
-	file := meshWindowFileOf(b, dir, max(100, n), "5m", "echo ran >>"+runs)
+	file := meshWindowFileOf(b, dir, max(100, n), hold, "5m", "echo ran >>"+runs)
 	ctx := context.Background()
 	var worst, joined, started, ended time.Duration
 	for i := 0; b.Loop(); i++ {

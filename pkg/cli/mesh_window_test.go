@@ -44,13 +44,13 @@ func (h *meshHost) run(ctx context.Context, args ...string) (int, string) {
 }
 
 // meshWindowFile is a module with a mesh: all step that runs script. Its
-// budget is max-unavailable 3.
+// step holds app stopped, under max-unavailable 3.
 func meshWindowFile(t testing.TB, dir, gather, script string) string {
-	return meshWindowFileOf(t, dir, 3, gather, script)
+	return meshWindowFileOf(t, dir, 3, "while-stopped: [app]", gather, script)
 }
 
-// meshWindowFileOf is meshWindowFile with a budget of its own.
-func meshWindowFileOf(t testing.TB, dir string, budget int, gather, script string) string {
+// meshWindowFileOf is meshWindowFile with a budget and a hold of its own.
+func meshWindowFileOf(t testing.TB, dir string, budget int, hold, gather, script string) string {
 	doc := fmt.Sprintf(`modules:
   sweep:
     max-unavailable: %d
@@ -60,9 +60,9 @@ func meshWindowFileOf(t testing.TB, dir string, budget int, gather, script strin
       gc:
         mesh: all
         gather: %s
-        while-stopped: [app]
+        %s
         exec: [/bin/sh, -c, %q]
-`, budget, gather, script)
+`, budget, gather, hold, script)
 	f := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
