@@ -45,21 +45,26 @@ func (h *meshHost) run(ctx context.Context, args ...string) (int, string) {
 	return code, errOut.String()
 }
 
-// meshWindowFile is a module with a mesh: all step. Its step writes "ran"
-// to runs, says started, and waits for go in dir.
-func meshWindowFile(t *testing.T, dir, gather, script string) string {
+// meshWindowFile is a module with a mesh: all step that runs script. Its
+// step holds app stopped, under max-unavailable 3.
+func meshWindowFile(t testing.TB, dir, gather, script string) string {
+	return meshWindowFileOf(t, dir, 3, "while-stopped: [app]", gather, script)
+}
+
+// meshWindowFileOf is meshWindowFile with a budget and a hold of its own.
+func meshWindowFileOf(t testing.TB, dir string, budget int, hold, gather, script string) string {
 	doc := fmt.Sprintf(`modules:
   sweep:
-    max-unavailable: 3
+    max-unavailable: %d
     containers:
       app: {image: meshtest/busybox:1, command: [sleep, '1000']}
     steps:
       gc:
         mesh: all
         gather: %s
-        while-stopped: [app]
+        %s
         exec: [/bin/sh, -c, %q]
-`, gather, script)
+`, budget, gather, hold, script)
 	f := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
