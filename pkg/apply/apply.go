@@ -88,6 +88,9 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if err := opts.Budget.CheckFile(opts.File); err != nil {
 		return nil, err
 	}
+	if err := publishFirst(ctx, opts); err != nil {
+		return nil, err
+	}
 	rep, err := converge(ctx, d, eng, opts)
 	return rep, errors.Join(err, settleBudget(ctx, opts, rep, err))
 }

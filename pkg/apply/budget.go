@@ -106,6 +106,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
+// publishFirst writes the member records that changed before anything
+// is touched. A host that runs a module of the mesh is then known to the
+// other hosts first. So a gathering never misses it. It makes no etcd
+// call when no record changed. etcd unreachable changes nothing.
+func publishFirst(ctx context.Context, opts Options) error {
+	if opts.Budget == nil || opts.DryRun || len(opts.File.MeshModules()) == 0 {
+		return nil
+	}
+	if err := opts.Budget.Publish(ctx, opts.File, nil); err != nil {
+		return fmt.Errorf("the mesh's member records could not be written, so nothing was changed: %w", err)
+	}
+	return nil
+}
+
 // takeSlots takes the slots a plan needs, in module order, with no lock
 // held. The member records go first, so that other hosts see this host's
 // budget.
