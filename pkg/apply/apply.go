@@ -88,6 +88,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if err := opts.Budget.CheckFile(opts.File); err != nil {
 		return nil, err
 	}
+	dryRunMembers(opts)
+	if err := publishFirst(ctx, opts); err != nil {
+		return nil, err
+	}
 	rep, err := converge(ctx, d, eng, opts)
 	return rep, errors.Join(err, settleBudget(ctx, opts, rep, err))
 }
