@@ -1,0 +1,450 @@
+/*
+ * mesh.pml: the mesh across hosts, for spin (issue 29). Two models in one
+ * file: the gathering of a mesh window (the default) and the budget of
+ * hosts down (-DSLOTS).
+ *
+ * THE GATHERING (pkg/ledger/gathering.go, pkg/ledger/gather.go)
+ *
+ * etcd holds one gathering's keys: doc (with its runner), deadline (under
+ * a lease of gather), joined/HOST (under the member's session lease),
+ * joined-ever/HOST, held/HOST, started, failed and end. Each ledger call is
+ * one atomic step: its read and its transaction's compares see the same
+ * state. Start is two steps (its read, then its commit), so that its
+ * compares matter.
+ *
+ * Three hosts are expected (the members when the gathering is created).
+ * Each runs a window (Host): it joins; the first to join creates the
+ * gathering and runs the step. Once every member joined, each holds its
+ * containers, then writes held. The runner waits until every member held
+ * and is alive, starts, runs the step container, waits for its exit and
+ * records the end. The others wait for the start, then for the end, and
+ * may give up past their bound (the deadline plus the timeout): they exit
+ * and leave their hold, which is then stale. A member closes its hold
+ * (its containers come back) on a recorded end or a failed gathering.
+ *
+ * Faults, MAXK in all (default 2), at any step of a window:
+ *   - a kill: the window dies and its session lapses. Its hold stays.
+ *   - a lapse: the session lapses (etcd unreachable for its TTL), and the
+ *     window runs on.
+ * The deadline's lease lapses at any moment. The step container exits at
+ * any moment: it runs on after its window died.
+ *
+ * Each host's next apply (Next) runs once its window ended. It releases a
+ * stale hold only when the hold's gathering is over (releaseStale asking
+ * GatheringByID: Gathering.Over). On the runner's host it records the
+ * step's end (RecordEnd) once its window is dead and the step container
+ * exited. The runner's host also runs its window once more (the next cron
+ * line): a join that must be refused.
+ *
+ * Properties (the Monitor's assertions; and no invalid end state):
+ *   (1) no member's containers run normally while the step runs:
+ *       stepc implies every member holds;
+ *   (2) the step runs at most once: runs <= 1;
+ *   (3) no member releases its hold while the step may run (started and
+ *       no end recorded): a lapsed lease is not proof of the end;
+ *   (4) a failed gathering never starts: not both failed and started.
+ *
+ * Variants, for scripts/model (each must make a property fail):
+ *   BROKEN_START_EARLY       Start waits for every member joined, not held:
+ *                            the step runs beside a member not yet holding (1)
+ *   BROKEN_START_NO_COMPARE  Start's commit does not compare failed nor the
+ *                            members' sessions: a gathering failed since its
+ *                            read starts (4)
+ *   BROKEN_STALE_TRUSTS_LEASE the stale release takes the runner's lapsed
+ *                            session as the end: a member comes back while
+ *                            the dead runner's step runs (3)
+ *   BROKEN_JOIN_AFTER_START  join does not refuse a started gathering: the
+ *                            runner's host joins again, is its runner, and
+ *                            runs the step a second time (2)
+ *   BROKEN_LAPSE_FAILS_STARTED failureOf does not skip a started gathering:
+ *                            a member's lapse after the start fails it (4)
+ *
+ * THE BUDGET (-DSLOTS: pkg/coord/budget.go, pkg/ledger/budget.go)
+ *
+ * Three hosts apply a change of the module at once under max-unavailable
+ * K (1). Each apply (Apply) takes a slot (Budget.Take → ledger.TakeSlot:
+ * a read of the slots, then a transaction that compares that no slot key
+ * was created since), stops its containers (the host is down), brings
+ * them back healthy (the health gate), and gives its slot back
+ * (Budget.GiveBack → GiveBackSlot). A slot not had may be waited for, or
+ * given up (--lock-timeout, exit 3). MAXK kills (default 2) at any step.
+ * A slot has no lease: a dead holder's slot stays. The host's next apply
+ * (Next) repairs what is down (a repair takes no slot: that host is
+ * counted), then gives back the dead process's slot (GiveBack).
+ *
+ * Property: never more than K hosts down (and no invalid end state).
+ *
+ * Variants:
+ *   BROKEN_LEASE_FREE        a dead holder's slot is freed at once (as a
+ *                            lease would): another host goes down beside it
+ *   BROKEN_NO_COMPARE        TakeSlot's commit does not compare: two hosts
+ *                            take the last slot
+ *   BROKEN_GIVE_BACK_EARLY   the slot is given back before the health gate
+ */
+
+#ifndef MAXK
+#define MAXK 2
+#endif
+
+byte kills;        /* faults so far */
+bool dead[3];      /* host i's window (apply) was killed */
+bool gone[3];      /* host i's window (apply) ended, dead or not */
+
+#ifndef SLOTS
+
+/* etcd: the gathering's keys */
+bool gexists;      /* doc: the gathering was created */
+byte runner;       /* doc.Runner */
+bool deadline;     /* deadline, under its lease of gather */
+bool joined[3];    /* joined/HOST, under the member's session lease */
+bool ever[3];      /* joined-ever/HOST */
+bool held[3];      /* held/HOST */
+bool started, failed, ended;
+
+/* the hosts */
+bool holding[3];   /* host i's hold of the step is recorded: its containers held */
+bool stepc;        /* the step container runs, on the runner's host */
+byte runs;         /* the step's starts */
+
+#define ALLJOINED (joined[0] && joined[1] && joined[2])
+#define ALLHELD (held[0] && held[1] && held[2])
+#define ALLHOLDING (holding[0] && holding[1] && holding[2])
+#define LAPSED(h) (ever[h] && !joined[h])
+#define OVER (ended || failed)
+
+/* code: failureOf. A member's session lapsed, or the deadline passed with
+ * hosts missing, and the gathering has not started nor failed. */
+#ifdef BROKEN_LAPSE_FAILS_STARTED
+#define FAILURE (gexists && !failed && !ended && \
+	(LAPSED(0) || LAPSED(1) || LAPSED(2) || !started && !deadline && !ALLJOINED))
+#else
+#define FAILURE (gexists && !failed && !started && \
+	(LAPSED(0) || LAPSED(1) || LAPSED(2) || !deadline && !ALLJOINED))
+#endif
+
+/* code: wait's failure check: a failure met is written (writeFail,
+ * compared by notStarted). In the broken variant it is written anyway. */
+inline meet() {
+	if
+	:: FAILURE -> failed = 1; assert(!(failed && started))  /* (4) */
+	:: else
+	fi
+}
+
+/* code: JoinGathering → join (or create, for the first). ok: joined. */
+inline join(i, ok) {
+	atomic {
+		ok = 0;
+		if
+		:: !gexists ->
+			/* code: create: doc, deadline and fence, and the join */
+			gexists = 1; runner = i; deadline = 1;
+			joined[i] = 1; ever[i] = 1; ok = 1
+		:: gexists && failed && deadline -> skip   /* refused: its failure */
+#ifndef BROKEN_JOIN_AFTER_START
+		:: gexists && !(failed && deadline) && started -> skip  /* refused: after the start */
+#endif
+		:: gexists && !(failed && deadline) && !started && !deadline ->
+			meet()                                 /* refused: after the deadline */
+		:: gexists && !(failed && deadline) && !started && deadline && joined[i] -> skip
+#ifdef BROKEN_JOIN_AFTER_START
+		:: gexists && !failed && started && deadline && joined[i] -> skip
+		:: gexists && !failed && started && !deadline -> skip
+		:: gexists && !failed && started && deadline && !joined[i] && !FAILURE ->
+			joined[i] = 1; ever[i] = 1; ok = 1
+#endif
+		:: gexists && !failed && !started && deadline && !joined[i] && FAILURE ->
+			meet()                                 /* the gathering failed */
+		:: gexists && !failed && !started && deadline && !joined[i] && !FAILURE ->
+			/* the join's transaction: notStarted, deadline there, not joined */
+			joined[i] = 1; ever[i] = 1; ok = 1
+		fi
+	}
+}
+
+/* One host's window run of the mesh: all step. */
+proctype Host(byte i) {
+	bool ok;
+	{
+		join(i, ok);
+		if
+		:: !ok -> goto out                         /* exit 3, or 1 naming the failure */
+		:: else
+		fi;
+		/* code: AllJoined: wait until every member joined (holding) */
+		atomic {
+			(failed || FAILURE || ALLJOINED || started);
+			meet()
+		};
+		if
+		:: failed -> goto out                      /* nothing held: exit 1 */
+		:: else
+		fi;
+		/* the window records its hold, naming the gathering, and holds */
+		holding[i] = 1;
+		/* code: Held: held/HOST, compared by notStarted and this session */
+		atomic {
+			meet();
+			if
+			:: !failed && !started -> held[i] = 1
+			:: else
+			fi
+		};
+		if
+		:: failed -> goto back
+		:: else
+		fi;
+		if
+		:: runner == i ->
+			/* code: Start: its read, until every member held and is alive */
+start:
+			atomic {
+#ifdef BROKEN_START_EARLY
+				(failed || FAILURE || started || ALLJOINED);
+#else
+				(failed || FAILURE || started || ALLHELD && ALLJOINED);
+#endif
+				meet()
+			};
+			if
+			:: failed -> goto back
+			:: else
+			fi;
+			/* its commit: notStarted and each member's joined revision */
+			atomic {
+#ifdef BROKEN_START_NO_COMPARE
+				started = 1; assert(!(failed && started))  /* (4) */
+#else
+				if
+#ifdef BROKEN_START_EARLY
+				:: !failed && !started && ALLJOINED ->
+#else
+				:: !failed && !started && ALLHELD && ALLJOINED ->
+#endif
+					started = 1; assert(!(failed && started))  /* (4) */
+				:: else -> goto start              /* lost its compare: read again */
+				fi
+#endif
+			};
+			/* the window starts the step container */
+			atomic { stepc = 1; runs++ };
+			/* the window waits for its exit */
+			(!stepc);
+			/* code: End → RecordEnd */
+			atomic {
+				if
+				:: started && !ended -> ended = 1
+				:: else
+				fi
+			};
+			goto back
+		:: else ->
+			/* code: WaitStart */
+			atomic {
+				(failed || FAILURE || started);
+				meet()
+			};
+			if
+			:: failed -> goto back
+			:: else
+			fi;
+			/* code: WaitEnd, until the deadline plus the step's timeout */
+			if
+			:: ended -> goto back
+			:: atomic { failed || FAILURE -> meet() }; goto back
+			:: true -> goto out                    /* past its bound: the hold stays */
+			fi
+		fi;
+back:
+		/* the close: the containers come back, then Closed */
+		atomic { assert(!started || ended); holding[i] = 0 }  /* (3) */
+out:
+		/* Leave: the session ends (revoked, or lapsing) */
+		atomic { joined[i] = 0; gone[i] = 1 }
+	} unless {
+		atomic { dead[i] -> joined[i] = 0; gone[i] = 1 }
+	}
+}
+
+/* Host i's next apply (and, on the runner's host, its next window run),
+ * once its window ended. Never killed: the next cron run. */
+proctype Next(byte i) {
+	bool ok, rerun;
+	(gone[i]);
+end:
+	do
+	/* code: the runner's host finds its dead window's step container
+	 * exited and records the step's end (RecordEnd) */
+	:: atomic { dead[i] && gexists && runner == i && started && !ended && !stepc -> ended = 1 }
+	/* code: releaseStale of a hold of a mesh window: only once the
+	 * gathering is over (GatheringByID: Gathering.Over) */
+	:: atomic { holding[i] && OVER -> assert(!started || ended); holding[i] = 0 }  /* (3) */
+#ifdef BROKEN_STALE_TRUSTS_LEASE
+	:: atomic { holding[i] && !joined[runner] -> assert(!started || ended); holding[i] = 0 }
+#endif
+	/* the runner's host runs its window once more: a join, refused */
+	:: gexists && runner == i && !rerun ->
+		rerun = 1;
+		join(i, ok);
+		if
+		:: ok && started ->
+			/* joined() makes it the runner: AllJoined, Held and Start
+			 * return at once on a started gathering, and it runs the step */
+			atomic { holding[i] = 1; stepc = 1; runs++ }
+		:: else
+		fi
+	od
+}
+
+/* The deadline's lease and the step container. */
+active proctype Env() {
+end:
+	do
+	:: atomic { deadline -> deadline = 0 }        /* the deadline passes */
+	:: atomic { stepc -> stepc = 0 }              /* the step container exits */
+	od
+}
+
+active proctype Killer() {
+end:
+	do
+	:: kills < MAXK ->
+		if
+		:: atomic { !gone[0] -> dead[0] = 1 }     /* a kill */
+		:: atomic { !gone[1] -> dead[1] = 1 }
+		:: atomic { !gone[2] -> dead[2] = 1 }
+		:: atomic { !gone[0] && joined[0] -> joined[0] = 0 }  /* a lapse */
+		:: atomic { !gone[1] && joined[1] -> joined[1] = 0 }
+		:: atomic { !gone[2] && joined[2] -> joined[2] = 0 }
+		:: else -> break
+		fi;
+		kills++
+	:: kills >= MAXK -> break
+	od
+}
+
+active proctype Monitor() {
+end:
+	do
+	:: atomic { stepc && !ALLHOLDING -> assert(!stepc || ALLHOLDING) }  /* (1) */
+	:: atomic { runs > 1 -> assert(runs <= 1) }                         /* (2) */
+	od
+}
+
+init {
+	atomic {
+		run Host(0); run Host(1); run Host(2);
+		run Next(0); run Next(1); run Next(2)
+	}
+}
+
+#else /* SLOTS */
+
+#ifndef K
+#define K 1
+#endif
+
+bool slot[3];      /* etcd: slots/MODULE/HOST (no lease) */
+byte created;      /* the slots prefix's latest create revision */
+bool down[3];      /* host i has the module down */
+
+#define NSLOTS (slot[0] + slot[1] + slot[2])
+#define NDOWN (down[0] + down[1] + down[2])
+#define OTHERS(i) (NSLOTS - slot[i])
+
+/* One host's apply of a change that stops the module (stop-first). */
+proctype Apply(byte i) {
+	byte rev;
+	bool busy;
+	{
+		/* code: Budget.Take: intend records the slot in mesh.json first
+		 * (a dead holder's slot is known to the next apply) */
+		skip;
+take:
+		/* code: TakeSlot's read of the members and slots */
+		atomic { rev = created; busy = (!slot[i] && OTHERS(i) >= K) };
+		if
+		:: busy ->
+			if
+			:: atomic { OTHERS(i) < K -> skip }; goto take  /* WaitSlots: a change */
+			:: true -> goto out                  /* not had in time: exit 3 */
+			fi
+		:: else
+		fi;
+		/* its commit: no slot key created since the read */
+		atomic {
+#ifdef BROKEN_NO_COMPARE
+			if
+			:: !slot[i] -> created++
+			:: else
+			fi;
+			slot[i] = 1
+#else
+			if
+			:: slot[i] -> skip
+			:: !slot[i] && created == rev -> slot[i] = 1; created++
+			:: else -> goto take                 /* lost the compare: read again */
+			fi
+#endif
+		};
+		/* the recreate's stop: the module is down on this host */
+		down[i] = 1;
+#ifdef BROKEN_GIVE_BACK_EARLY
+		slot[i] = 0;
+#endif
+		/* the new containers start and pass the health gate */
+		down[i] = 0;
+		/* code: GiveBack → GiveBackSlot (the token compared) */
+		slot[i] = 0;
+out:
+		gone[i] = 1
+	} unless {
+		atomic {
+			dead[i] ->
+#ifdef BROKEN_LEASE_FREE
+			slot[i] = 0;
+#endif
+			gone[i] = 1
+		}
+	}
+}
+
+/* Host i's next apply, once the first ended: it repairs the module (a
+ * repair of a container down takes no slot), then GiveBack gives back
+ * the slot a dead process of this host left. Never killed. */
+proctype Next(byte i) {
+	(gone[i]);
+	down[i] = 0;
+	slot[i] = 0
+}
+
+active proctype Killer() {
+end:
+	do
+	:: kills < MAXK ->
+		if
+		:: atomic { !gone[0] -> dead[0] = 1 }
+		:: atomic { !gone[1] -> dead[1] = 1 }
+		:: atomic { !gone[2] -> dead[2] = 1 }
+		:: else -> break
+		fi;
+		kills++
+	:: kills >= MAXK -> break
+	od
+}
+
+active proctype Monitor() {
+end:
+	do
+	:: atomic { NDOWN > K -> assert(NDOWN <= K) }
+	od
+}
+
+init {
+	atomic {
+		run Apply(0); run Apply(1); run Apply(2);
+		run Next(0); run Next(1); run Next(2)
+	}
+}
+
+#endif
