@@ -76,7 +76,14 @@
  * (Next) repairs what is down (a repair takes no slot: that host is
  * counted), then gives back the dead process's slot (GiveBack).
  *
- * Property: never more than K hosts down (and no invalid end state).
+ * With -DBUDGET_CHANGE, the members' budgets are K+1 at first, and host
+ * 2's apply publishes K at any moment (the smallest one holds: limitOf).
+ * TakeSlot's commit also compares that no member record changed since its
+ * read.
+ *
+ * Properties: never more than K hosts down (K+1 with BUDGET_CHANGE); a
+ * take commits only within the smallest budget published at its commit;
+ * no invalid end state.
  *
  * Variants:
  *   BROKEN_LEASE_FREE        a dead holder's slot is freed at once (as a
@@ -84,6 +91,9 @@
  *   BROKEN_NO_COMPARE        TakeSlot's commit does not compare: two hosts
  *                            take the last slot
  *   BROKEN_GIVE_BACK_EARLY   the slot is given back before the health gate
+ *   BROKEN_NO_MEMBER_COMPARE (BUDGET_CHANGE) the commit does not compare the
+ *                            members: a take read under K+1 commits after
+ *                            the budget fell to K, past it
  */
 
 #ifndef MAXK
@@ -364,13 +374,25 @@ bool slot[3];      /* etcd: slots/MODULE/HOST (no lease) */
 byte created;      /* the slots prefix's latest create revision */
 bool down[3];      /* host i has the module down */
 
+#ifdef BUDGET_CHANGE
+/* The smallest budget the members published (limitOf), and the members
+ * prefix's latest mod revision. Host 2's mesh file lowers its budget. */
+byte limit = K + 1;
+byte mrev;
+#define LIMIT limit
+#define MAXDOWN (K + 1)
+#else
+#define LIMIT K
+#define MAXDOWN K
+#endif
+
 #define NSLOTS (slot[0] + slot[1] + slot[2])
 #define NDOWN (down[0] + down[1] + down[2])
 #define OTHERS(i) (NSLOTS - slot[i])
 
 /* One host's apply of a change that stops the module (stop-first). */
 proctype Apply(byte i) {
-	byte rev;
+	byte rev, mr;
 	bool busy;
 	{
 		/* code: Budget.Take: intend records the slot in mesh.json first
@@ -378,16 +400,23 @@ proctype Apply(byte i) {
 		skip;
 take:
 		/* code: TakeSlot's read of the members and slots */
-		atomic { rev = created; busy = (!slot[i] && OTHERS(i) >= K) };
+		atomic {
+			rev = created;
+#ifdef BUDGET_CHANGE
+			mr = mrev;
+#endif
+			busy = (!slot[i] && OTHERS(i) >= LIMIT)
+		};
 		if
 		:: busy ->
 			if
-			:: atomic { OTHERS(i) < K -> skip }; goto take  /* WaitSlots: a change */
+			:: atomic { OTHERS(i) < LIMIT -> skip }; goto take  /* WaitSlots: a change */
 			:: true -> goto out                  /* not had in time: exit 3 */
 			fi
 		:: else
 		fi;
-		/* its commit: no slot key created since the read */
+		/* its commit: no slot key created since the read, no member
+		 * record changed (the budget it read still holds) */
 		atomic {
 #ifdef BROKEN_NO_COMPARE
 			if
@@ -398,10 +427,15 @@ take:
 #else
 			if
 			:: slot[i] -> skip
+#if defined(BUDGET_CHANGE) && !defined(BROKEN_NO_MEMBER_COMPARE)
+			:: !slot[i] && created == rev && mrev == mr -> slot[i] = 1; created++
+#else
 			:: !slot[i] && created == rev -> slot[i] = 1; created++
+#endif
 			:: else -> goto take                 /* lost the compare: read again */
 			fi
 #endif
+			;assert(NSLOTS <= LIMIT)             /* within the smallest budget */
 		};
 		/* the recreate's stop: the module is down on this host */
 		down[i] = 1;
@@ -434,6 +468,14 @@ proctype Next(byte i) {
 	slot[i] = 0
 }
 
+#ifdef BUDGET_CHANGE
+/* code: host 2's apply publishes its lower budget (Budget.Publish →
+ * PutMember), at any moment */
+active proctype Publish() {
+	atomic { limit = K; mrev++ }
+}
+#endif
+
 active proctype Killer() {
 end:
 	do
@@ -452,7 +494,7 @@ end:
 active proctype Monitor() {
 end:
 	do
-	:: atomic { NDOWN > K -> assert(NDOWN <= K) }
+	:: atomic { NDOWN > MAXDOWN -> assert(NDOWN <= MAXDOWN) }
 	od
 }
 
