@@ -76,6 +76,11 @@
  * (Next) repairs what is down (a repair takes no slot: that host is
  * counted), then gives back the dead process's slot (GiveBack).
  *
+ * A slot holds its holder's token; mesh.json (rec) records the slot
+ * before the take. With -DTWO_APPLIES, two hosts, and host 0 runs two
+ * applies at once: intend waits for a live one's record, and takes over a
+ * dead one's; GiveBack gives back only for a module healthy as a whole.
+ *
  * With -DBUDGET_CHANGE, the members' budgets are K+1 at first, and host
  * 2's apply publishes K at any moment (the smallest one holds: limitOf).
  * TakeSlot's commit also compares that no member record changed since its
@@ -91,6 +96,13 @@
  *   BROKEN_NO_COMPARE        TakeSlot's commit does not compare: two hosts
  *                            take the last slot
  *   BROKEN_GIVE_BACK_EARLY   the slot is given back before the health gate
+ *   BROKEN_INTEND_NO_WAIT    (TWO_APPLIES) intend does not wait for a live
+ *                            apply of the host: the second replaces the
+ *                            slot, finds the module healthy and gives the
+ *                            slot back as the first one stops
+ *   BROKEN_GIVE_BACK_OWN_HEALTH (TWO_APPLIES) GiveBack once this apply's
+ *                            containers are back, the module still down
+ *                            from a dead apply of the host
  *   BROKEN_NO_MEMBER_COMPARE (BUDGET_CHANGE) the commit does not compare the
  *                            members: a take read under K+1 commits after
  *                            the budget fell to K, past it
@@ -369,10 +381,21 @@ init {
 #ifndef K
 #define K 1
 #endif
+#ifdef TWO_APPLIES
+#define NH 2       /* hosts */
+#define NA 3       /* applies: a runs on host a % 2; host 0 runs two */
+#else
+#define NH 3
+#define NA 3
+#endif
 
-bool slot[3];      /* etcd: slots/MODULE/HOST (no lease) */
+byte slot[NH];     /* etcd: slots/MODULE/HOST (no lease): its token, 0 for none */
+byte srev[NH];     /* that key's mod revision */
 byte created;      /* the slots prefix's latest create revision */
-bool down[3];      /* host i has the module down */
+byte rec[NH];      /* mesh.json on host h: the token of the slot recorded */
+byte down[NH];     /* containers of the module that host h has down */
+bool adead[NA];    /* apply a was killed */
+bool agone[NA];    /* apply a ended, dead or not */
 
 #ifdef BUDGET_CHANGE
 /* The smallest budget the members published (limitOf), and the members
@@ -386,86 +409,133 @@ byte mrev;
 #define MAXDOWN K
 #endif
 
-#define NSLOTS (slot[0] + slot[1] + slot[2])
-#define NDOWN (down[0] + down[1] + down[2])
-#define OTHERS(i) (NSLOTS - slot[i])
+#if NH == 3
+#define NSLOTS ((slot[0] != 0) + (slot[1] != 0) + (slot[2] != 0))
+#define NDOWN ((down[0] != 0) + (down[1] != 0) + (down[2] != 0))
+#else
+#define NSLOTS ((slot[0] != 0) + (slot[1] != 0))
+#define NDOWN ((down[0] != 0) + (down[1] != 0))
+#endif
+#define OTHERS(h) (NSLOTS - (slot[h] != 0))
+/* a token's process is alive: its budget lock is held (Dir.Held) */
+#define LIVE(t) (t != 0 && !agone[t - 1])
 
-/* One host's apply of a change that stops the module (stop-first). */
-proctype Apply(byte i) {
-	byte rev, mr;
-	bool busy;
+/* One apply (token a+1) on host h of a change that stops the module
+ * (stop-first). */
+proctype Apply(byte a; byte h) {
+	byte rv, mr, sr, tok;
+	bool busy, mine;
 	{
-		/* code: Budget.Take: intend records the slot in mesh.json first
-		 * (a dead holder's slot is known to the next apply) */
-		skip;
+		/* code: Budget.intend: record the slot in mesh.json first. A
+		 * live process of this host that recorded one is waited for, a
+		 * dead one's is taken over (this host is counted already). */
+		if
+#ifdef BROKEN_INTEND_NO_WAIT
+		:: rec[h] = a + 1
+#else
+		:: atomic { !LIVE(rec[h]) || rec[h] == a + 1 -> rec[h] = a + 1 }
+#endif
+		:: true -> goto out                      /* not had in time: exit 3 */
+		fi;
 take:
 		/* code: TakeSlot's read of the members and slots */
 		atomic {
-			rev = created;
+			rv = created;
+			sr = srev[h];
+			mine = (slot[h] != 0);
 #ifdef BUDGET_CHANGE
 			mr = mrev;
 #endif
-			busy = (!slot[i] && OTHERS(i) >= LIMIT)
+			busy = (!mine && OTHERS(h) >= LIMIT)
 		};
 		if
 		:: busy ->
 			if
-			:: atomic { OTHERS(i) < LIMIT -> skip }; goto take  /* WaitSlots: a change */
-			:: true -> goto out                  /* not had in time: exit 3 */
+			:: atomic { OTHERS(h) < LIMIT -> skip }; goto take  /* WaitSlots: a change */
+			:: true -> goto forget                 /* not had in time: exit 3 */
 			fi
 		:: else
 		fi;
-		/* its commit: no slot key created since the read, no member
-		 * record changed (the budget it read still holds) */
+		/* its commit: this host's slot key unchanged (a dead process's,
+		 * replaced), or none and no slot key created since the read; and
+		 * no member record changed (the budget it read still holds) */
 		atomic {
 #ifdef BROKEN_NO_COMPARE
 			if
-			:: !slot[i] -> created++
+			:: slot[h] == 0 -> created++
 			:: else
 			fi;
-			slot[i] = 1
+			slot[h] = a + 1; srev[h]++
 #else
 			if
-			:: slot[i] -> skip
+			:: mine && srev[h] == sr -> slot[h] = a + 1; srev[h]++
 #if defined(BUDGET_CHANGE) && !defined(BROKEN_NO_MEMBER_COMPARE)
-			:: !slot[i] && created == rev && mrev == mr -> slot[i] = 1; created++
+			:: !mine && slot[h] == 0 && created == rv && mrev == mr ->
 #else
-			:: !slot[i] && created == rev -> slot[i] = 1; created++
+			:: !mine && slot[h] == 0 && created == rv ->
 #endif
+				slot[h] = a + 1; srev[h]++; created++
 			:: else -> goto take                 /* lost the compare: read again */
 			fi
 #endif
 			;assert(NSLOTS <= LIMIT)             /* within the smallest budget */
 		};
 		/* the recreate's stop: the module is down on this host */
-		down[i] = 1;
+		down[h]++;
 #ifdef BROKEN_GIVE_BACK_EARLY
-		slot[i] = 0;
+		atomic { if :: slot[h] == a + 1 -> slot[h] = 0; srev[h]++ :: else fi };
 #endif
 		/* the new containers start and pass the health gate */
-		down[i] = 0;
-		/* code: GiveBack → GiveBackSlot (the token compared) */
-		slot[i] = 0;
+		down[h]--;
+		/* code: GiveBack, for the modules the apply found healthy (all
+		 * their containers, not only this apply's) */
+		atomic {
+#ifndef BROKEN_GIVE_BACK_OWN_HEALTH
+			if
+			:: down[h] != 0 -> goto out          /* the slot stays, for the next apply */
+			:: else
+			fi;
+#endif
+			/* its read of mesh.json */
+			tok = rec[h];
+			if
+			:: tok == 0 || tok != a + 1 && LIVE(tok) -> goto out  /* another live apply's */
+			:: else
+			fi
+		};
+		/* code: GiveBackSlot: removed only if tok still holds it */
+		atomic { if :: slot[h] == tok -> slot[h] = 0; srev[h]++ :: else fi };
+forget:
+		/* code: forget: mesh.json drops the record if tok still has it */
+		atomic { if :: rec[h] == a + 1 || tok != 0 && rec[h] == tok -> rec[h] = 0 :: else fi };
 out:
-		gone[i] = 1
+		agone[a] = 1
 	} unless {
 		atomic {
-			dead[i] ->
+			adead[a] ->
 #ifdef BROKEN_LEASE_FREE
-			slot[i] = 0;
+			if :: slot[h] == a + 1 -> slot[h] = 0; srev[h]++ :: else fi;
 #endif
-			gone[i] = 1
+			agone[a] = 1
 		}
 	}
 }
 
-/* Host i's next apply, once the first ended: it repairs the module (a
- * repair of a container down takes no slot), then GiveBack gives back
- * the slot a dead process of this host left. Never killed. */
-proctype Next(byte i) {
-	(gone[i]);
-	down[i] = 0;
-	slot[i] = 0
+/* Host h's next apply, once its applies ended: it repairs the module (a
+ * repair of a container down takes no slot: this host is counted), then
+ * GiveBack gives back the slot a dead process of this host left. Never
+ * killed. */
+proctype Next(byte h) {
+	atomic {
+#ifdef TWO_APPLIES
+		agone[h] && (h != 0 || agone[2]) ->
+#else
+		agone[h] ->
+#endif
+		down[h] = 0;
+		if :: rec[h] != 0 && slot[h] == rec[h] -> slot[h] = 0; srev[h]++ :: else fi;
+		rec[h] = 0
+	}
 }
 
 #ifdef BUDGET_CHANGE
@@ -481,9 +551,9 @@ end:
 	do
 	:: kills < MAXK ->
 		if
-		:: atomic { !gone[0] -> dead[0] = 1 }
-		:: atomic { !gone[1] -> dead[1] = 1 }
-		:: atomic { !gone[2] -> dead[2] = 1 }
+		:: atomic { !agone[0] -> adead[0] = 1 }
+		:: atomic { !agone[1] -> adead[1] = 1 }
+		:: atomic { !agone[2] -> adead[2] = 1 }
 		:: else -> break
 		fi;
 		kills++
@@ -500,8 +570,14 @@ end:
 
 init {
 	atomic {
-		run Apply(0); run Apply(1); run Apply(2);
+		run Apply(0, 0); run Apply(1, 1);
+#ifdef TWO_APPLIES
+		run Apply(2, 0);
+		run Next(0); run Next(1)
+#else
+		run Apply(2, 2);
 		run Next(0); run Next(1); run Next(2)
+#endif
 	}
 }
 
