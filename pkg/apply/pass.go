@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
@@ -399,6 +400,7 @@ func conflictNames(items []Item) []string {
 }
 
 func fillReport(rep *record.Report, items []Item, absent map[string]string) {
+	rep.Containers = slices.Grow(rep.Containers, len(items))
 	for _, it := range items {
 		cr := record.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
