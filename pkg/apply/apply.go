@@ -107,10 +107,11 @@ func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 	if err != nil {
 		return nil, err
 	}
-	desired, err := record.Desire(opts.File, opts.Resolve, nil, key)
+	early, err := record.DesireOnce(opts.File, opts.Resolve, key)
 	if err != nil {
 		return nil, err
 	}
+	desired := early.Desired
 	warnSecretModes(desired, opts.Warn)
 	// The engine goes first. An apply that cannot reach it leaves the
 	// state directory as it found it.
@@ -130,7 +131,10 @@ func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 		return nil, err
 	}
 	for {
-		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
+		// The first pass may reuse the containers resolved here. A later
+		// one follows a wait or a pull, and resolves them again.
+		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p, early)
+		early = nil
 		if ce := (*coord.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
 			if err := coord.WaitClaim(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
@@ -191,8 +195,8 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 // releases the holds of dead windows. It executes the plan under a claim,
 // and records. If the plan needs images that are missing and not yet
 // tried, it returns them without changing anything.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*record.Report, []string, error) {
-	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p}
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls, early *record.Desiring) (*record.Report, []string, error) {
+	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p, early: early}
 	if !opts.DryRun {
 		defer a.unlock()
 		if err := a.takeLock(ctx); err != nil {

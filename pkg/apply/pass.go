@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
@@ -32,6 +33,7 @@ type pass struct {
 	prev     record.Applied // the applied state before this apply
 	file     *mesh.File
 	desired  []lifecycle.Desired
+	early    *record.Desiring // the containers resolved before the lock
 	windows  *coord.Windows
 	in       Input
 	items    []Item
@@ -114,7 +116,9 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	a.key = key
-	if a.desired, err = record.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
+	// The containers resolved before the lock are reused when the file,
+	// the key and every artifact's build are the same (Desiring.Again).
+	if a.desired, err = a.early.Again(a.file, a.opts.Resolve, key); err != nil {
 		return nil, err
 	}
 	if newAlways := a.pulls.pinAlways(a.desired); len(newAlways) > 0 && !a.opts.DryRun {
@@ -396,6 +400,7 @@ func conflictNames(items []Item) []string {
 }
 
 func fillReport(rep *record.Report, items []Item, absent map[string]string) {
+	rep.Containers = slices.Grow(rep.Containers, len(items))
 	for _, it := range items {
 		cr := record.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}
