@@ -120,16 +120,28 @@ func gatherFailed(err error) error {
 // failGathering fails the gathering before its step starts, so that every
 // host brings its containers back. It has a context of its own, since it
 // also runs after a signal. A gathering that cannot be failed fails anyway,
-// at its deadline or when this host's session lapses.
-func (w *window) failGathering(ctx context.Context, why string) {
+// at its deadline or when this host's session lapses. Once this host said
+// it held, the step may have started all the same: a wait for the start
+// interrupted just after it. failGathering then says it started, also
+// when etcd cannot say (fail closed).
+func (w *window) failGathering(ctx context.Context, why string) (started bool) {
 	if w.mesh == nil {
-		return
+		return false
 	}
 	fctx, cancel := lifecycle.Cleanup(ctx, 30*time.Second)
 	defer cancel()
-	if err := w.mesh.g.Fail(fctx, why); err != nil {
-		w.opts.Progress("warning: mesh window %s/%s: %v\n", w.module, w.step, err)
+	err := w.mesh.g.Fail(fctx, why)
+	if err == nil {
+		return false
 	}
+	id := w.mesh.g.Gathering().ID
+	g, ok, gerr := w.opts.Gather.GatheringByID(fctx, w.module, id)
+	if gerr == nil && ok && (g.State == ledger.GatherFailed || g.State == ledger.GatherOpen || g.State == ledger.GatherHolding) {
+		w.opts.Progress("warning: mesh window %s/%s: %v\n", w.module, w.step, err)
+		return false
+	}
+	w.opts.Progress("mesh window %s/%s: gathering %s may have started its step (%v): this host keeps holding until its end\n", w.module, w.step, id, err)
+	return true
 }
 
 // markHeld says in etcd that this host holds, then waits for the start.
@@ -165,8 +177,16 @@ func (w *window) markHeld(ctx context.Context) error {
 		if ctx.Err() == nil && sctx.Err() != nil {
 			err = fmt.Errorf("the step did not start within %s of this host's hold", bound)
 		}
-		w.failGathering(ctx, "the step did not start: "+err.Error())
-		return gatherFailed(err)
+		if !w.failGathering(ctx, "the step did not start: "+err.Error()) {
+			return gatherFailed(err)
+		}
+		// The step started, or may have. A host that does not run it waits
+		// for its end. The runner has not run it: it records that end.
+		w.mesh.started = true
+		if g.Runner() {
+			return fmt.Errorf("mesh window %s/%s: the step's start may be recorded, but this host did not see it (%w): it does not run it", w.module, w.step, err)
+		}
+		return nil
 	}
 	w.mesh.started = true
 	return nil
