@@ -2,6 +2,7 @@ package coord
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -196,9 +198,15 @@ type View struct {
 	// Changed are the held containers that run changed, a subset of
 	// Containers. Each one's normal container waits aside, stopped.
 	Changed []string `json:"changed,omitempty"`
+	// Gathering is the ID of the mesh window the hold is part of, "" for
+	// a window of this host only. Runner is the host that runs its step.
+	Gathering string `json:"gathering,omitempty"`
+	Runner    string `json:"runner,omitempty"`
 	// execStep says the step is exec, processes on the host, not a
 	// container. Describe words it so.
 	execStep bool
+	// why says why a mesh hold is in its state. Describe words it.
+	why string
 }
 
 // Honoured reports whether a window in this state still holds its
@@ -211,11 +219,18 @@ func Honoured(st string) bool {
 // a named one does. An error means the engine could not say.
 type StepsFunc func() (running func(name string) bool, err error)
 
-// Liveness answers the two questions that decide a hold's state. Does the
+// Liveness answers the questions that decide a hold's state. Does the
 // window's process live, by its lock? Does its step container run, by
-// the engine?
+// the engine? For a mesh window's hold, is its step over, by etcd?
 type Liveness struct {
 	Dir *state.Dir
+	// Gathering reads a mesh window's gathering by its ID. Classify calls
+	// it only for a dead window's mesh hold whose step does not run here.
+	// So a host without such a hold never contacts etcd. Nil means no
+	// etcd ledger: such a hold reads unknown.
+	Gathering func(module, id string) (ledger.Gathering, bool, error)
+	// Host is this host's name in the mesh (--host-name).
+	Host string
 }
 
 // stateOf classifies h at time now. It reads whether its window lives
@@ -280,8 +295,20 @@ func groupRuns(pgid int) bool {
 func ViewOf(h Hold, st string) View {
 	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
 		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, Changed: slices.Sorted(maps.Keys(h.Changed)),
-		execStep: h.StepGroup != 0}
+		Gathering: h.Gathering, Runner: h.Runner, execStep: h.StepGroup != 0}
 }
+
+// View returns the report form of c. A mesh hold's view also says why
+// it is in its state.
+func (c Classified) View() View {
+	v := ViewOf(c.Hold, c.State)
+	v.why = c.why
+	return v
+}
+
+// Why says why a dead window's mesh hold is in its state, "" when there
+// is nothing to add to the state.
+func (v View) Why() string { return v.why }
 
 // HeldNames are the held containers' names, each held changed marked so:
 // "store.registry (changed)".
@@ -309,6 +336,10 @@ func (v View) Describe() string {
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
 		state.When(v.OpenedAt), held)
 	switch {
+	case v.why != "":
+		s += " (its process is gone; " + v.why + ")"
+	case v.State == Orphaned && v.Gathering != "" && v.Runner != "":
+		s += " (its process is gone; its mesh window's step runs on host " + v.Runner + ")"
 	case v.State == Orphaned && v.execStep:
 		s += " (its process is gone; processes of its step still run)"
 	case v.State == Orphaned:
@@ -323,6 +354,11 @@ func (v View) Describe() string {
 type Classified struct {
 	Hold
 	State string
+	// why says why a dead window's mesh hold is in its state.
+	why string
+	// endDue marks a dead runner's mesh hold whose step is over here, but
+	// not in etcd. It reads unknown until RecordEnds records the end.
+	endDue bool
 }
 
 // Classify gives each hold of doc its state. It checks every window's lock
@@ -344,9 +380,57 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 		running, stepsErr = steps()
 	}
 	for i, h := range doc.Holds {
-		out = append(out, Classified{Hold: h, State: stateOf(h, alive[i], running, stepsErr, now)})
+		c := Classified{Hold: h, State: stateOf(h, alive[i], running, stepsErr, now)}
+		switch {
+		case h.Gathering == "":
+		case c.State == Stale:
+			// Its step does not run here. Whether it runs elsewhere, etcd says.
+			c.State, c.why, c.endDue = l.meshState(h)
+		case c.State == Orphaned && l.runsHere(h):
+			c.why = "its mesh window's step still runs here; the other hosts hold until its end is recorded"
+		}
+		out = append(out, c)
 	}
 	return out, stepsErr, nil
+}
+
+// runsHere reports whether the step of h's mesh window runs on this host.
+// A hold that records a step container or group is the runner's.
+func (l Liveness) runsHere(h Hold) bool {
+	return h.StepContainer != "" || h.StepGroup != 0 || h.Runner != "" && h.Runner == l.Host
+}
+
+// meshState classifies the hold of a dead mesh window whose step does not
+// run here. It is stale only once etcd says its gathering is over. A
+// lapsed lease is no proof that a step ended. Where etcd cannot say, the
+// hold stays (fail closed). endDue says that the step ran here and is
+// over, but etcd has no end yet. The hold stays until RecordEnds records
+// it.
+func (l Liveness) meshState(h Hold) (st, why string, endDue bool) {
+	if l.Gathering == nil {
+		return Unknown, fmt.Sprintf("it is part of mesh window %s, and without an etcd ledger (--ledger etcd://…) nothing can say whether its step runs", h.Gathering), false
+	}
+	g, ok, err := l.Gathering(h.Module, h.Gathering)
+	runner := cmp.Or(g.Runner, h.Runner)
+	switch {
+	case err != nil:
+		return Unknown, fmt.Sprintf("etcd cannot say whether its mesh window %s's step runs: %v", h.Gathering, err), false
+	case !ok:
+		// Archived gatherings past the last kept are gone. So is one in
+		// another cluster or prefix. Neither proves that the step ended.
+		return Unknown, fmt.Sprintf("etcd has no record of its mesh window %s (it keeps only a module's latest), so nothing can say whether its step ended", h.Gathering), false
+	case g.Over():
+		return Stale, "", false
+	case g.State == ledger.GatherStarted && l.runsHere(h):
+		return Unknown, fmt.Sprintf("its mesh window %s's step is over here, but its end is not in etcd yet: the next apply or window run here records it, and the other hosts then release theirs", g.ID), true
+	case g.State == ledger.GatherStarted:
+		return Orphaned, fmt.Sprintf("its mesh window %s's step runs on host %s", g.ID, runner), false
+	default:
+		// A member died before the step started. Its lease lapses, but the
+		// step may start until then. A wait or join of another host
+		// fails the gathering once the lapse or the deadline is seen.
+		return Unknown, fmt.Sprintf("its mesh window %s is %s, not started nor failed: its step may still start", g.ID, g.State), false
+	}
 }
 
 // dropStale drops the stale holds from doc, appends each to hist, and
