@@ -205,8 +205,9 @@ type View struct {
 	// execStep says the step is exec, processes on the host, not a
 	// container. Describe words it so.
 	execStep bool
-	// why says why a mesh hold is in its state. Describe words it.
-	why string
+	// why says why a mesh hold is in its state. Describe words it. todo
+	// says what a person does about it.
+	why, todo string
 }
 
 // Honoured reports whether a window in this state still holds its
@@ -302,13 +303,14 @@ func ViewOf(h Hold, st string) View {
 // it is in its state.
 func (c Classified) View() View {
 	v := ViewOf(c.Hold, c.State)
-	v.why = c.why
+	v.why, v.todo = c.why, c.todo
 	return v
 }
 
-// Why says why a dead window's mesh hold is in its state, "" when there
-// is nothing to add to the state.
-func (v View) Why() string { return v.why }
+// Why says why a dead window's mesh hold is in its state, and ToDo what a
+// person does about it. Both are "" for any other hold.
+func (v View) Why() string  { return v.why }
+func (v View) ToDo() string { return v.todo }
 
 // HeldNames are the held containers' names, each held changed marked so:
 // "store.registry (changed)".
@@ -354,8 +356,9 @@ func (v View) Describe() string {
 type Classified struct {
 	Hold
 	State string
-	// why says why a dead window's mesh hold is in its state.
-	why string
+	// why says why a dead window's mesh hold is in its state, and todo
+	// what a person does about it.
+	why, todo string
 	// endDue marks a dead runner's mesh hold whose step is over here, but
 	// not in etcd. It reads unknown until RecordEnds records the end.
 	endDue bool
@@ -385,9 +388,13 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 		case h.Gathering == "":
 		case c.State == Stale:
 			// Its step does not run here. Whether it runs elsewhere, etcd says.
-			c.State, c.why, c.endDue = l.meshState(h)
+			l.meshState(&c)
 		case c.State == Orphaned && l.runsHere(h):
-			c.why = "its mesh window's step still runs here; the other hosts hold until its end is recorded"
+			c.why = fmt.Sprintf("its mesh window %s's step still runs here, and every host of the mesh holds until it ends", h.Gathering)
+			c.todo = "once it exits, the next apply or window run here records its end"
+			if h.StepContainer != "" {
+				c.todo += "; only a person stops it: docker stop " + h.StepContainer
+			}
 		}
 		out = append(out, c)
 	}
@@ -400,36 +407,46 @@ func (l Liveness) runsHere(h Hold) bool {
 	return h.StepContainer != "" || h.StepGroup != 0 || h.Runner != "" && h.Runner == l.Host
 }
 
-// meshState classifies the hold of a dead mesh window whose step does not
-// run here. It is stale only once etcd says its gathering is over. A
+// meshState classifies c, the hold of a dead mesh window whose step does
+// not run here. It is stale only once etcd says its gathering is over. A
 // lapsed lease is no proof that a step ended. Where etcd cannot say, the
-// hold stays (fail closed). endDue says that the step ran here and is
-// over, but etcd has no end yet. The hold stays until RecordEnds records
-// it.
-func (l Liveness) meshState(h Hold) (st, why string, endDue bool) {
+// hold stays (fail closed). endDue marks a step that ran here and is over,
+// while etcd has no end yet. The hold stays until RecordEnds records it.
+func (l Liveness) meshState(c *Classified) {
+	h := c.Hold
+	c.State = Unknown
 	if l.Gathering == nil {
-		return Unknown, fmt.Sprintf("it is part of mesh window %s, and without an etcd ledger (--ledger etcd://…) nothing can say whether its step runs", h.Gathering), false
+		c.why = fmt.Sprintf("it is part of mesh window %s, and without an etcd ledger nothing can say whether its step runs", h.Gathering)
+		c.todo = "give meshctl the etcd ledger its window had (--ledger etcd://… or MESHCTL_LEDGER), then apply again"
+		return
 	}
 	g, ok, err := l.Gathering(h.Module, h.Gathering)
 	runner := cmp.Or(g.Runner, h.Runner)
 	switch {
 	case err != nil:
-		return Unknown, fmt.Sprintf("etcd cannot say whether its mesh window %s's step runs: %v", h.Gathering, err), false
+		c.why = fmt.Sprintf("etcd cannot say whether its mesh window %s's step runs: %v", h.Gathering, err)
+		c.todo = "the next apply or window run here asks again, once etcd answers"
 	case !ok:
 		// Archived gatherings past the last kept are gone. So is one in
 		// another cluster or prefix. Neither proves that the step ended.
-		return Unknown, fmt.Sprintf("etcd has no record of its mesh window %s (it keeps only a module's latest), so nothing can say whether its step ended", h.Gathering), false
+		c.why = fmt.Sprintf("etcd has no record of its mesh window %s (it keeps only a module's latest), so nothing can say whether its step ended", h.Gathering)
+		c.todo = fmt.Sprintf("ask host %s whether its step ended: the hold stays until a person releases it", runner)
 	case g.Over():
-		return Stale, "", false
+		c.State = Stale
 	case g.State == ledger.GatherStarted && l.runsHere(h):
-		return Unknown, fmt.Sprintf("its mesh window %s's step is over here, but its end is not in etcd yet: the next apply or window run here records it, and the other hosts then release theirs", g.ID), true
+		c.endDue = true
+		c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end is not in etcd yet", g.ID)
+		c.todo = "the next apply or window run here records it (meshctl apply --last), and the other hosts then release theirs"
 	case g.State == ledger.GatherStarted:
-		return Orphaned, fmt.Sprintf("its mesh window %s's step runs on host %s", g.ID, runner), false
+		c.State = Orphaned
+		c.why = fmt.Sprintf("its mesh window %s's step runs on host %s", g.ID, runner)
+		c.todo = fmt.Sprintf("host %s's next apply or window run records the step's end once it has exited, or run meshctl apply --last on host %s", runner, runner)
 	default:
 		// A member died before the step started. Its lease lapses, but the
 		// step may start until then. A wait or join of another host
 		// fails the gathering once the lapse or the deadline is seen.
-		return Unknown, fmt.Sprintf("its mesh window %s is %s, not started nor failed: its step may still start", g.ID, g.State), false
+		c.why = fmt.Sprintf("its mesh window %s is %s, not started nor failed: its step may still start", g.ID, g.State)
+		c.todo = fmt.Sprintf("once another host's wait or a window run of %s past the deadline fails it, the next apply here releases the hold", h.Module)
 	}
 }
 

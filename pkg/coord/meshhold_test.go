@@ -174,6 +174,7 @@ func TestMeshHoldOfAMember(t *testing.T) {
 		why    string
 	}{
 		{"started, no end", gathering(ledger.GatherStarted), Orphaned, "step runs on host host-b"},
+		{"started, what to do", gathering(ledger.GatherStarted), Orphaned, "or run meshctl apply --last on host host-b"},
 		{"ended", gathering(ledger.GatherEnded), Stale, ""},
 		{"failed", gathering(ledger.GatherFailed), Stale, ""},
 		{"etcd cannot say", &fakeGather{err: errors.New("etcd unreachable")}, Unknown, "etcd cannot say"},
@@ -192,8 +193,8 @@ func TestMeshHoldOfAMember(t *testing.T) {
 			if st != tc.want {
 				t.Fatalf("state %s, want %s", st, tc.want)
 			}
-			if !strings.Contains(v.Describe(), tc.why) {
-				t.Errorf("view %q does not say %q", v.Describe(), tc.why)
+			if said := v.Describe() + "; " + v.ToDo(); !strings.Contains(said, tc.why) {
+				t.Errorf("view %q does not say %q", said, tc.why)
 			}
 			if stays := held(t, d, eng); stays != Honoured(tc.want) || (n == 1) == stays {
 				t.Errorf("%d released, hold recorded %v; want it kept: %v", n, stays, Honoured(tc.want))
@@ -261,7 +262,7 @@ func TestMeshHoldEndNotYetRecorded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := w.Classified[0]; c.State != Unknown || !strings.Contains(c.View().Describe(), "next apply or window run here records it") {
+	if c := w.Classified[0]; c.State != Unknown || !strings.Contains(c.View().ToDo(), "next apply or window run here records it") {
 		t.Errorf("state %s (%s), want unknown until the end is recorded", c.State, c.View().Describe())
 	}
 	if len(g.ends) != 0 {

@@ -351,14 +351,15 @@ func RecordEnds(ctx context.Context, x lifecycle.Executor, w *Windows, now time.
 		case errors.As(err, &ge) && ge.Kind == fault.Conflict:
 			progress("mesh window %s of window %s (%s/%s): %s; that end stands\n", c.Gathering, c.ID, c.Module, c.Step, ge.Why)
 		case err != nil:
-			c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end could not be recorded in etcd (%v): the other hosts hold until a later apply or window run here records it", c.Gathering, err)
-			progress("window %s (%s/%s): %s\n", c.ID, c.Module, c.Step, c.why)
+			c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end could not be recorded in etcd: %v", c.Gathering, err)
+			c.todo = "the other hosts hold until a later apply or window run here records it"
+			progress("window %s (%s/%s): %s; %s\n", c.ID, c.Module, c.Step, c.why, c.todo)
 			continue
 		default:
 			progress("recorded the end of mesh window %s (%s/%s) for window %s, whose process died: %s\n",
 				c.Gathering, c.Module, c.Step, c.ID, endText(end))
 		}
-		c.State, c.why, c.endDue = Stale, "", false
+		c.State, c.why, c.todo, c.endDue = Stale, "", "", false
 	}
 }
 
