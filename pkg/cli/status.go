@@ -6,7 +6,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
@@ -58,6 +60,23 @@ name (NAME.meshctl-new, -old or -retiring), running or not.`,
 	return writesMetrics(cmd)
 }
 
+// meshHolds is what a dead mesh window's hold is classified with. With a
+// file ledger such a hold stays unknown. The etcd client dials only when
+// such a hold is asked about.
+func meshHolds(env *Env) (coord.Mesh, func(), error) {
+	m := coord.Mesh{Host: env.hostName()}
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return m, func() {}, err
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		return m, func() {}, err
+	}
+	m.Gather = l
+	return m, func() { l.Close() }, nil
+}
+
 // problemsError is a status --check that found n problems (exit 1).
 func problemsError(n int) error {
 	if n == 1 {
@@ -73,7 +92,12 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
+	m, closeMesh, err := meshHolds(env)
+	if err != nil {
+		return err
+	}
+	defer closeMesh()
+	rep, err := status.GetMesh(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir), m)
 	if err != nil {
 		return err
 	}
@@ -116,7 +140,11 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	tw.Flush()
 	for _, w := range rep.Windows {
-		fmt.Fprintln(out, w.Describe())
+		line := w.Describe()
+		if todo := w.ToDo(); todo != "" {
+			line += "; " + todo
+		}
+		fmt.Fprintln(out, line)
 	}
 	for _, b := range rep.Builds {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)
