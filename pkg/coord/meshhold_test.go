@@ -76,8 +76,8 @@ func gathering(st string) *fakeGather {
 
 // meshSetup makes the held container m.c, stopped, and a dead window's
 // hold of it in the holds file. runner says the hold is the runner's,
-// with its step container, which exited with code. Else it is a member's,
-// whose step runs on host-b.
+// with its step container, which exited with code: 0, or else 137 (killed).
+// Else it is a member's, whose step runs on host-b.
 func meshSetup(t *testing.T, runner bool, code int) (*state.Dir, *enginetest.Fake, string) {
 	t.Helper()
 	d, eng := stateDir(t), enginetest.NewFake(busybox)
