@@ -37,7 +37,9 @@ and exits 0. A problem is a failed last apply, a window whose last run did not
 end ok, a stale hold, an overdue window, a running step that has printed
 nothing for its stall-after (naming the window and when it last printed), an
 apply's claim past its deadline, or a container drifted, missing, stopped or restarting that no window holds and no
-live apply is changing. So is a container a recreate left under a temporary
+live apply is changing. So is a dead mesh window's hold that stays: on a member
+it names the host its step runs on and what to run there; on that host, the
+step container that still runs. Only such a hold makes status ask etcd. So is a container a recreate left under a temporary
 name (NAME.meshctl-new, -old or -retiring), running or not.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
