@@ -99,7 +99,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		return err
 	}
 	defer closeMesh()
-	rep, err := status.GetMesh(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir), m)
+	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir), m)
 	if err != nil {
 		return err
 	}

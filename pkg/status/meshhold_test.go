@@ -76,7 +76,7 @@ func TestMeshHoldCheck(t *testing.T) {
 			if tc.store {
 				m.Gather = store
 			}
-			rep, err := GetMesh(context.Background(), fx.d, eng, t0, fileLedger(fx.d), m)
+			rep, err := Get(context.Background(), fx.d, eng, t0, fileLedger(fx.d), m)
 			if err != nil {
 				t.Fatal(err)
 			}

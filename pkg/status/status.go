@@ -91,14 +91,11 @@ type LastApply struct {
 // directory that does not exist (state.Peek) reads as nothing applied yet.
 // That holds once the engine answers a ping. An unreachable engine is still a
 // failure.
-func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
-	return GetMesh(ctx, d, eng, now, current, coord.Mesh{})
-}
-
-// GetMesh is Get, with m asked about each dead window's mesh hold
-// (coord.ObserveMesh). Only such a hold makes it contact etcd. It records
-// nothing: a dead runner's step end waits for the next apply or window.
-func GetMesh(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error),
+//
+// m is asked about each dead window's mesh hold (coord.ObserveMesh). Only
+// such a hold makes Get contact etcd. Get records no step's end: the next
+// apply or window run does.
+func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error),
 	m coord.Mesh) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
