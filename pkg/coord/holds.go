@@ -342,6 +342,8 @@ func (v View) Describe() string {
 		s += " (its process is gone; " + v.why + ")"
 	case v.State == Orphaned && v.Gathering != "" && v.Runner != "":
 		s += " (its process is gone; its mesh window's step runs on host " + v.Runner + ")"
+	case v.State == Unknown && v.Gathering != "":
+		s += " (its process is gone; nothing here says its mesh window's step is over, so the hold stays)"
 	case v.State == Orphaned && v.execStep:
 		s += " (its process is gone; processes of its step still run)"
 	case v.State == Orphaned:
@@ -370,7 +372,8 @@ type Classified struct {
 // So a listing made after that check sees the container, where one made
 // before could miss it. When steps fails, a dead window with a step
 // container reads Unknown and stays honoured. stepsErr returns that error,
-// so a caller that needs the listing can fail.
+// so a caller that needs the listing can fail. Last, each dead window's
+// mesh hold that the engine found stale asks l.Gathering (meshState).
 func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
 	alive := make([]bool, len(doc.Holds))
 	for i, h := range doc.Holds {

@@ -311,3 +311,16 @@ func TestHoldsWithoutMeshNeedNoEtcd(t *testing.T) {
 		t.Errorf("etcd asked: %d reads, ends %+v", g.reads, g.ends)
 	}
 }
+
+// TestMeshViewWithoutWhy: a mesh hold's view made from the hold alone, as
+// window list makes it, still says where its step runs, and never blames
+// the engine for what etcd could not say.
+func TestMeshViewWithoutWhy(t *testing.T) {
+	h := Hold{ID: "w-1", Module: "m", Step: "s", Gathering: gatherID, Runner: "host-b"}
+	if s := ViewOf(h, Orphaned).Describe(); !strings.Contains(s, "step runs on host host-b") {
+		t.Errorf("orphaned: %q", s)
+	}
+	if s := ViewOf(h, Unknown).Describe(); !strings.Contains(s, "mesh window's step is over") || strings.Contains(s, "engine") {
+		t.Errorf("unknown: %q", s)
+	}
+}
