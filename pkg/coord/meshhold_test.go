@@ -25,6 +25,15 @@ type fakeGather struct {
 	endErr error
 	ends   []ledger.StepEnd
 	reads  int
+	// unbounded counts the calls whose context had no deadline, or one
+	// past ledger.RecheckTimeout.
+	unbounded int
+}
+
+func (f *fakeGather) bound(ctx context.Context) {
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > ledger.RecheckTimeout {
+		f.unbounded++
+	}
 }
 
 func (f *fakeGather) JoinGathering(context.Context, ledger.Join) (Gathered, error) {
@@ -35,7 +44,8 @@ func (f *fakeGather) Gathering(context.Context, string) (ledger.Gathering, bool,
 	return ledger.Gathering{}, false, errors.New("fakeGather: read by id")
 }
 
-func (f *fakeGather) GatheringByID(_ context.Context, module, id string) (ledger.Gathering, bool, error) {
+func (f *fakeGather) GatheringByID(ctx context.Context, module, id string) (ledger.Gathering, bool, error) {
+	f.bound(ctx)
 	f.reads++
 	if f.err != nil {
 		return ledger.Gathering{}, false, f.err
@@ -46,7 +56,8 @@ func (f *fakeGather) GatheringByID(_ context.Context, module, id string) (ledger
 	return f.g, true, nil
 }
 
-func (f *fakeGather) RecordEnd(_ context.Context, module, id string, end ledger.StepEnd) error {
+func (f *fakeGather) RecordEnd(ctx context.Context, module, id string, end ledger.StepEnd) error {
+	f.bound(ctx)
 	f.ends = append(f.ends, end)
 	if f.endErr != nil {
 		return f.endErr
@@ -239,6 +250,9 @@ func TestMeshHoldOfTheRunner(t *testing.T) {
 			}
 			if st != tc.want {
 				t.Fatalf("state %s (%s), want %s", st, v.Describe(), tc.want)
+			}
+			if g.unbounded > 0 {
+				t.Errorf("%d etcd calls under the state lock not bounded to one attempt", g.unbounded)
 			}
 			stays := held(t, d, eng)
 			_, stepThere := eng.Get(meshStep)

@@ -53,7 +53,11 @@ func (m Mesh) liveness(ctx context.Context, d *state.Dir) Liveness {
 		k := module + "/" + id
 		r, ok := seen[k]
 		if !ok {
-			r.g, r.ok, r.err = m.Gather.GatheringByID(ctx, module, id)
+			// Under the state lock, an etcd gone costs one attempt, not the
+			// ledger's timeout. The hold then stays for the next run.
+			rctx, cancel := context.WithTimeout(ctx, ledger.RecheckTimeout)
+			r.g, r.ok, r.err = m.Gather.GatheringByID(rctx, module, id)
+			cancel()
 			seen[k] = r
 		}
 		return r.g, r.ok, r.err

@@ -344,7 +344,10 @@ func RecordEnds(ctx context.Context, x lifecycle.Executor, w *Windows, now time.
 		end, err := stepEnd(ctx, x, c.Hold, w.Observed)
 		if err == nil {
 			end.At, end.By = now.UTC(), w.mesh.Host
-			err = w.mesh.Gather.RecordEnd(ctx, c.Module, c.Gathering, end)
+			// One attempt, as the read: it runs under the state lock.
+			rctx, cancel := context.WithTimeout(ctx, ledger.RecheckTimeout)
+			err = w.mesh.Gather.RecordEnd(rctx, c.Module, c.Gathering, end)
+			cancel()
 		}
 		var ge *ledger.GatherError
 		switch {
