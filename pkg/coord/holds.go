@@ -433,7 +433,7 @@ func (l Liveness) meshState(c *Classified) {
 		// Archived gatherings past the last kept are gone. So is one in
 		// another cluster or prefix. Neither proves that the step ended.
 		c.why = fmt.Sprintf("etcd has no record of its mesh window %s (it keeps only a module's latest), so nothing can say whether its step ended", h.Gathering)
-		c.todo = fmt.Sprintf("ask host %s whether its step ended: the hold stays until a person releases it", runner)
+		c.todo = fmt.Sprintf("ask host %s whether its step ended: meshctl cannot tell, so the hold stays", runner)
 	case g.Over():
 		c.State = Stale
 	case g.State == ledger.GatherStarted && l.runsHere(h):
