@@ -392,7 +392,7 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 		case c.State == Stale:
 			// Its step does not run here. Whether it runs elsewhere, etcd says.
 			l.meshState(&c)
-		case c.State == Orphaned && l.runsHere(h):
+		case c.State == Orphaned && stepHere(h):
 			c.why = fmt.Sprintf("its mesh window %s's step still runs here, and every host of the mesh holds until it ends", h.Gathering)
 			c.todo = "once it exits, the next apply or window run here records its end"
 			if h.StepContainer != "" {
@@ -404,10 +404,12 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 	return out, stepsErr, nil
 }
 
-// runsHere reports whether the step of h's mesh window runs on this host.
-// A hold that records a step container or group is the runner's.
-func (l Liveness) runsHere(h Hold) bool {
-	return h.StepContainer != "" || h.StepGroup != 0 || h.Runner != "" && h.Runner == l.Host
+// stepHere reports whether the step of h's mesh window runs on this host.
+// A hold that records a step container or group is the runner's. The
+// host name alone is no proof: two hosts may share one by mistake, and a
+// member must never record an end for a step that runs elsewhere.
+func stepHere(h Hold) bool {
+	return h.StepContainer != "" || h.StepGroup != 0
 }
 
 // meshState classifies c, the hold of a dead mesh window whose step does
@@ -436,10 +438,13 @@ func (l Liveness) meshState(c *Classified) {
 		c.todo = fmt.Sprintf("ask host %s whether its step ended: meshctl cannot tell, so the hold stays", runner)
 	case g.Over():
 		c.State = Stale
-	case g.State == ledger.GatherStarted && l.runsHere(h):
+	case g.State == ledger.GatherStarted && stepHere(h):
 		c.endDue = true
 		c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end is not in etcd yet", g.ID)
 		c.todo = "the next apply or window run here records it (meshctl apply --last), and the other hosts then release theirs"
+	case g.State == ledger.GatherStarted && runner == l.Host:
+		c.why = fmt.Sprintf("its mesh window %s's runner is named %s, as this host, but its hold records no step here", g.ID, runner)
+		c.todo = "check that every host of the mesh has its own --host-name"
 	case g.State == ledger.GatherStarted:
 		c.State = Orphaned
 		c.why = fmt.Sprintf("its mesh window %s's step runs on host %s", g.ID, runner)

@@ -193,10 +193,16 @@ func TestMeshHoldOfAMember(t *testing.T) {
 		{"no record", &fakeGather{}, Unknown, "etcd has no record"},
 		{"holding", gathering(ledger.GatherHolding), Unknown, "may still start"},
 		{"gathering", gathering(ledger.GatherOpen), Unknown, "may still start"},
+		// Named as the runner, but with no step here: a host name shared by
+		// mistake. It records no end for a step that may run elsewhere.
+		{"runner's name, no step", gathering(ledger.GatherStarted), Unknown, "own --host-name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, eng, scope := meshSetup(t, false, 0)
 			m := Mesh{Host: "host-a"}
+			if strings.HasPrefix(tc.name, "runner's name") {
+				m.Host = "host-b"
+			}
 			if tc.gather != nil {
 				m.Gather = tc.gather
 			}
