@@ -338,7 +338,7 @@ func removeDeadSteps(ctx context.Context, x lifecycle.Executor, released []Class
 func RecordEnds(ctx context.Context, x lifecycle.Executor, w *Windows, now time.Time, progress func(string, ...any)) {
 	for i := range w.Classified {
 		c := &w.Classified[i]
-		if !c.endDue {
+		if !c.endDue || w.mesh.Gather == nil {
 			continue
 		}
 		end, err := stepEnd(ctx, x, c.Hold, w.Observed)
