@@ -54,6 +54,10 @@ type Options struct {
 	// Budget takes the slots of modules with max-unavailable. Nil means no
 	// etcd ledger, and a file that uses max-unavailable is refused.
 	Budget *coord.Budget
+	// Mesh is what a dead mesh window's hold is classified with. Its
+	// Gather is asked only for such a hold. Its zero value, a file ledger,
+	// keeps such a hold (unknown).
+	Mesh coord.Mesh
 }
 
 // Run converges the engine's containers to opts.File. It returns the report

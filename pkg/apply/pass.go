@@ -125,8 +125,15 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return newAlways, nil
 	}
 	a.now = a.opts.Now()
-	a.windows, err = coord.Observe(ctx, a.d, a.read, eng, a.scope, a.now)
-	return nil, err
+	if a.windows, err = coord.ObserveMesh(ctx, a.d, a.read, eng, a.scope, a.now, a.opts.Mesh); err != nil {
+		return nil, err
+	}
+	if a.lock != nil {
+		// A dead runner's mesh window whose step is over here: its end goes
+		// to etcd before the plan, so the plan may release its hold.
+		coord.RecordEnds(ctx, lifecycle.Executor{Engine: a.eng, Scope: a.scope}, a.windows, a.now, a.opts.Progress)
+	}
+	return nil, nil
 }
 
 // readPrev reads applied.json, the applied state before this apply. A file
@@ -172,10 +179,10 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	held := map[string]HoldRef{}
 	for _, c := range a.windows.Classified {
 		if c.State == coord.Stale {
-			a.rep.Released = append(a.rep.Released, coord.ViewOf(c.Hold, c.State))
+			a.rep.Released = append(a.rep.Released, c.View())
 			continue
 		}
-		a.rep.Windows = append(a.rep.Windows, coord.ViewOf(c.Hold, c.State))
+		a.rep.Windows = append(a.rep.Windows, c.View())
 		for _, name := range c.Containers {
 			_, changed := c.ChangedOf(name)
 			held[name] = HoldRef{Window: c.ID, Changed: changed}
