@@ -221,20 +221,14 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 	return nil
 }
 
-// meshBudget is what takes the slots of modules with max-unavailable. It
-// also writes the member records of modules that use the mesh. It is nil
-// when the ledger is files: a file that uses max-unavailable or mesh: all
-// is then refused. The etcd client dials only when a slot or member record
-// is written.
-func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
-	b, _, closeAll, err := meshAndBudget(env, dir)
-	return b, closeAll, err
-}
-
-// meshAndBudget is meshBudget, and what a dead mesh window's hold is
-// classified and released with. Its Gather is nil when the ledger is
-// files: such a hold then stays. The etcd client dials only when a hold
-// of a dead mesh window is asked about, or a budget needs etcd.
+// meshAndBudget is what takes the slots of modules with max-unavailable.
+// It also writes the member records of modules that use the mesh. It is
+// nil when the ledger is files: a file that uses max-unavailable or mesh:
+// all is then refused. The Mesh is what a dead mesh window's hold is
+// classified and released with, and where mesh windows gather. Its Gather
+// is nil when the ledger is files: such a hold then stays. The etcd client
+// dials only when a hold of a dead mesh window is asked about, or a budget
+// or a gathering needs etcd.
 func meshAndBudget(env *Env, dir *state.Dir) (*coord.Budget, coord.Mesh, func(), error) {
 	m := coord.Mesh{Host: env.hostName()}
 	cfg, err := env.etcdLedger()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/window"
 )
 
@@ -22,17 +21,13 @@ func runWindowDryRun(ctx context.Context, env *Env, opts *windowRunOptions) erro
 	}
 	defer eng.Close()
 	// It reads etcd as a mesh window's join would, and writes nothing.
-	budget, closeBudget, err := meshBudget(env, dir)
+	budget, m, closeBudget, err := meshAndBudget(env, dir)
 	if err != nil {
 		return err
 	}
 	defer closeBudget()
-	var gather coord.GatherStore
-	if budget != nil {
-		gather, _ = budget.Store.(coord.GatherStore)
-	}
 	rep, err := window.DryRunOf(ctx, dir, eng, window.Options{Module: opts.module, Step: opts.step,
-		File: file, Timeout: opts.timeout, Wait: opts.wait, Now: env.Now, Budget: budget, Gather: gather, Host: env.hostName()})
+		File: file, Timeout: opts.timeout, Wait: opts.wait, Now: env.Now, Budget: budget, Gather: m.Gather, Host: m.Host})
 	switch {
 	case rep == nil:
 		return err

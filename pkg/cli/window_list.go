@@ -85,7 +85,12 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 	if err != nil {
 		return err
 	}
-	views, hist, err := window.List(ctx, dir, env.Engine, env.Now(), env.Warnf)
+	m, closeMesh, err := meshHolds(env)
+	if err != nil {
+		return err
+	}
+	defer closeMesh()
+	views, hist, err := window.List(ctx, dir, env.Engine, env.Now(), m, env.Warnf)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/window"
@@ -144,20 +143,16 @@ func runWindowRun(ctx context.Context, env *Env, opts *windowRunOptions) error {
 	// With an etcd ledger the mesh sees this window once it holds the
 	// module, while its process lives.
 	endPublication := func() {}
-	budget, closeBudget, err := meshBudget(env, dir)
+	// The etcd ledger is also where the hosts of a mesh window meet.
+	budget, m, closeBudget, err := meshAndBudget(env, dir)
 	if err != nil {
 		return err
 	}
 	defer closeBudget()
-	// The etcd ledger is also where the hosts of a mesh window meet.
-	var gather coord.GatherStore
-	if budget != nil {
-		gather, _ = budget.Store.(coord.GatherStore)
-	}
 	entry, err := window.Run(ctx, dir, eng, window.Options{
 		Budget:     budget,
-		Gather:     gather,
-		Host:       env.hostName(),
+		Gather:     m.Gather,
+		Host:       m.Host,
 		Opened:     func() { endPublication = publishWindow(ctx, env, dir, opts.module, opts.step) },
 		Module:     opts.module,
 		Step:       opts.step,

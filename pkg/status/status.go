@@ -165,10 +165,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	if rep.LastApply, err = lastApply(d); err != nil {
 		return nil, err
 	}
-	rep.Problems = append(append(problems(rep), stalled(rep.Windows, now)...), slotsPastBound(d, now)...)
-	for _, m := range slices.Sorted(maps.Keys(unreadable)) {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", m, firstLine(unreadable[m].Error())))
-	}
+	rep.Problems = allProblems(ctx, d, rep, views, unreadable, m, now)
 	rep.Summary = summary(rep)
 	if !appliedOK && rep.LastApply == nil && len(rep.Containers) == 0 && len(rep.Windows) == 0 {
 		rep.Summary = fmt.Sprintf("state directory %s is empty: nothing applied yet", d.Path())
@@ -309,6 +306,41 @@ func problems(rep *Report) []string {
 				msg += " (" + strings.Join(c.Reasons, ", ") + ")"
 			}
 			out = append(out, msg+"; meshctl apply --last converges it")
+		}
+	}
+	return out
+}
+
+// allProblems is every line of status --check, in order.
+func allProblems(ctx context.Context, d *state.Dir, rep *Report, views []coord.View, unreadable map[string]error, m coord.Mesh, now time.Time) []string {
+	out := append(append(problems(rep), stalled(rep.Windows, now)...), slotsPastBound(d, now)...)
+	out = append(out, runnersGone(ctx, views, m)...)
+	for _, mod := range slices.Sorted(maps.Keys(unreadable)) {
+		out = append(out, fmt.Sprintf("module %s: its containers cannot be checked: %s; fix it, then meshctl apply --last", mod, firstLine(unreadable[mod].Error())))
+	}
+	return out
+}
+
+// runnersGone are the live windows of this host held for a mesh window
+// whose runner's window died while its step may run. Each waits for the
+// step's end, which only the runner's host can record. Each is a problem:
+// a person may have to act on that host. etcd is asked once per such
+// window, and one that cannot say is no problem here: the window says it.
+func runnersGone(ctx context.Context, views []coord.View, m coord.Mesh) []string {
+	var out []string
+	for _, v := range views {
+		if v.Gathering == "" || v.Runner == m.Host || m.Gather == nil || (v.State != coord.Open && v.State != coord.Overdue) {
+			continue
+		}
+		rctx, cancel := context.WithTimeout(ctx, ledger.RecheckTimeout)
+		g, ok, err := m.Gather.GatheringByID(rctx, v.Module, v.Gathering)
+		cancel()
+		if err != nil || !ok || g.State != ledger.GatherStarted {
+			continue
+		}
+		if r, ok := g.Member(g.Runner); ok && !r.Alive {
+			out = append(out, fmt.Sprintf("window %s %s/%s holds for mesh window %s, whose step's runner on host %s is gone while the step may still run there: "+
+				"once its step container has exited, meshctl apply --last on host %s records the end, and this window closes", v.ID, v.Module, v.Step, g.ID, g.Runner, g.Runner))
 		}
 	}
 	return out

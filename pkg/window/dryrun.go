@@ -234,7 +234,7 @@ func (r *dryRun) checkOpen(ctx context.Context, moduleBusy bool) {
 	default:
 		r.note("no apply is changing %s", strings.Join(w.held, ", "))
 	}
-	ws, err := coord.Observe(ctx, w.d, w.d.Read, w.eng, w.scope, w.opts.Now())
+	ws, err := coord.ObserveMesh(ctx, w.d, w.d.Read, w.eng, w.scope, w.opts.Now(), w.meshOf())
 	if err != nil {
 		r.refuse(err)
 		return

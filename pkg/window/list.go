@@ -17,8 +17,9 @@ import (
 // step's progress, and the history, oldest first. It reads snapshots and takes no lock, as
 // coord.ClassifySnapshot does. The engine may not say whether a dead
 // window's step container runs. Then that hold reads unknown, and warn says why.
-func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, warn func(string, ...any)) ([]OpenView, []coord.Entry, error) {
-	classified, hist, stepsErr, err := coord.ClassifySnapshot(ctx, d, connect, now)
+// A dead mesh window's hold is classified through m, as status does.
+func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, m coord.Mesh, warn func(string, ...any)) ([]OpenView, []coord.Entry, error) {
+	classified, hist, stepsErr, err := coord.ClassifySnapshotMesh(ctx, d, connect, now, m)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -27,7 +28,7 @@ func List(ctx context.Context, d *state.Dir, connect func() (engine.Client, erro
 	}
 	views := []coord.View{}
 	for _, c := range classified {
-		views = append(views, coord.ViewOf(c.Hold, c.State))
+		views = append(views, c.View())
 	}
 	entries := hist.Windows
 	if entries == nil {

@@ -299,6 +299,12 @@ func (w *window) closed(ctx context.Context) {
 	}
 }
 
+// meshOf is what the classification of holds asks etcd through: the
+// mesh windows' gatherings, and this host's name.
+func (w *window) meshOf() coord.Mesh {
+	return coord.Mesh{Gather: w.opts.Gather, Host: w.opts.Host}
+}
+
 // meshHold records the gathering in this host's hold. A host that does not
 // run the step has no step container and no step group.
 func (w *window) meshHold(h *coord.Hold) {

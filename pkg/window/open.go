@@ -105,10 +105,13 @@ func (w *window) record(ctx context.Context) ([]engine.Container, error) {
 		return nil, err
 	}
 	now := w.opts.Now()
-	ws, err := coord.Observe(ctx, w.d, lock.Read, w.eng, w.scope, now)
+	ws, err := coord.ObserveMesh(ctx, w.d, lock.Read, w.eng, w.scope, now, w.meshOf())
 	if err != nil {
 		return nil, err
 	}
+	// A dead mesh window of this host, whose step has exited, records the
+	// step's end first. Its hold is then stale, and released below.
+	coord.RecordEnds(ctx, lifecycle.Executor{Engine: w.eng, Scope: w.scope}, ws, now, w.opts.Progress)
 	// Re-check under the state lock. A dead window's step container may
 	// still be sweeping, and then its hold stays honoured.
 	if busy := busyOn(ws, w.module); busy != nil {
