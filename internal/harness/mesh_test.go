@@ -77,8 +77,11 @@ type meshRig struct {
 	// began and ended are when the last round's windows started, and
 	// when the last of them ended.
 	began, ended time.Time
-	ledger       string
-	etcdEps      string
+	// beforeHeal, when set, runs once a round's windows ended, before its
+	// applies. A fault scenario lifts its faults there.
+	beforeHeal func()
+	ledger     string
+	etcdEps    string
 }
 
 // newMeshRig makes the module's hosts, each with ledger as its --ledger
@@ -404,6 +407,9 @@ func (r *meshRig) round(what string, during func(ws []*meshWin) string) []*meshW
 		runner = during(ws)
 	}
 	r.waitWindows(ws, 2*time.Minute)
+	if r.beforeHeal != nil {
+		r.beforeHeal()
+	}
 	if runner == "" {
 		runner = runnerOf(ws)
 	}

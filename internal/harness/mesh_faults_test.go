@@ -1,0 +1,195 @@
+package harness
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/meshctl/meshctl/internal/etcdproxy"
+	"github.com/meshctl/meshctl/internal/etcdtest"
+	"github.com/meshctl/meshctl/internal/faultproxy"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// TestMeshEtcdAnswersLost runs every host's meshctl through one etcd
+// proxy (internal/etcdproxy). Each round loses the answer of, or refuses,
+// the Nth gRPC call of the three windows together, N drawn over the calls
+// of a round without faults. The mesh must fail closed: by the engines'
+// events nothing normal runs while the step runs. Then, the proxy clean,
+// each host's next apply must heal it all (healAndCheck). Three faults
+// always; MESHCTL_STRESS=1 makes it 40 (or MESHCTL_STRESS_KILLS=N).
+func TestMeshEtcdAnswersLost(t *testing.T) {
+	target := strings.Split(etcdtest.Endpoints(t), ",")[0]
+	p, err := etcdproxy.Start(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	r := newMeshRig(t, "etcd://"+p.Addr()+etcdtest.Prefix(t.Name()))
+	faults := stressKills(t, 3, 40)
+
+	// A round without faults: how many calls the windows make.
+	var from, calls int
+	r.beforeHeal = func() { calls = len(p.Calls()) - from }
+	r.round("recording round", func([]*meshWin) string { from = len(p.Calls()); return "" })
+	t.Logf("a mesh window's round makes %d etcd calls, the three hosts together", calls)
+
+	fired := 0
+	r.beforeHeal = func() { p.SetRules() }
+	for i := range faults {
+		// Stratified over the calls, as TestMeshKills over the life.
+		slots := min(faults, 8)
+		n := 1 + int((float64(i%slots)+rand.Float64())/float64(slots)*float64(calls))
+		rule := etcdproxy.Rule{Nth: n, Action: etcdproxy.Action(rand.IntN(2))}
+		before := len(p.Fired())
+		p.SetRules(rule)
+		r.round(fmt.Sprintf("fault %d (%s call #%d)", i, actionName(rule.Action), n), nil)
+		if f := p.Fired()[before:]; len(f) > 0 {
+			fired++
+			t.Logf("fault %d: %s", i, strings.Join(f, ", "))
+		} else {
+			t.Logf("fault %d: the windows made fewer than %d calls", i, n)
+		}
+	}
+	t.Logf("%d of %d faults fired", fired, faults)
+}
+
+func actionName(a etcdproxy.Action) string {
+	if a == etcdproxy.Refuse {
+		return "refuse"
+	}
+	return "lose the answer of"
+}
+
+// TestMeshEngineFails fails the Nth engine call of host-a's window, host-a
+// a member or the runner by the gathering's race, N drawn over the calls of
+// a round without faults, through a fault proxy on its engine's socket
+// (internal/faultproxy). The invariants are TestMeshKills's. Three faults
+// always; MESHCTL_STRESS=1 makes it 40 (or MESHCTL_STRESS_KILLS=N).
+func TestMeshEngineFails(t *testing.T) {
+	r := newMeshRig(t, "")
+	h := r.hosts[0]
+	p, err := faultproxy.Start(filepath.Join(t.TempDir(), "engine.sock"), h.sock, faultproxy.NewSchedule(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	h.SetEnv("DOCKER_HOST", p.Host())
+	faults := stressKills(t, 3, 40)
+
+	var from, calls int
+	r.beforeHeal = func() { calls = len(p.Calls()) - from }
+	r.round("recording round", func([]*meshWin) string { from = len(p.Calls()); return "" })
+	t.Logf("%s's window makes %d engine calls", h.name, calls)
+
+	r.beforeHeal = func() { p.SetSchedule(faultproxy.NewSchedule(1)) }
+	for i := range faults {
+		slots := min(faults, 8)
+		n := 1 + int((float64(i%slots)+rand.Float64())/float64(slots)*float64(calls))
+		from := len(p.Calls())
+		p.SetSchedule(faultproxy.NewSchedule(uint64(i), faultproxy.Rule{Nth: n, Class: faultproxy.Fail}))
+		ws := r.round(fmt.Sprintf("fault %d (fail %s's engine call #%d)", i, h.name, n), nil)
+		call := "none: fewer calls"
+		for _, c := range p.Calls()[from:] {
+			if c.Fault != "" {
+				call = c.Method + " " + c.Route
+			}
+		}
+		t.Logf("fault %d: failed %s; %s was %s", i, call, h.name, role(ws, h.name))
+	}
+}
+
+// role says whether host ran the round's step.
+func role(ws []*meshWin, host string) string {
+	if runnerOf(ws) == host {
+		return "the runner"
+	}
+	return "a member"
+}
+
+// TestMeshLeaderKilled SIGKILLs the etcd cluster's leader at an instant
+// drawn over a mesh window's life, then starts it again. The invariants are
+// TestMeshKills's. One kill always (a kill takes the cluster's lock and
+// about 3 s); MESHCTL_STRESS=1 makes it 10 (or MESHCTL_STRESS_KILLS=N).
+func TestMeshLeaderKilled(t *testing.T) {
+	eps := strings.Split(etcdtest.Endpoints(t), ",")
+	if len(eps) < 3 {
+		t.Skipf("the test etcd has %d member(s): a leader killed leaves no quorum to go on with (scripts/etcd.sh start gives three)", len(eps))
+	}
+	dir := os.Getenv("MESHCTL_TEST_ETCD_DIR")
+	if dir == "" {
+		t.Skip("MESHCTL_TEST_ETCD_DIR is not set: the leader is killed through scripts/etcd.sh (eval \"$(scripts/etcd.sh env)\")")
+	}
+	r := newMeshRig(t, "")
+	life := r.calibrate(1)
+	kills := stressKills(t, 1, 10)
+	for i := range kills {
+		delay := time.Duration(rand.Float64() * float64(life))
+		r.round(fmt.Sprintf("leader kill %d", i), func(ws []*meshWin) string {
+			time.Sleep(delay)
+			phase := meshPhase(ws[0].stderr.String())
+			n := killLeader(t, dir, eps)
+			t.Logf("leader kill %d: member %s after %s, %s in %s", i, n, delay.Round(time.Millisecond), ws[0].h.name, phase)
+			return ""
+		})
+	}
+}
+
+// killLeader SIGKILLs the member that leads through scripts/etcd.sh, which
+// signals only the pids it recorded, and starts it again 1.5 s later. It
+// returns the member's number. One leader kill at a time across test
+// packages: pkg/ledger's linearizable test takes the same lock.
+func killLeader(t *testing.T, dir string, eps []string) string {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, "leader-kill.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	n := leaderMember(t, eps)
+	script, _ := filepath.Abs(filepath.Join("..", "..", "scripts", "etcd.sh"))
+	etcdScript(t, script, dir, eps, "kill-member", n)
+	time.Sleep(1500 * time.Millisecond)
+	etcdScript(t, script, dir, eps, "start-member", n)
+	return n
+}
+
+func etcdScript(t *testing.T, script, dir string, eps []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(script, args...)
+	cmd.Env = etcdtest.ScriptEnv(dir, eps)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", script, strings.Join(args, " "), err, out)
+	}
+}
+
+// leaderMember returns the scripts/etcd.sh number (1-based, in endpoint
+// order) of the member that leads.
+func leaderMember(t *testing.T, eps []string) string {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	for i, ep := range eps {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		st, err := cli.Status(ctx, ep)
+		cancel()
+		if err == nil && st.Leader == st.Header.MemberId {
+			return fmt.Sprint(i + 1)
+		}
+	}
+	t.Fatal("no etcd member says it leads")
+	return ""
+}
