@@ -18,47 +18,76 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// TestMeshEtcdAnswersLost runs every host's meshctl through one etcd
-// proxy (internal/etcdproxy). Each round loses the answer of, or refuses,
-// the Nth gRPC call of the three windows together, N drawn over the calls
-// of a round without faults. The mesh must fail closed: by the engines'
-// events nothing normal runs while the step runs. Then, the proxy clean,
+// TestMeshEtcdAnswersLost runs each host's meshctl through an etcd proxy
+// of its own (internal/etcdproxy), in front of one member. Each round
+// loses the answers of, or refuses, calls of one host's window: the Nth
+// gRPC call, N drawn over that host's calls in a round without faults, and
+// every call for a time after it: none, 3 s, or 12 s, past the session's
+// lease (ledger.WindowTTL), each in turn. The mesh must fail closed: by the engines'
+// events nothing normal runs while the step runs. Then, the proxies clean,
 // each host's next apply must heal it all (healAndCheck). Three faults
 // always; MESHCTL_STRESS=1 makes it 40 (or MESHCTL_STRESS_KILLS=N).
 func TestMeshEtcdAnswersLost(t *testing.T) {
 	target := strings.Split(etcdtest.Endpoints(t), ",")[0]
-	p, err := etcdproxy.Start(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
-	r := newMeshRig(t, "etcd://"+p.Addr()+etcdtest.Prefix(t.Name()))
+	prefix := etcdtest.Prefix(t.Name())
+	proxies := map[string]*etcdproxy.Proxy{}
+	r := newMeshRigWith(t, func(h *meshHost) string {
+		p, err := etcdproxy.Start(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		proxies[h.name] = p
+		return "etcd://" + p.Addr() + prefix
+	})
 	faults := stressKills(t, 3, 40)
 
-	// A round without faults: how many calls the windows make.
-	var from, calls int
-	r.beforeHeal = func() { calls = len(p.Calls()) - from }
-	r.round("recording round", func([]*meshWin) string { from = len(p.Calls()); return "" })
-	t.Logf("a mesh window's round makes %d etcd calls, the three hosts together", calls)
-
-	fired := 0
-	r.beforeHeal = func() { p.SetRules() }
-	for i := range faults {
-		// Stratified over the calls, as TestMeshKills over the life.
-		slots := min(faults, 8)
-		n := 1 + int((float64(i%slots)+rand.Float64())/float64(slots)*float64(calls))
-		rule := etcdproxy.Rule{Nth: n, Action: etcdproxy.Action(rand.IntN(2))}
-		before := len(p.Fired())
-		p.SetRules(rule)
-		r.round(fmt.Sprintf("fault %d (%s call #%d)", i, actionName(rule.Action), n), nil)
-		if f := p.Fired()[before:]; len(f) > 0 {
-			fired++
-			t.Logf("fault %d: %s", i, strings.Join(f, ", "))
-		} else {
-			t.Logf("fault %d: the windows made fewer than %d calls", i, n)
+	// A round without faults: how many calls each host's window makes.
+	from, calls := map[string]int{}, map[string]int{}
+	mark := func(m map[string]int) {
+		for name, p := range proxies {
+			m[name] = len(p.Calls()) - from[name]
 		}
 	}
+	r.beforeHeal = func() { mark(calls) }
+	r.round("recording round", func([]*meshWin) string { mark(from); return "" })
+	t.Logf("a mesh window's round makes etcd calls %v, by host", calls)
+
+	fired := 0
+	r.beforeHeal = func() {
+		for _, p := range proxies {
+			p.SetRules()
+		}
+	}
+	for i := range faults {
+		h := r.hosts[i%len(r.hosts)]
+		p := proxies[h.name]
+		// Stratified over the host's calls, as TestMeshKills over the life.
+		slots := min(faults, 8)
+		n := 1 + int((float64(i%slots)+rand.Float64())/float64(slots)*float64(calls[h.name]))
+		outage := []time.Duration{0, 3 * time.Second, 12 * time.Second}[i%3]
+		action := etcdproxy.Action(rand.IntN(2))
+		before := len(p.Fired())
+		p.SetRules(etcdproxy.Rule{Nth: n, Action: action, For: outage})
+		ws := r.round(fmt.Sprintf("fault %d (%s %s's call #%d and the calls of %s after it)", i, actionName(action), h.name, n, outage), nil)
+		f := p.Fired()[before:]
+		if len(f) > 0 {
+			fired++
+		}
+		t.Logf("fault %d: %d call(s) cut (%s); %s was %s", i, len(f), firstLast(f), h.name, role(ws, h.name))
+	}
 	t.Logf("%d of %d faults fired", fired, faults)
+}
+
+// firstLast names the first and the last of the calls a rule cut.
+func firstLast(f []string) string {
+	switch len(f) {
+	case 0:
+		return "none: fewer calls"
+	case 1:
+		return f[0]
+	}
+	return f[0] + " .. " + f[len(f)-1]
 }
 
 func actionName(a etcdproxy.Action) string {

@@ -89,23 +89,30 @@ type meshRig struct {
 // etcd under a prefix of the test's own.
 func newMeshRig(t *testing.T, ledger string) *meshRig {
 	t.Helper()
-	hosts := meshrun.TestHosts(t)
-	eps := etcdtest.Endpoints(t)
 	if ledger == "" {
-		ledger = "etcd://" + eps + etcdtest.Prefix(t.Name())
+		ledger = "etcd://" + etcdtest.Endpoints(t) + etcdtest.Prefix(t.Name())
 	}
-	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32()), ledger: ledger, etcdEps: eps}
+	return newMeshRigWith(t, func(*meshHost) string { return ledger })
+}
+
+// newMeshRigWith is newMeshRig with each host's ledger of its own.
+func newMeshRigWith(t *testing.T, ledger func(*meshHost) string) *meshRig {
+	t.Helper()
+	hosts := meshrun.TestHosts(t)
+	etcdtest.Endpoints(t)
+	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32())}
 	doc := strings.ReplaceAll(meshKillFile, "MODULE", r.module)
+	r.file = filepath.Join(t.TempDir(), "mesh.yaml")
+	if err := os.WriteFile(r.file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, h := range hosts {
 		m := newMeshctl(t, h.Sock)
+		mh := &meshHost{meshctl: m, name: h.Name, sock: h.Sock}
 		m.SetEnv("MESHCTL_HOST_NAME", h.Name)
-		m.SetEnv("MESHCTL_LEDGER", ledger)
+		m.SetEnv("MESHCTL_LEDGER", ledger(mh))
 		m.CleanupModule(r.module)
-		r.file = filepath.Join(t.TempDir(), "mesh.yaml")
-		if err := os.WriteFile(r.file, []byte(doc), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		r.hosts = append(r.hosts, &meshHost{meshctl: m, name: h.Name, sock: h.Sock})
+		r.hosts = append(r.hosts, mh)
 	}
 	for _, h := range r.hosts {
 		if out, err := h.Run("apply", "-f", r.file, "--settle", meshSettle); err != nil {
