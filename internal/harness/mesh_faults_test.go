@@ -100,8 +100,10 @@ func actionName(a etcdproxy.Action) string {
 // TestMeshEngineFails fails the Nth engine call of host-a's window, host-a
 // a member or the runner by the gathering's race, N drawn over the calls of
 // a round without faults, through a fault proxy on its engine's socket
-// (internal/faultproxy). The invariants are TestMeshKills's. Three faults
-// always; MESHCTL_STRESS=1 makes it 40 (or MESHCTL_STRESS_KILLS=N).
+// (internal/faultproxy). Under stress, half the faults drop the answer
+// instead: the engine acted, meshctl never heard. The invariants are
+// TestMeshKills's. Three faults always; MESHCTL_STRESS=1 makes it 40 (or
+// MESHCTL_STRESS_KILLS=N).
 func TestMeshEngineFails(t *testing.T) {
 	r := newMeshRig(t, "")
 	h := r.hosts[0]
@@ -123,15 +125,19 @@ func TestMeshEngineFails(t *testing.T) {
 		slots := min(faults, 8)
 		n := 1 + int((float64(i%slots)+rand.Float64())/float64(slots)*float64(calls))
 		from := len(p.Calls())
-		p.SetSchedule(faultproxy.NewSchedule(uint64(i), faultproxy.Rule{Nth: n, Class: faultproxy.Fail}))
-		ws := r.round(fmt.Sprintf("fault %d (fail %s's engine call #%d)", i, h.name, n), nil)
+		class := faultproxy.Fail
+		if faults > 3 && rand.IntN(2) == 0 {
+			class = faultproxy.Drop
+		}
+		p.SetSchedule(faultproxy.NewSchedule(uint64(i), faultproxy.Rule{Nth: n, Class: class}))
+		ws := r.round(fmt.Sprintf("fault %d (%s %s's engine call #%d)", i, class, h.name, n), nil)
 		call := "none: fewer calls"
 		for _, c := range p.Calls()[from:] {
 			if c.Fault != "" {
 				call = c.Method + " " + c.Route
 			}
 		}
-		t.Logf("fault %d: failed %s; %s was %s", i, call, h.name, role(ws, h.name))
+		t.Logf("fault %d: %s %s; %s was %s", i, class, call, h.name, role(ws, h.name))
 	}
 }
 

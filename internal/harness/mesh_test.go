@@ -77,6 +77,8 @@ type meshRig struct {
 	// began and ended are when the last round's windows started, and
 	// when the last of them ended.
 	began, ended time.Time
+	// gatherings are the IDs of the gatherings the rounds' windows joined.
+	gatherings map[string]bool
 	// beforeHeal, when set, runs once a round's windows ended, before its
 	// applies. A fault scenario lifts its faults there.
 	beforeHeal func()
@@ -100,7 +102,7 @@ func newMeshRigWith(t *testing.T, ledger func(*meshHost) string) *meshRig {
 	t.Helper()
 	hosts := meshrun.TestHosts(t)
 	etcdtest.Endpoints(t)
-	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32())}
+	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32()), gatherings: map[string]bool{}}
 	doc := strings.ReplaceAll(meshKillFile, "MODULE", r.module)
 	r.file = filepath.Join(t.TempDir(), "mesh.yaml")
 	if err := os.WriteFile(r.file, []byte(doc), 0o600); err != nil {
@@ -403,8 +405,8 @@ func (r *meshRig) checkEvents(what string, mk roundMark) {
 // round runs one round: the three windows start at once, during acts on
 // them (a kill, a fault), and once all ended each host's next apply must
 // heal it all (healAndCheck). A window that was not killed may fail (exit
-// 1), never be refused: a refused join means the last round's gathering
-// is still not over after the heal. round returns the windows.
+// 1), or be refused by this round's gathering (exit 3, late), never by an
+// older one (checkRefusals). round returns the windows.
 func (r *meshRig) round(what string, during func(ws []*meshWin) string) []*meshWin {
 	r.t.Helper()
 	mk := r.mark()
@@ -421,15 +423,43 @@ func (r *meshRig) round(what string, during func(ws []*meshWin) string) []*meshW
 		runner = runnerOf(ws)
 	}
 	r.t.Logf("%s; windows: %s", what, exits(ws))
+	r.checkRefusals(what, ws)
+	r.healAndCheck(what, runner, mk)
+	return ws
+}
+
+var (
+	joinedLine  = regexp.MustCompile(`joined gathering (g-\S+)`)
+	refusedLine = regexp.MustCompile(`\(gathering (g-\S+)\)`)
+)
+
+// checkRefusals fails the test when a round's window was refused by an
+// older round's gathering, or all of them were refused (exit 3): the last
+// round's applies did not heal the mesh. A window refused by this round's
+// gathering joined late, as a fault may make it. Exit 2 always fails.
+func (r *meshRig) checkRefusals(what string, ws []*meshWin) {
+	r.t.Helper()
+	refused := 0
 	for _, w := range ws {
 		var exit *exec.ExitError
-		if errors.As(w.err, &exit) && (exit.ExitCode() == 2 || exit.ExitCode() == 3) {
-			r.t.Fatalf("%s: %s: the window was refused (exit %d): the mesh was not healed by the last round's applies:\n%s",
+		if !errors.As(w.err, &exit) || (exit.ExitCode() != 2 && exit.ExitCode() != 3) {
+			continue
+		}
+		refused++
+		m := refusedLine.FindStringSubmatch(w.stderr.String())
+		if exit.ExitCode() == 2 || m == nil || r.gatherings[m[1]] {
+			r.t.Fatalf("%s: %s: the window was refused (exit %d): the last round's applies did not heal the mesh:\n%s",
 				what, w.h.name, exit.ExitCode(), r.logs(ws))
 		}
 	}
-	r.healAndCheck(what, runner, mk)
-	return ws
+	if refused == len(ws) {
+		r.t.Fatalf("%s: every window was refused: the last round's applies did not heal the mesh:\n%s", what, r.logs(ws))
+	}
+	for _, w := range ws {
+		if m := joinedLine.FindStringSubmatch(w.stderr.String()); m != nil {
+			r.gatherings[m[1]] = true
+		}
+	}
 }
 
 // calibrate runs rounds without a fault. It returns the longest life of a
