@@ -54,6 +54,10 @@ type Options struct {
 	// Budget takes the slots of modules with max-unavailable. Nil means no
 	// etcd ledger, and a file that uses max-unavailable is refused.
 	Budget *coord.Budget
+	// Mesh is what a dead mesh window's hold is classified with. Its
+	// Gather is asked only for such a hold. Its zero value, a file ledger,
+	// keeps such a hold (unknown).
+	Mesh coord.Mesh
 }
 
 // Run converges the engine's containers to opts.File. It returns the report
@@ -88,6 +92,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	if err := opts.Budget.CheckFile(opts.File); err != nil {
 		return nil, err
 	}
+	dryRunMembers(opts)
+	if err := publishFirst(ctx, opts); err != nil {
+		return nil, err
+	}
 	rep, err := converge(ctx, d, eng, opts)
 	return rep, errors.Join(err, settleBudget(ctx, opts, rep, err))
 }
@@ -103,10 +111,11 @@ func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 	if err != nil {
 		return nil, err
 	}
-	desired, err := record.Desire(opts.File, opts.Resolve, nil, key)
+	early, err := record.DesireOnce(opts.File, opts.Resolve, key)
 	if err != nil {
 		return nil, err
 	}
+	desired := early.Desired
 	warnSecretModes(desired, opts.Warn)
 	// The engine goes first. An apply that cannot reach it leaves the
 	// state directory as it found it.
@@ -126,7 +135,10 @@ func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 		return nil, err
 	}
 	for {
-		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p)
+		// The first pass may reuse the containers resolved here. A later
+		// one follows a wait or a pull, and resolves them again.
+		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p, early)
+		early = nil
 		if ce := (*coord.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
 			if err := coord.WaitClaim(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
@@ -187,8 +199,8 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 // releases the holds of dead windows. It executes the plan under a claim,
 // and records. If the plan needs images that are missing and not yet
 // tried, it returns them without changing anything.
-func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls) (*record.Report, []string, error) {
-	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p}
+func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls, early *record.Desiring) (*record.Report, []string, error) {
+	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p, early: early}
 	if !opts.DryRun {
 		defer a.unlock()
 		if err := a.takeLock(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
 )
 
@@ -104,6 +105,52 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// publishFirst writes the member records that changed before anything
+// is touched. A host that runs a module of the mesh is then known to the
+// other hosts first. So a gathering never misses it. It makes no etcd
+// call when no record changed. etcd unreachable changes nothing.
+func publishFirst(ctx context.Context, opts Options) error {
+	if opts.Budget == nil || opts.DryRun || len(opts.File.MeshModules()) == 0 {
+		return nil
+	}
+	if err := opts.Budget.Publish(ctx, opts.File, nil); err != nil {
+		return fmt.Errorf("the mesh's member records could not be written, so nothing was changed: %w", err)
+	}
+	return nil
+}
+
+// dryRunMembers says which member records the apply would write or
+// remove in etcd. It reads mesh.json only: a dry run makes no etcd call.
+func dryRunMembers(opts Options) {
+	if opts.Budget == nil || !opts.DryRun {
+		return
+	}
+	puts, gone, err := opts.Budget.Pending(opts.File, opts.RemoveModules)
+	if err != nil {
+		opts.Warn("cannot say which member records of the mesh would change: %v\n", err)
+		return
+	}
+	for _, m := range puts {
+		opts.Progress("would record host %s in etcd as a member of module %s (%s)\n", m.Host, m.Module, memberText(opts.File.Modules[m.Module]))
+	}
+	for _, name := range gone {
+		opts.Progress("would remove host %s's member record of module %s from etcd\n", opts.Budget.Host, name)
+	}
+}
+
+// memberText is why module m is a member of the mesh: its budget and its
+// mesh: all steps.
+func memberText(m *mesh.Module) string {
+	var parts []string
+	if m.Budget() > 0 {
+		parts = append(parts, fmt.Sprintf("max-unavailable %d", m.Budget()))
+	}
+	for _, n := range m.MeshSteps() {
+		parts = append(parts, "step "+n+" "+m.Steps[n].MeshText())
+	}
+	return strings.Join(parts, "; ")
 }
 
 // takeSlots takes the slots a plan needs, in module order, with no lock

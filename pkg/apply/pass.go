@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
@@ -32,6 +33,7 @@ type pass struct {
 	prev     record.Applied // the applied state before this apply
 	file     *mesh.File
 	desired  []lifecycle.Desired
+	early    *record.Desiring // the containers resolved before the lock
 	windows  *coord.Windows
 	in       Input
 	items    []Item
@@ -114,15 +116,24 @@ func (a *pass) observe(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	a.key = key
-	if a.desired, err = record.Desire(a.file, a.opts.Resolve, nil, key); err != nil {
+	// The containers resolved before the lock are reused when the file,
+	// the key and every artifact's build are the same (Desiring.Again).
+	if a.desired, err = a.early.Again(a.file, a.opts.Resolve, key); err != nil {
 		return nil, err
 	}
 	if newAlways := a.pulls.pinAlways(a.desired); len(newAlways) > 0 && !a.opts.DryRun {
 		return newAlways, nil
 	}
 	a.now = a.opts.Now()
-	a.windows, err = coord.Observe(ctx, a.d, a.read, eng, a.scope, a.now)
-	return nil, err
+	if a.windows, err = coord.ObserveMesh(ctx, a.d, a.read, eng, a.scope, a.now, a.opts.Mesh); err != nil {
+		return nil, err
+	}
+	if a.lock != nil {
+		// A dead runner's mesh window whose step is over here: its end goes
+		// to etcd before the plan, so the plan may release its hold.
+		coord.RecordEnds(ctx, lifecycle.Executor{Engine: a.eng, Scope: a.scope}, a.windows, a.now, a.opts.Progress)
+	}
+	return nil, nil
 }
 
 // readPrev reads applied.json, the applied state before this apply. A file
@@ -168,10 +179,10 @@ func (a *pass) plan(ctx context.Context) ([]string, error) {
 	held := map[string]HoldRef{}
 	for _, c := range a.windows.Classified {
 		if c.State == coord.Stale {
-			a.rep.Released = append(a.rep.Released, coord.ViewOf(c.Hold, c.State))
+			a.rep.Released = append(a.rep.Released, c.View())
 			continue
 		}
-		a.rep.Windows = append(a.rep.Windows, coord.ViewOf(c.Hold, c.State))
+		a.rep.Windows = append(a.rep.Windows, c.View())
 		for _, name := range c.Containers {
 			_, changed := c.ChangedOf(name)
 			held[name] = HoldRef{Window: c.ID, Changed: changed}
@@ -396,6 +407,7 @@ func conflictNames(items []Item) []string {
 }
 
 func fillReport(rep *record.Report, items []Item, absent map[string]string) {
+	rep.Containers = slices.Grow(rep.Containers, len(items))
 	for _, it := range items {
 		cr := record.ContainerReport{Name: it.Name, Module: it.Module, Container: it.Container, Action: it.Action,
 			Reasons: append([]string{}, it.Reasons...), Window: it.Window}

@@ -106,7 +106,9 @@ type Input struct {
 // It is a pure function of its input. Every rule for what apply does to a
 // container is here.
 func Plan(in Input) []Item {
-	observed := map[string]*engine.Container{}
+	// Sized first: at 1000 containers, growing these was a fifth of what
+	// a no-op plan allocated.
+	observed := make(map[string]*engine.Container, len(in.Observed))
 	for i := range in.Observed {
 		c := &in.Observed[i]
 		if lifecycle.IsService(*c, in.Scope) {
@@ -114,7 +116,10 @@ func Plan(in Input) []Item {
 		}
 	}
 	var items []Item
-	wanted := map[string]bool{}
+	if len(in.Desired) > 0 {
+		items = make([]Item, 0, len(in.Desired))
+	}
+	wanted := make(map[string]bool, len(in.Desired))
 	for i := range in.Desired {
 		d := &in.Desired[i]
 		wanted[d.Name] = true

@@ -156,12 +156,12 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	defer eng.Close()
 	run := applyRun(ctx, env, opts, dir, source)
 	run.File, run.Decode, run.Cached = file, in, cached
-	budget, closeBudget, err := meshBudget(env, dir)
+	budget, m, closeBudget, err := meshAndBudget(env, dir)
 	if err != nil {
 		return err
 	}
 	defer closeBudget()
-	run.Budget = budget
+	run.Budget, run.Mesh = budget, m
 	rep, err := apply.Run(ctx, dir, eng, run)
 	if errors.Is(err, apply.ErrStaleDecode) {
 		// applied.json changed since the cache was read: decode after all.
@@ -227,17 +227,28 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 // is then refused. The etcd client dials only when a slot or member record
 // is written.
 func meshBudget(env *Env, dir *state.Dir) (*coord.Budget, func(), error) {
+	b, _, closeAll, err := meshAndBudget(env, dir)
+	return b, closeAll, err
+}
+
+// meshAndBudget is meshBudget, and what a dead mesh window's hold is
+// classified and released with. Its Gather is nil when the ledger is
+// files: such a hold then stays. The etcd client dials only when a hold
+// of a dead mesh window is asked about, or a budget needs etcd.
+func meshAndBudget(env *Env, dir *state.Dir) (*coord.Budget, coord.Mesh, func(), error) {
+	m := coord.Mesh{Host: env.hostName()}
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
-		return nil, func() {}, err
+		return nil, m, func() {}, err
 	}
 	l, err := ledger.OpenEtcd(*cfg)
 	if err != nil {
-		return nil, func() {}, err
+		return nil, m, func() {}, err
 	}
-	b := &coord.Budget{Dir: dir, Store: l, Host: env.hostName(), Wait: env.Global.LockTimeout, Now: env.Now,
+	m.Gather = l
+	b := &coord.Budget{Dir: dir, Store: l, Host: m.Host, Wait: env.Global.LockTimeout, Now: env.Now,
 		Progress: env.Progressf}
-	return b, func() { b.Close(); l.Close() }, nil
+	return b, m, func() { b.Close(); l.Close() }, nil
 }
 
 // sourceName is how a mesh file is named in the records. It is an absolute
@@ -311,7 +322,11 @@ func printApplyReport(env *Env, rep *record.Report) {
 	tw.Flush()
 	printNetworks(env, rep.Networks)
 	for _, w := range rep.Windows {
-		fmt.Fprintln(env.Stdout, w.Describe())
+		line := w.Describe()
+		if todo := w.ToDo(); todo != "" {
+			line += "; " + todo
+		}
+		fmt.Fprintln(env.Stdout, line)
 	}
 	for _, w := range rep.Released {
 		fmt.Fprintf(env.Stdout, "released stale hold of window %s %s/%s (process %d gone), held %s\n",

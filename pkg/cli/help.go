@@ -197,6 +197,13 @@ run or exec, not both:
                  still closes; default 1h (window run --timeout overrides it)
   stall-after    e.g. 30m; status --check reports the running step once it
                  has printed nothing for that long; default: never
+  mesh           host (the default): the window holds this host only; all:
+                 a mesh window, held on every host that runs the module, the
+                 step run once, by the first host to join; hosts hold only
+                 once all have joined; needs --ledger etcd://… (with the file
+                 ledger an apply of the file exits 2)
+  gather         only with mesh: all: how long the hosts wait for each other,
+                 from the first join, counted by etcd; at least 1s; default 5m
   run            a one-off container, meshctl-window.M.S, removed afterwards:
     image          default: the image of the first of while-stopped, else
                    of while-changed (by name)

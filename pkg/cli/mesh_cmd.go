@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -16,13 +17,14 @@ import (
 func newMeshCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "mesh",
-		Short: "See and mend the mesh's records in etcd: members and slots of max-unavailable",
+		Short: "See and mend the mesh's records in etcd: its members, and slots of max-unavailable",
 		Long: `See and mend what the hosts of a mesh record in the etcd ledger.
 
-Each host's apply records, under its --host-name, the modules it runs that set
-max-unavailable (PREFIX/mesh/members/MODULE/HOST), and takes a slot
-(PREFIX/mesh/slots/MODULE/HOST) before it takes such a module down. Every mesh
-command needs --ledger etcd://….`,
+Each host's apply records, under its --host-name, the modules it runs that use
+the mesh (PREFIX/mesh/members/MODULE/HOST): those that set max-unavailable or
+have a mesh: all step. It takes a slot (PREFIX/mesh/slots/MODULE/HOST) before
+it takes a module with max-unavailable down. Every mesh command needs
+--ledger etcd://….`,
 		Example: `  meshctl mesh hosts
   meshctl mesh release web web-2`,
 		Annotations: map[string]string{exitStatusKey: `  2    no subcommand (its subcommands are listed on stderr), or an unknown
@@ -40,16 +42,18 @@ const meshExit = `  0    done
 func newMeshHostsCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "hosts [MODULE]",
-		Short: "List the hosts that run each module with max-unavailable, and the slots they hold",
+		Short: "List the hosts that run each module that uses the mesh, and the slots they hold",
 		Long: `List the members of the mesh: each host that runs a module with
-max-unavailable, with the budget its file gives (the smallest of them holds)
-and its state: up, or down while it holds the module's slot (since when, by
-which pid, for which containers). A slot held by a host that is no member is
-listed too. One linearizable read of etcd.
+max-unavailable or a mesh: all step, with the budget its file gives (the
+smallest of them holds; - for none), its steps and its state: up, or down
+while it holds the module's slot (since when, by which pid, for which
+containers). A slot held by a host that is no member is listed too. One
+linearizable read of etcd.
 
 -o json prints {"members":[{"host","module","max_unavailable","steps",
 "updated_at","state"}],"slots":[{"host","module","token","pid","taken_at",
-"deadline","containers"}]}; state is "up" or "down".`,
+"deadline","containers"}]}; state is "up" or "down"; max_unavailable is 0
+for none.`,
 		Example: `  meshctl mesh hosts
   meshctl mesh hosts web -o json`,
 		Annotations: map[string]string{exitStatusKey: meshExit},
@@ -165,7 +169,7 @@ func runMeshHosts(ctx context.Context, env *Env, module string) error {
 		return nil
 	}
 	if len(out.Members) == 0 && len(out.Slots) == 0 {
-		fmt.Fprintln(env.Stdout, "no host runs a module with max-unavailable")
+		fmt.Fprintln(env.Stdout, "no host runs a module that uses the mesh (max-unavailable or mesh: all)")
 		return nil
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
@@ -178,7 +182,7 @@ func runMeshHosts(ctx context.Context, env *Env, module string) error {
 			steps = append(steps, s)
 		}
 		sort.Strings(steps)
-		text := fmt.Sprintf("%d\t%s\t%s", m.MaxUnavailable, dash(strings.Join(steps, ",")), slotState(slot, m.Module, m.Host))
+		text := fmt.Sprintf("%s\t%s\t%s", budgetText(m.MaxUnavailable), dash(strings.Join(steps, ",")), slotState(slot, m.Module, m.Host))
 		rows = append(rows, row{m.Module, m.Host, text})
 	}
 	for _, s := range out.Slots {
@@ -202,6 +206,14 @@ func slotState(slots map[string]ledger.Slot, module, host string) string {
 		return "up"
 	}
 	return fmt.Sprintf("down: slot held since %s by pid %d (%s)", state.When(s.TakenAt), s.PID, dash(strings.Join(s.Containers, ", ")))
+}
+
+// budgetText is a member's max-unavailable, "-" for none.
+func budgetText(n int) string {
+	if n <= 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
 }
 
 func dash(s string) string {
@@ -241,7 +253,11 @@ func runMeshForget(ctx context.Context, env *Env, host string) error {
 		return env.PrintJSON(out)
 	}
 	for _, m := range gone.Members {
-		fmt.Fprintf(env.Stdout, "removed host %s from module %s (max-unavailable %d)\n", host, m.Module, m.MaxUnavailable)
+		budget := "no max-unavailable"
+		if m.MaxUnavailable > 0 {
+			budget = fmt.Sprintf("max-unavailable %d", m.MaxUnavailable)
+		}
+		fmt.Fprintf(env.Stdout, "removed host %s from module %s (%s)\n", host, m.Module, budget)
 	}
 	for _, s := range gone.Slots {
 		fmt.Fprintf(env.Stdout, "released host %s's slot of module %s, held since %s by pid %d\n", host, s.Module, state.When(s.TakenAt), s.PID)

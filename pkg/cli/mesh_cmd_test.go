@@ -40,7 +40,7 @@ func TestMeshCommands(t *testing.T) {
 	}
 	defer l.Close()
 
-	if out := meshctl(0, "mesh", "hosts"); !strings.Contains(out, "no host runs a module with max-unavailable") {
+	if out := meshctl(0, "mesh", "hosts"); !strings.Contains(out, "no host runs a module that uses the mesh (max-unavailable or mesh: all)") {
 		t.Errorf("mesh hosts of an empty mesh: %q", out)
 	}
 	for _, h := range []string{"web-1", "web-2"} {
@@ -52,9 +52,14 @@ func TestMeshCommands(t *testing.T) {
 		Containers: []string{"web.app"}}, 1); err != nil || !b.Taken {
 		t.Fatalf("take: %+v, %v", b, err)
 	}
+	// A member for its mesh: all step alone: no budget.
+	if err := l.PutMember(ctx, ledger.Member{Host: "web-3", Module: "web", Steps: map[string]string{"gc": "0123456789abcdef"}}); err != nil {
+		t.Fatal(err)
+	}
 	out := meshctl(0, "mesh", "hosts", "web")
 	for _, want := range []string{"MODULE  HOST   MAX-UNAVAILABLE  STEPS  STATE", "web     web-1  1                -      up",
-		"web     web-2  1                -      down: slot held since", "by pid 4242 (web.app)"} {
+		"web     web-2  1                -      down: slot held since", "by pid 4242 (web.app)",
+		"web     web-3  -                gc     up"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("mesh hosts has no %q:\n%s", want, out)
 		}
@@ -63,8 +68,16 @@ func TestMeshCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(meshctl(0, "-o", "json", "mesh", "hosts")), &hosts); err != nil {
 		t.Fatal(err)
 	}
-	if len(hosts.Members) != 2 || hosts.Members[1].State != "down" || len(hosts.Slots) != 1 || hosts.Slots[0].PID != 4242 {
+	if len(hosts.Members) != 3 || hosts.Members[1].State != "down" || len(hosts.Slots) != 1 || hosts.Slots[0].PID != 4242 {
 		t.Errorf("mesh hosts -o json: %+v", hosts)
+	}
+	// The key is there for a member without a budget too: 0.
+	var raw struct{ Members []map[string]any }
+	if err := json.Unmarshal([]byte(meshctl(0, "-o", "json", "mesh", "hosts", "web")), &raw); err != nil || len(raw.Members) != 3 {
+		t.Fatalf("mesh hosts -o json: %+v, %v", raw, err)
+	}
+	if v, ok := raw.Members[2]["max_unavailable"]; !ok || v != 0.0 {
+		t.Errorf("mesh hosts -o json: web-3's max_unavailable %v (set %v), want 0", v, ok)
 	}
 
 	if out := meshctl(2, "mesh", "release", "web", "web-1"); !strings.Contains(out, "host web-1 holds no slot of module web") {
@@ -82,6 +95,9 @@ func TestMeshCommands(t *testing.T) {
 	}
 	if out := meshctl(2, "mesh", "forget", "web-2"); !strings.Contains(out, "host web-2 has no record in the mesh") {
 		t.Errorf("forget again: %q", out)
+	}
+	if out := meshctl(0, "mesh", "forget", "web-3"); !strings.Contains(out, "removed host web-3 from module web (no max-unavailable)") {
+		t.Errorf("forget web-3: %q", out)
 	}
 	if st, _ := l.Mesh(ctx, ""); len(st.Members) != 1 || st.Members[0].Host != "web-1" {
 		t.Errorf("after forget: %+v", st.Members)

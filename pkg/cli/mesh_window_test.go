@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/meshctl/meshctl/internal/enginetest"
 	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/ledger"
 )
 
 // meshHost is one host of a mesh window test: a state directory, a fake
@@ -43,21 +45,26 @@ func (h *meshHost) run(ctx context.Context, args ...string) (int, string) {
 	return code, errOut.String()
 }
 
-// meshWindowFile is a module with a mesh: all step. Its step writes "ran"
-// to runs, says started, and waits for go in dir.
-func meshWindowFile(t *testing.T, dir, gather, script string) string {
+// meshWindowFile is a module with a mesh: all step that runs script. Its
+// step holds app stopped, under max-unavailable 3.
+func meshWindowFile(t testing.TB, dir, gather, script string) string {
+	return meshWindowFileOf(t, dir, 3, "while-stopped: [app]", gather, script)
+}
+
+// meshWindowFileOf is meshWindowFile with a budget and a hold of its own.
+func meshWindowFileOf(t testing.TB, dir string, budget int, hold, gather, script string) string {
 	doc := fmt.Sprintf(`modules:
   sweep:
-    max-unavailable: 3
+    max-unavailable: %d
     containers:
       app: {image: meshtest/busybox:1, command: [sleep, '1000']}
     steps:
       gc:
         mesh: all
         gather: %s
-        while-stopped: [app]
+        %s
         exec: [/bin/sh, -c, %q]
-`, gather, script)
+`, budget, gather, hold, script)
 	f := filepath.Join(dir, "mesh.yaml")
 	if err := os.WriteFile(f, []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
@@ -251,5 +258,111 @@ func TestMeshWindowDryRun(t *testing.T) {
 	}
 	if c, ok := hosts[1].eng.Get("sweep.app"); !ok || !c.Running {
 		t.Error("host-b's local window held sweep.app beside the gathering")
+	}
+}
+
+// gatheringOf reads module's gathering as etcd has it, through url.
+func gatheringOf(t *testing.T, url, module string) (ledger.Gathering, bool) {
+	t.Helper()
+	env := NewEnv(strings.NewReader(""), &bytes.Buffer{}, &bytes.Buffer{})
+	env.Global.Ledger, env.Global.LockTimeout = url, 5*time.Second
+	cfg, err := env.etcdLedger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	g, ok, err := l.Gathering(context.Background(), module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, ok
+}
+
+// waitGathering waits until module's gathering is in one of states.
+func waitGathering(t *testing.T, url, module string, states ...string) ledger.Gathering {
+	t.Helper()
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if g, ok := gatheringOf(t, url, module); ok && slices.Contains(states, g.State) {
+			return g
+		}
+	}
+	t.Fatalf("module %s's gathering never was %v", module, states)
+	return ledger.Gathering{}
+}
+
+// TestMeshWindowStepsDiffer: two hosts whose step definitions differ fail
+// the gathering. Both exit 2 naming the hosts, and nothing is held.
+func TestMeshWindowStepsDiffer(t *testing.T) {
+	hosts := meshHosts(t, 2)
+	ctx := context.Background()
+	for i, h := range hosts {
+		file := meshWindowFile(t, t.TempDir(), "1m", fmt.Sprintf("exit %d", i))
+		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+		h.eng.Changes()
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 2)
+	errs := make([]string, 2)
+	for i, h := range hosts {
+		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc") })
+	}
+	wg.Wait()
+	for i, h := range hosts {
+		if codes[i] != 2 || !strings.Contains(errs[i], "differs from host") {
+			t.Errorf("%s: exit %d, want 2 saying the step definitions differ: %s", h.name, codes[i], errs[i])
+		}
+		if ch := h.eng.Changes(); len(ch) > 0 {
+			t.Errorf("%s: the engine was changed: %v", h.name, ch)
+		}
+	}
+}
+
+// TestMeshWindowInterruptedKeepsHold: a host that does not run the step is
+// interrupted while the step runs on the runner. It exits 130 with its
+// container still held: the step may still run. A join after the start is
+// refused (exit 3).
+func TestMeshWindowInterruptedKeepsHold(t *testing.T) {
+	hosts := meshHosts(t, 2)
+	dir := t.TempDir()
+	file := meshWindowFile(t, dir, "1m", fmt.Sprintf("touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.02; done", dir))
+	ctx := context.Background()
+	for _, h := range hosts {
+		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+	}
+	a, b := hosts[0], hosts[1]
+	aDone := make(chan int, 1)
+	go func() { c, _ := a.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s"); aDone <- c }()
+	waitGathering(t, a.ledger, "sweep", ledger.GatherOpen)
+	bctx, cancel := context.WithCancel(ctx)
+	bDone := make(chan string, 1)
+	go func() {
+		c, e := b.run(bctx, "window", "run", "sweep", "gc", "--settle", "0s")
+		bDone <- fmt.Sprint(c, " ", e)
+	}()
+	waitFile(t, filepath.Join(dir, "started"), time.Minute)
+	if code, errOut := b.run(ctx, "window", "run", "sweep", "gc"); code != 3 {
+		t.Errorf("a join after the start: exit %d, want 3: %s", code, errOut)
+	}
+	cancel()
+	got := <-bDone
+	if !strings.HasPrefix(got, "130 ") || !strings.Contains(got, "stay held") {
+		t.Errorf("host-b interrupted mid-step: %s; want exit 130 saying its containers stay held", got)
+	}
+	if c, ok := b.eng.Get("sweep.app"); !ok || c.Running {
+		t.Error("host-b brought sweep.app back while the step may still run on host-a")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := <-aDone; code != 0 {
+		t.Errorf("host-a's window: exit %d, want 0", code)
 	}
 }

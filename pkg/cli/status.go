@@ -6,7 +6,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/status"
 	"github.com/spf13/cobra"
@@ -35,7 +37,9 @@ and exits 0. A problem is a failed last apply, a window whose last run did not
 end ok, a stale hold, an overdue window, a running step that has printed
 nothing for its stall-after (naming the window and when it last printed), an
 apply's claim past its deadline, or a container drifted, missing, stopped or restarting that no window holds and no
-live apply is changing. So is a container a recreate left under a temporary
+live apply is changing. So is a dead mesh window's hold that stays: on a member
+it names the host its step runs on and what to run there; on that host, the
+step container that still runs. Only such a hold makes status ask etcd. So is a container a recreate left under a temporary
 name (NAME.meshctl-new, -old or -retiring), running or not.`,
 		Example: `  meshctl status
   meshctl status -o json | jq '.containers[] | select(.state != "running")'
@@ -58,6 +62,23 @@ name (NAME.meshctl-new, -old or -retiring), running or not.`,
 	return writesMetrics(cmd)
 }
 
+// meshHolds is what a dead mesh window's hold is classified with. With a
+// file ledger such a hold stays unknown. The etcd client dials only when
+// such a hold is asked about.
+func meshHolds(env *Env) (coord.Mesh, func(), error) {
+	m := coord.Mesh{Host: env.hostName()}
+	cfg, err := env.etcdLedger()
+	if err != nil || cfg == nil {
+		return m, func() {}, err
+	}
+	l, err := ledger.OpenEtcd(*cfg)
+	if err != nil {
+		return m, func() {}, err
+	}
+	m.Gather = l
+	return m, func() { l.Close() }, nil
+}
+
 // problemsError is a status --check that found n problems (exit 1).
 func problemsError(n int) error {
 	if n == 1 {
@@ -73,7 +94,12 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 		return err
 	}
 	defer eng.Close()
-	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir))
+	m, closeMesh, err := meshHolds(env)
+	if err != nil {
+		return err
+	}
+	defer closeMesh()
+	rep, err := status.Get(ctx, dir, eng, env.Now(), currentBuilds(ctx, env, dir), m)
 	if err != nil {
 		return err
 	}
@@ -116,7 +142,11 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	tw.Flush()
 	for _, w := range rep.Windows {
-		fmt.Fprintln(out, w.Describe())
+		line := w.Describe()
+		if todo := w.ToDo(); todo != "" {
+			line += "; " + todo
+		}
+		fmt.Fprintln(out, line)
 	}
 	for _, b := range rep.Builds {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)

@@ -45,7 +45,8 @@ acknowledged (meshctl window ack) reads "failed (acknowledged)"; -o json
 gives it acked_at.
 
 --steps lists instead every module's steps in the last applied desired state:
-each with the containers it holds and how (stopped), and its timeout.`,
+each with the containers it holds and how (stopped), its timeout, and where
+it holds (host, or all with its gather: a mesh window).`,
 		Example: `  meshctl window list
   meshctl window list --history 0                  # only windows not yet closed
   meshctl window list -o json | jq '.windows[] | select(.state == "stale")'

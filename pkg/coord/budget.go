@@ -160,28 +160,17 @@ func (b *Budget) Publish(ctx context.Context, f *mesh.File, removed []string) er
 	}
 	changed := false
 	var errs []error
-	for _, name := range f.ModuleNames() {
-		m := f.Modules[name]
-		old, had := doc.Members[name]
-		if !m.UsesMesh() {
-			if had {
-				removed = append(removed, name)
-			}
-			continue
-		}
-		want := ledger.Member{Host: b.Host, Module: name, MaxUnavailable: m.Budget(), Steps: StepHashes(m)}
-		if had && old.Host == want.Host && old.MaxUnavailable == want.MaxUnavailable && maps.Equal(old.Steps, want.Steps) {
-			continue
-		}
+	puts, removed := b.memberChanges(doc, f, removed)
+	for _, want := range puts {
 		if b.Store == nil {
-			return b.CheckFile(&mesh.File{Modules: map[string]*mesh.Module{name: m}})
+			return b.CheckFile(&mesh.File{Modules: map[string]*mesh.Module{want.Module: f.Modules[want.Module]}})
 		}
 		want.UpdatedAt = b.Now().UTC()
 		if err := b.Store.PutMember(ctx, want); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		doc.Members[name], changed = want, true
+		doc.Members[want.Module], changed = want, true
 	}
 	for _, name := range removed {
 		old, had := doc.Members[name]
@@ -203,6 +192,45 @@ func (b *Budget) Publish(ctx context.Context, f *mesh.File, removed []string) er
 		errs = append(errs, lock.Write(MeshFile, &doc))
 	}
 	return errors.Join(errs...)
+}
+
+// memberChanges are the member records of f's modules that differ from
+// doc, and the modules whose record goes. Those are the removed ones and
+// the ones that no longer use the mesh, each recorded in doc.
+func (b *Budget) memberChanges(doc MeshDoc, f *mesh.File, removed []string) (puts []ledger.Member, gone []string) {
+	for _, name := range f.ModuleNames() {
+		m := f.Modules[name]
+		old, had := doc.Members[name]
+		if !m.UsesMesh() {
+			if had {
+				removed = append(removed, name)
+			}
+			continue
+		}
+		want := ledger.Member{Host: b.Host, Module: name, MaxUnavailable: m.Budget(), Steps: StepHashes(m)}
+		if had && old.Host == want.Host && old.MaxUnavailable == want.MaxUnavailable && maps.Equal(old.Steps, want.Steps) {
+			continue
+		}
+		puts = append(puts, want)
+	}
+	for _, name := range removed {
+		if _, had := doc.Members[name]; had && !slices.Contains(gone, name) {
+			gone = append(gone, name)
+		}
+	}
+	return puts, gone
+}
+
+// Pending says which member records an apply of f would write, and
+// which it would remove. It reads MeshFile as it is, with no lock, and
+// makes no etcd call: a dry run shows it.
+func (b *Budget) Pending(f *mesh.File, removed []string) (puts []ledger.Member, gone []string, err error) {
+	var doc MeshDoc
+	if _, err := b.Dir.Read(MeshFile, &doc); err != nil {
+		return nil, nil, err
+	}
+	puts, gone = b.memberChanges(doc, f, removed)
+	return puts, gone, nil
 }
 
 // SlotBusyError is a slot not had within the wait (exit 3). It names the

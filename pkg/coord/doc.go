@@ -12,8 +12,9 @@
 // Liveness decides the rest. A window lives while its lock is held, its
 // step container runs, or a process of its exec step runs. A hold of a
 // window that is none of these is stale. When the engine cannot say, the
-// hold reads unknown and stays (fail closed). A claim lives while its
-// lock is held.
+// hold reads unknown and stays (fail closed). A mesh window's hold lives
+// until etcd says its step is over, wherever that step runs. A claim
+// lives while its lock is held.
 //
 // A claim is honoured two ways. A window whose held containers are
 // claimed waits for the claim to end before it records its hold. Another
@@ -22,6 +23,8 @@
 // The surface follows the protocol's phases:
 //
 //   - Observe reads the holds and classifies them against one listing;
+//     ObserveMesh also asks etcd about dead mesh windows' holds;
+//   - RecordEnds records in etcd the end of a dead runner's step;
 //   - HealClaims heals what dead applies left half done;
 //   - ReleaseStale drops dead windows' holds and brings their containers
 //     back;

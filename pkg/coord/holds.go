@@ -2,6 +2,7 @@ package coord
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -200,9 +202,16 @@ type View struct {
 	// Changed are the held containers that run changed, a subset of
 	// Containers. Each one's normal container waits aside, stopped.
 	Changed []string `json:"changed,omitempty"`
+	// Gathering is the ID of the mesh window the hold is part of, "" for
+	// a window of this host only. Runner is the host that runs its step.
+	Gathering string `json:"gathering,omitempty"`
+	Runner    string `json:"runner,omitempty"`
 	// execStep says the step is exec, processes on the host, not a
 	// container. Describe words it so.
 	execStep bool
+	// why says why a mesh hold is in its state. Describe words it. todo
+	// says what a person does about it.
+	why, todo string
 }
 
 // Honoured reports whether a window in this state still holds its
@@ -215,11 +224,18 @@ func Honoured(st string) bool {
 // a named one does. An error means the engine could not say.
 type StepsFunc func() (running func(name string) bool, err error)
 
-// Liveness answers the two questions that decide a hold's state. Does the
+// Liveness answers the questions that decide a hold's state. Does the
 // window's process live, by its lock? Does its step container run, by
-// the engine?
+// the engine? For a mesh window's hold, is its step over, by etcd?
 type Liveness struct {
 	Dir *state.Dir
+	// Gathering reads a mesh window's gathering by its ID. Classify calls
+	// it only for a dead window's mesh hold whose step does not run here.
+	// So a host without such a hold never contacts etcd. Nil means no
+	// etcd ledger: such a hold reads unknown.
+	Gathering func(module, id string) (ledger.Gathering, bool, error)
+	// Host is this host's name in the mesh (--host-name).
+	Host string
 }
 
 // stateOf classifies h at time now. It reads whether its window lives
@@ -284,8 +300,21 @@ func groupRuns(pgid int) bool {
 func ViewOf(h Hold, st string) View {
 	return View{ID: h.ID, Module: h.Module, Step: h.Step, State: st, PID: h.PID,
 		Containers: h.Containers, OpenedAt: h.OpenedAt, Deadline: h.Deadline, Changed: slices.Sorted(maps.Keys(h.Changed)),
-		execStep: h.StepGroup != 0}
+		Gathering: h.Gathering, Runner: h.Runner, execStep: h.StepGroup != 0}
 }
+
+// View returns the report form of c. A mesh hold's view also says why
+// it is in its state.
+func (c Classified) View() View {
+	v := ViewOf(c.Hold, c.State)
+	v.why, v.todo = c.why, c.todo
+	return v
+}
+
+// Why says why a dead window's mesh hold is in its state, and ToDo what a
+// person does about it. Both are "" for any other hold.
+func (v View) Why() string  { return v.why }
+func (v View) ToDo() string { return v.todo }
 
 // HeldNames are the held containers' names, each held changed marked so:
 // "store.registry (changed)".
@@ -313,6 +342,12 @@ func (v View) Describe() string {
 	s := fmt.Sprintf("window %s %s/%s %s since %s, holds %s", v.ID, v.Module, v.Step, v.State,
 		state.When(v.OpenedAt), held)
 	switch {
+	case v.why != "":
+		s += " (its process is gone; " + v.why + ")"
+	case v.State == Orphaned && v.Gathering != "" && v.Runner != "":
+		s += " (its process is gone; its mesh window's step runs on host " + v.Runner + ")"
+	case v.State == Unknown && v.Gathering != "":
+		s += " (its process is gone; nothing here says its mesh window's step is over, so the hold stays)"
 	case v.State == Orphaned && v.execStep:
 		s += " (its process is gone; processes of its step still run)"
 	case v.State == Orphaned:
@@ -327,6 +362,12 @@ func (v View) Describe() string {
 type Classified struct {
 	Hold
 	State string
+	// why says why a dead window's mesh hold is in its state, and todo
+	// what a person does about it.
+	why, todo string
+	// endDue marks a dead runner's mesh hold whose step is over here, but
+	// not in etcd. It reads unknown until RecordEnds records the end.
+	endDue bool
 }
 
 // Classify gives each hold of doc its state. It checks every window's lock
@@ -335,7 +376,8 @@ type Classified struct {
 // So a listing made after that check sees the container, where one made
 // before could miss it. When steps fails, a dead window with a step
 // container reads Unknown and stays honoured. stepsErr returns that error,
-// so a caller that needs the listing can fail.
+// so a caller that needs the listing can fail. Last, each dead window's
+// mesh hold that the engine found stale asks l.Gathering (meshState).
 func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out []Classified, stepsErr error, err error) {
 	alive := make([]bool, len(doc.Holds))
 	for i, h := range doc.Holds {
@@ -348,9 +390,76 @@ func (l Liveness) Classify(doc *HoldsDoc, now time.Time, steps StepsFunc) (out [
 		running, stepsErr = steps()
 	}
 	for i, h := range doc.Holds {
-		out = append(out, Classified{Hold: h, State: stateOf(h, alive[i], running, stepsErr, now)})
+		c := Classified{Hold: h, State: stateOf(h, alive[i], running, stepsErr, now)}
+		switch {
+		case h.Gathering == "":
+		case c.State == Stale:
+			// Its step does not run here. Whether it runs elsewhere, etcd says.
+			l.meshState(&c)
+		case c.State == Orphaned && stepHere(h):
+			c.why = fmt.Sprintf("its mesh window %s's step still runs here, and every host of the mesh holds until it ends", h.Gathering)
+			c.todo = "once it exits, the next apply or window run here records its end"
+			if h.StepContainer != "" {
+				c.todo += "; only a person stops it: docker stop " + h.StepContainer
+			}
+		}
+		out = append(out, c)
 	}
 	return out, stepsErr, nil
+}
+
+// stepHere reports whether the step of h's mesh window runs on this host.
+// A hold that records a step container or group is the runner's. The
+// host name alone is no proof: two hosts may share one by mistake, and a
+// member must never record an end for a step that runs elsewhere.
+func stepHere(h Hold) bool {
+	return h.StepContainer != "" || h.StepGroup != 0
+}
+
+// meshState classifies c, the hold of a dead mesh window whose step does
+// not run here. It is stale only once etcd says its gathering is over. A
+// lapsed lease is no proof that a step ended. Where etcd cannot say, the
+// hold stays (fail closed). endDue marks a step that ran here and is over,
+// while etcd has no end yet. The hold stays until RecordEnds records it.
+func (l Liveness) meshState(c *Classified) {
+	h := c.Hold
+	c.State = Unknown
+	if l.Gathering == nil {
+		c.why = fmt.Sprintf("it is part of mesh window %s, and without an etcd ledger nothing can say whether its step runs", h.Gathering)
+		c.todo = "give meshctl the etcd ledger its window had (--ledger etcd://… or MESHCTL_LEDGER), then apply again"
+		return
+	}
+	g, ok, err := l.Gathering(h.Module, h.Gathering)
+	runner := cmp.Or(g.Runner, h.Runner)
+	switch {
+	case err != nil:
+		c.why = fmt.Sprintf("etcd cannot say whether its mesh window %s's step runs: %v", h.Gathering, err)
+		c.todo = "the next apply or window run here asks again, once etcd answers"
+	case !ok:
+		// Archived gatherings past the last kept are gone. So is one in
+		// another cluster or prefix. Neither proves that the step ended.
+		c.why = fmt.Sprintf("etcd has no record of its mesh window %s (it keeps only a module's latest), so nothing can say whether its step ended", h.Gathering)
+		c.todo = fmt.Sprintf("ask host %s whether its step ended: meshctl cannot tell, so the hold stays", runner)
+	case g.Over():
+		c.State = Stale
+	case g.State == ledger.GatherStarted && stepHere(h):
+		c.endDue = true
+		c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end is not in etcd yet", g.ID)
+		c.todo = "the next apply or window run here records it (meshctl apply --last), and the other hosts then release theirs"
+	case g.State == ledger.GatherStarted && runner == l.Host:
+		c.why = fmt.Sprintf("its mesh window %s's runner is named %s, as this host, but its hold records no step here", g.ID, runner)
+		c.todo = "check that every host of the mesh has its own --host-name"
+	case g.State == ledger.GatherStarted:
+		c.State = Orphaned
+		c.why = fmt.Sprintf("its mesh window %s's step runs on host %s", g.ID, runner)
+		c.todo = fmt.Sprintf("host %s's next apply or window run records the step's end once it has exited, or run meshctl apply --last on host %s", runner, runner)
+	default:
+		// A member died before the step started. Its lease lapses, but the
+		// step may start until then. A wait or join of another host
+		// fails the gathering once the lapse or the deadline is seen.
+		c.why = fmt.Sprintf("its mesh window %s is %s, not started nor failed: its step may still start", g.ID, g.State)
+		c.todo = fmt.Sprintf("once another host's wait or a window run of %s past the deadline fails it, the next apply here releases the hold", h.Module)
+	}
 }
 
 // dropStale drops the stale holds from doc, appends each to hist, and

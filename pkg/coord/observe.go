@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -19,6 +20,49 @@ type Windows struct {
 	// made after every window's lock was checked. ReleaseStale and
 	// HealClaims keep it up to date.
 	Observed []engine.Container
+	// mesh is what ReleaseStale records a dead runner's end with.
+	mesh Mesh
+}
+
+// Mesh is what a dead mesh window's hold (mesh: all) is classified and
+// released with. Its zero value is a host without an etcd ledger. A dead
+// window's mesh hold then reads unknown and stays.
+type Mesh struct {
+	// Gather is the etcd side of mesh windows, nil with a file ledger. It
+	// is asked only for a dead window's mesh hold whose step does not run
+	// here. So a host without one never contacts etcd.
+	Gather GatherStore
+	// Host is this host's name in the mesh (--host-name). It records the
+	// end of its own dead window's step.
+	Host string
+}
+
+// liveness is the Liveness of d for m. It reads each gathering once.
+func (m Mesh) liveness(ctx context.Context, d *state.Dir) Liveness {
+	l := Liveness{Dir: d, Host: m.Host}
+	if m.Gather == nil {
+		return l
+	}
+	type read struct {
+		g   ledger.Gathering
+		ok  bool
+		err error
+	}
+	seen := map[string]read{}
+	l.Gathering = func(module, id string) (ledger.Gathering, bool, error) {
+		k := module + "/" + id
+		r, ok := seen[k]
+		if !ok {
+			// Under the state lock, an etcd gone costs one attempt, not the
+			// ledger's timeout. The hold then stays for the next run.
+			rctx, cancel := context.WithTimeout(ctx, ledger.RecheckTimeout)
+			r.g, r.ok, r.err = m.Gather.GatheringByID(rctx, module, id)
+			cancel()
+			seen[k] = r
+		}
+		return r.g, r.ok, r.err
+	}
+	return l
 }
 
 // ListingError is an engine listing that failed where the windows'
@@ -28,18 +72,27 @@ type ListingError struct{ Err error }
 func (e *ListingError) Error() string { return "list containers: " + e.Err.Error() }
 func (e *ListingError) Unwrap() error { return e.Err }
 
-// Observe reads the holds and the history and classifies each hold. It
-// checks every window's lock first, then lists the containers once. It
-// changes nothing. read is a snapshot's Dir.Read or lock.Read under the
-// state lock. A listing that fails is a *ListingError.
+// Observe is ObserveMesh without an etcd ledger. A dead window's mesh
+// hold then reads unknown, and stays.
 func Observe(ctx context.Context, d *state.Dir, read func(string, state.Document) (bool, error),
 	eng engine.Client, scope string, now time.Time) (*Windows, error) {
+	return ObserveMesh(ctx, d, read, eng, scope, now, Mesh{})
+}
+
+// ObserveMesh reads the holds and the history and classifies each hold.
+// It checks every window's lock first, then lists the containers once.
+// Last, it asks m.Gather about each dead window's mesh hold whose step
+// does not run here. It changes nothing. read is a snapshot's Dir.Read or
+// lock.Read under the state lock. A listing that fails is a
+// *ListingError. ReleaseStale records ends with m.
+func ObserveMesh(ctx context.Context, d *state.Dir, read func(string, state.Document) (bool, error),
+	eng engine.Client, scope string, now time.Time, m Mesh) (*Windows, error) {
 	hd, hist, err := ReadHolds(read)
 	if err != nil {
 		return nil, err
 	}
-	w := &Windows{Holds: hd, History: hist}
-	classified, listErr, err := Liveness{Dir: d}.Classify(&w.Holds, now, listSteps(ctx, eng, scope, &w.Observed))
+	w := &Windows{Holds: hd, History: hist, mesh: m}
+	classified, listErr, err := m.liveness(ctx, d).Classify(&w.Holds, now, listSteps(ctx, eng, scope, &w.Observed))
 	if err != nil {
 		return nil, err
 	}
@@ -116,6 +169,13 @@ func listSteps(ctx context.Context, eng engine.Client, scope string, observed *[
 // the engine cannot say, such a hold reads unknown and stepsErr says why.
 func ClassifySnapshot(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time) (
 	classified []Classified, hist History, stepsErr, err error) {
+	return ClassifySnapshotMesh(ctx, d, connect, now, Mesh{})
+}
+
+// ClassifySnapshotMesh is ClassifySnapshot, with m.Gather asked about each
+// dead window's mesh hold as ObserveMesh asks it.
+func ClassifySnapshotMesh(ctx context.Context, d *state.Dir, connect func() (engine.Client, error), now time.Time, m Mesh) (
+	classified []Classified, hist History, stepsErr, err error) {
 	hd, hist, err := ReadHolds(d.Read)
 	if err != nil {
 		return nil, hist, nil, err
@@ -139,7 +199,7 @@ func ClassifySnapshot(ctx context.Context, d *state.Dir, connect func() (engine.
 		defer eng.Close()
 		return StepsRunning(ctx, eng, scope)
 	}
-	classified, stepsErr, err = Liveness{Dir: d}.Classify(&hd, now, steps)
+	classified, stepsErr, err = m.liveness(ctx, d).Classify(&hd, now, steps)
 	return classified, hist, stepsErr, err
 }
 

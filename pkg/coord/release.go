@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/engine"
+	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -323,4 +325,91 @@ func removeDeadSteps(ctx context.Context, x lifecycle.Executor, released []Class
 		}
 	}
 	return nil
+}
+
+// RecordEnds records in etcd the end of each dead runner's mesh window
+// whose step is over here. Such a hold reads unknown until then, since
+// the other hosts hold until the end is recorded. Once it is, the hold
+// reads stale, and ReleaseStale releases it. A record that fails leaves
+// it unknown, for a later apply or window run to record. An end recorded
+// already stands, and the hold is stale too. Call it under the state
+// lock, after ObserveMesh, before the holds are used. Without it, such a
+// hold stays.
+func RecordEnds(ctx context.Context, x lifecycle.Executor, w *Windows, now time.Time, progress func(string, ...any)) {
+	for i := range w.Classified {
+		c := &w.Classified[i]
+		if !c.endDue || w.mesh.Gather == nil {
+			continue
+		}
+		end, err := stepEnd(ctx, x, c.Hold, w.Observed)
+		if err == nil {
+			end.At, end.By = now.UTC(), w.mesh.Host
+			// One attempt, as the read: it runs under the state lock.
+			rctx, cancel := context.WithTimeout(ctx, ledger.RecheckTimeout)
+			err = w.mesh.Gather.RecordEnd(rctx, c.Module, c.Gathering, end)
+			cancel()
+		}
+		var ge *ledger.GatherError
+		switch {
+		case errors.As(err, &ge) && ge.Kind == fault.Conflict:
+			progress("mesh window %s of window %s (%s/%s): %s; that end stands\n", c.Gathering, c.ID, c.Module, c.Step, ge.Why)
+		case err != nil:
+			c.why = fmt.Sprintf("its mesh window %s's step is over here, but its end could not be recorded in etcd: %v", c.Gathering, err)
+			c.todo = "the other hosts hold until a later apply or window run here records it"
+			progress("window %s (%s/%s): %s; %s\n", c.ID, c.Module, c.Step, c.why, c.todo)
+			continue
+		default:
+			progress("recorded the end of mesh window %s (%s/%s) for window %s, whose process died: %s\n",
+				c.Gathering, c.Module, c.Step, c.ID, endText(end))
+		}
+		c.State, c.why, c.todo, c.endDue = Stale, "", "", false
+	}
+}
+
+// stepEnd is how the step of h, a dead runner's hold, ended. An exited
+// step container gives its exit code. One created and never started is
+// removed first, so it can no longer start. A step with no exit code to
+// read (an exec step, a container gone) ended interrupted. An engine
+// that cannot say is an error, and the hold stays.
+func stepEnd(ctx context.Context, x lifecycle.Executor, h Hold, observed []engine.Container) (ledger.StepEnd, error) {
+	interrupted := ledger.StepEnd{Result: "interrupted"}
+	if h.StepContainer == "" {
+		return interrupted, nil
+	}
+	for _, o := range observed {
+		if o.Name != h.StepContainer || !lifecycle.IsStep(o, x.Scope) {
+			continue
+		}
+		ictx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
+		defer cancel()
+		full, err := x.Engine.Inspect(ictx, o.ID)
+		switch {
+		case engine.IsNotFound(err):
+			return interrupted, nil
+		case err != nil:
+			return ledger.StepEnd{}, fmt.Errorf("inspect step container %s: %w", o.Name, err)
+		case full.State == "exited":
+			code := full.ExitCode
+			if code == 0 {
+				return ledger.StepEnd{Result: "ok", Code: &code}, nil
+			}
+			return ledger.StepEnd{Result: "failed", Code: &code}, nil
+		case full.State == "created":
+			if err := x.Engine.Remove(ictx, o.ID); err != nil && !engine.IsNotFound(err) {
+				return ledger.StepEnd{}, fmt.Errorf("remove step container %s, which may still start: %w", o.Name, err)
+			}
+			return interrupted, nil
+		default:
+			return ledger.StepEnd{}, fmt.Errorf("step container %s is %s", o.Name, full.State)
+		}
+	}
+	return interrupted, nil
+}
+
+// endText says how a step ended: "ok (exit 0)", "interrupted".
+func endText(e ledger.StepEnd) string {
+	if e.Code != nil {
+		return fmt.Sprintf("%s (exit %d)", e.Result, *e.Code)
+	}
+	return e.Result
 }

@@ -13,13 +13,15 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Member says that a host runs a module that uses the mesh. Each host's
-// apply writes it under PREFIX/mesh/members/MODULE/HOST when it changes.
+// Member says that a host runs a module that uses the mesh: one with a
+// budget or a mesh: all step. Each host's apply writes it under
+// PREFIX/mesh/members/MODULE/HOST when it changes.
 type Member struct {
 	Host   string `json:"host"`
 	Module string `json:"module"`
-	// MaxUnavailable is the module's budget in this host's mesh file.
-	MaxUnavailable int `json:"max_unavailable,omitempty"`
+	// MaxUnavailable is the module's budget in this host's mesh file. It
+	// is 0 for none: the module is a member for its mesh: all steps.
+	MaxUnavailable int `json:"max_unavailable"`
 	// Steps are the hashes of the module's step definitions, by step.
 	Steps     map[string]string `json:"steps,omitempty"`
 	UpdatedAt time.Time         `json:"updated_at"`

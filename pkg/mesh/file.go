@@ -104,6 +104,15 @@ const DefaultGather = 5 * time.Minute
 // holds, and one runs the step.
 func (s *Step) MeshAll() bool { return s != nil && s.Mesh == MeshAll }
 
+// MeshText says where the step holds, as a person reads it: "mesh: all,
+// gather 10m0s" or "mesh: host".
+func (s *Step) MeshText() string {
+	if !s.MeshAll() {
+		return "mesh: " + MeshHost
+	}
+	return "mesh: " + MeshAll + ", gather " + s.GatherOrDefault().String()
+}
+
 // GatherOrDefault returns the step's gather, DefaultGather when unset.
 func (s *Step) GatherOrDefault() time.Duration {
 	if s.Gather == 0 {

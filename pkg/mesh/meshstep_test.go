@@ -18,12 +18,13 @@ func TestDecodeMeshStep(t *testing.T) {
 		name, lines string
 		all         bool
 		gather      time.Duration
+		text        string
 	}{
-		{name: "unset", lines: "", gather: DefaultGather},
-		{name: "host", lines: "        mesh: host\n", gather: DefaultGather},
-		{name: "all", lines: "        mesh: all\n", all: true, gather: DefaultGather},
-		{name: "all, gather 10m", lines: "        mesh: all\n        gather: 10m\n", all: true, gather: 10 * time.Minute},
-		{name: "all, gather 1s", lines: "        mesh: all\n        gather: 1s\n", all: true, gather: time.Second},
+		{name: "unset", lines: "", gather: DefaultGather, text: "mesh: host"},
+		{name: "host", lines: "        mesh: host\n", gather: DefaultGather, text: "mesh: host"},
+		{name: "all", lines: "        mesh: all\n", all: true, gather: DefaultGather, text: "mesh: all, gather 5m0s"},
+		{name: "all, gather 10m", lines: "        mesh: all\n        gather: 10m\n", all: true, gather: 10 * time.Minute, text: "mesh: all, gather 10m0s"},
+		{name: "all, gather 1s", lines: "        mesh: all\n        gather: 1s\n", all: true, gather: time.Second, text: "mesh: all, gather 1s"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f, err := Decode("mesh.yaml", []byte(meshStep(tt.lines)))
@@ -37,6 +38,9 @@ func TestDecodeMeshStep(t *testing.T) {
 			}
 			if got := st.GatherOrDefault(); got != tt.gather {
 				t.Errorf("GatherOrDefault() = %v, want %v", got, tt.gather)
+			}
+			if got := st.MeshText(); got != tt.text {
+				t.Errorf("MeshText() = %q, want %q", got, tt.text)
 			}
 			want := ""
 			if tt.all {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -210,7 +211,12 @@ func (d *Dir) checkParents(p string) error {
 // A file that decodes strictly is decoded once. Only one that fails, or
 // has no version, is probed for its version, to say why it fails.
 func decode(data []byte, doc Document) error {
-	if _, ok := doc.(*VersionOnly); !ok {
+	if h, ok := doc.(*VersionOnly); ok {
+		if v, ok := headerVersion(data); ok && v >= 1 && v <= Version {
+			h.Version = v
+			return nil
+		}
+	} else {
 		if err := decodeStrict(data, doc); err == nil {
 			if v := doc.header().Version; v >= 1 && v <= Version {
 				return nil
@@ -236,6 +242,105 @@ func decode(data []byte, doc Document) error {
 		return nil
 	}
 	return decodeStrict(data, doc)
+}
+
+// headerVersion reads the version of a document as plainly written as
+// meshctl writes one. It checks that data parses, in one pass. Then it
+// finds the top-level "version" without decoding the rest. ok is false
+// for anything else, which json.Unmarshal then reads. That is a document
+// that is not an object, a key with an escape or a non-ASCII byte, or a
+// version not a plain integer. Keys match in any case, and the last one
+// counts, as for Unmarshal. So ok means Unmarshal would read that version,
+// without an error.
+func headerVersion(data []byte) (version int, ok bool) {
+	if !json.Valid(data) {
+		return 0, false
+	}
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return 0, false
+	}
+	found := false
+	depth, key := 0, false
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			depth++
+			key = depth == 1
+		case '}', ']':
+			depth--
+		case ',':
+			key = depth == 1
+		case '"':
+			end := i + 1 + bytes.IndexByte(data[i+1:], '"')
+			for data[end-1] == '\\' && escaped(data[i+1:end]) {
+				end += 1 + bytes.IndexByte(data[end+1:], '"')
+			}
+			if key {
+				name := data[i+1 : end]
+				if bytes.IndexByte(name, '\\') >= 0 || !isASCII(name) {
+					return 0, false
+				}
+				if bytes.EqualFold(name, []byte("version")) {
+					found = true
+					if version, ok = intAfterColon(data, end+1); !ok {
+						return 0, false
+					}
+				}
+				key = false
+			}
+			i = end
+		}
+	}
+	return version, found
+}
+
+// escaped reports whether s ends in an odd run of backslashes. Then the
+// quote after it is part of the string.
+func escaped(s []byte) bool {
+	n := 0
+	for i := len(s) - 1; i >= 0 && s[i] == '\\'; i-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+func isASCII(s []byte) bool {
+	for _, c := range s {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// intAfterColon reads the plain integer after a key's colon, at data[i:].
+// A fraction or an exponent is not one.
+func intAfterColon(data []byte, i int) (int, bool) {
+	i = skipSpace(data, i)
+	if i == len(data) || data[i] != ':' {
+		return 0, false
+	}
+	start := skipSpace(data, i+1)
+	end := start
+	if end < len(data) && data[end] == '-' {
+		end++
+	}
+	for end < len(data) && data[end] >= '0' && data[end] <= '9' {
+		end++
+	}
+	if end < len(data) && (data[end] == '.' || data[end] == 'e' || data[end] == 'E') {
+		return 0, false
+	}
+	v, err := strconv.Atoi(string(data[start:end]))
+	return v, err == nil
 }
 
 // decodeStrict decodes data into doc. An unknown field, or data after the

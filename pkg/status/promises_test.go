@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
 )
 
@@ -22,7 +23,7 @@ func TestMissingStateDirReadsNothingApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	eng := &fakeEngine{}
-	rep, err := Get(context.Background(), d, eng, t0, fileLedger(d))
+	rep, err := Get(context.Background(), d, eng, t0, fileLedger(d), coord.Mesh{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +52,7 @@ func TestStatusCreatesNoIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Get(context.Background(), d, &fakeEngine{}, t0, fileLedger(d))
+	rep, err := Get(context.Background(), d, &fakeEngine{}, t0, fileLedger(d), coord.Mesh{})
 	if err != nil {
 		t.Fatal(err)
 	}

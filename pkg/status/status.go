@@ -91,7 +91,12 @@ type LastApply struct {
 // directory that does not exist (state.Peek) reads as nothing applied yet.
 // That holds once the engine answers a ping. An unreachable engine is still a
 // failure.
-func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error)) (*Report, error) {
+//
+// m is asked about each dead window's mesh hold (coord.ObserveMesh). Only
+// such a hold makes Get contact etcd. Get records no step's end: the next
+// apply or window run does.
+func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, current func(module string) (ledger.Build, bool, error),
+	m coord.Mesh) (*Report, error) {
 	if !d.Exists() {
 		if err := eng.Ping(ctx); err != nil {
 			return nil, err
@@ -116,7 +121,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	}
 	// Window locks first, then the one engine listing. The dead windows are
 	// reported, not released, since status changes nothing.
-	ws, err := coord.Observe(ctx, d, d.Read, eng, scope, now)
+	ws, err := coord.ObserveMesh(ctx, d, d.Read, eng, scope, now, m)
 	if le := (*coord.ListingError)(nil); errors.As(err, &le) {
 		return nil, le.Err
 	}
@@ -137,7 +142,7 @@ func Get(ctx context.Context, d *state.Dir, eng engine.Client, now time.Time, cu
 	heldBy := map[string]coord.View{}
 	var views []coord.View
 	for _, c := range ws.Classified {
-		v := coord.ViewOf(c.Hold, c.State)
+		v := c.View()
 		views = append(views, v)
 		if coord.Honoured(c.State) {
 			for _, n := range c.Containers {
@@ -277,6 +282,12 @@ func problems(rep *Report) []string {
 			out = append(out, fmt.Sprintf("window %s %s/%s is stale (its process is gone): meshctl apply --last releases it and brings %s back", w.ID, w.Module, w.Step, strings.Join(w.Containers, ", ")))
 		case coord.Overdue:
 			out = append(out, fmt.Sprintf("window %s %s/%s is overdue (deadline %s): its step runs past its timeout", w.ID, w.Module, w.Step, state.When(w.Deadline)))
+		case coord.Orphaned, coord.Unknown:
+			// A dead mesh window's hold: it may stay long, and a person
+			// may have to act on another host.
+			if w.Why() != "" {
+				out = append(out, fmt.Sprintf("window %s %s/%s is %s: its process is gone; %s; %s", w.ID, w.Module, w.Step, w.State, w.Why(), w.ToDo()))
+			}
 		}
 	}
 	out = append(out, stuckClaims(rep.Changing)...)

@@ -171,7 +171,7 @@ func states(rep *Report) map[string]string {
 
 func get(t *testing.T, fx *fixture, eng *fakeEngine, now time.Time) *Report {
 	t.Helper()
-	rep, err := Get(context.Background(), fx.d, eng, now, fileLedger(fx.d))
+	rep, err := Get(context.Background(), fx.d, eng, now, fileLedger(fx.d), coord.Mesh{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,16 +120,28 @@ func gatherFailed(err error) error {
 // failGathering fails the gathering before its step starts, so that every
 // host brings its containers back. It has a context of its own, since it
 // also runs after a signal. A gathering that cannot be failed fails anyway,
-// at its deadline or when this host's session lapses.
-func (w *window) failGathering(ctx context.Context, why string) {
+// at its deadline or when this host's session lapses. Once this host said
+// it held, the step may have started all the same: a wait for the start
+// interrupted just after it. failGathering then says it started, also
+// when etcd cannot say (fail closed).
+func (w *window) failGathering(ctx context.Context, why string) (started bool) {
 	if w.mesh == nil {
-		return
+		return false
 	}
 	fctx, cancel := lifecycle.Cleanup(ctx, 30*time.Second)
 	defer cancel()
-	if err := w.mesh.g.Fail(fctx, why); err != nil {
-		w.opts.Progress("warning: mesh window %s/%s: %v\n", w.module, w.step, err)
+	err := w.mesh.g.Fail(fctx, why)
+	if err == nil {
+		return false
 	}
+	id := w.mesh.g.Gathering().ID
+	g, ok, gerr := w.opts.Gather.GatheringByID(fctx, w.module, id)
+	if gerr == nil && ok && (g.State == ledger.GatherFailed || g.State == ledger.GatherOpen || g.State == ledger.GatherHolding) {
+		w.opts.Progress("warning: mesh window %s/%s: %v\n", w.module, w.step, err)
+		return false
+	}
+	w.opts.Progress("mesh window %s/%s: gathering %s may have started its step (%v): this host keeps holding until its end\n", w.module, w.step, id, err)
+	return true
 }
 
 // markHeld says in etcd that this host holds, then waits for the start.
@@ -165,8 +177,16 @@ func (w *window) markHeld(ctx context.Context) error {
 		if ctx.Err() == nil && sctx.Err() != nil {
 			err = fmt.Errorf("the step did not start within %s of this host's hold", bound)
 		}
-		w.failGathering(ctx, "the step did not start: "+err.Error())
-		return gatherFailed(err)
+		if !w.failGathering(ctx, "the step did not start: "+err.Error()) {
+			return gatherFailed(err)
+		}
+		// The step started, or may have. A host that does not run it waits
+		// for its end. The runner has not run it: it records that end.
+		w.mesh.started = true
+		if g.Runner() {
+			return fmt.Errorf("mesh window %s/%s: the step's start may be recorded, but this host did not see it (%w): it does not run it", w.module, w.step, err)
+		}
+		return nil
 	}
 	w.mesh.started = true
 	return nil
@@ -232,7 +252,10 @@ func (w *window) awaitEnd(ctx context.Context) {
 	w.stepEnd = time.Now()
 	if err != nil {
 		why := err.Error()
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case ctx.Err() != nil:
+			why = "interrupted"
+		case errors.Is(err, context.DeadlineExceeded):
 			why = "it was not recorded by " + until.Local().Format(time.TimeOnly)
 		}
 		w.mesh.kept = fmt.Errorf("mesh window %s/%s: the end of the step on host %s is not known (%s): %s stay held until it is; then the next apply brings them back",
@@ -252,26 +275,13 @@ func (w *window) awaitEnd(ctx context.Context) {
 
 // keptError is the window's error when it exits with its hold kept.
 func (w *window) keptError(ctx context.Context) error {
-	interrupted := ctx.Err() != nil
-	if interrupted && w.mesh.kept == nil {
-		w.mesh.kept = fmt.Errorf("mesh window %s/%s: interrupted while the step runs on host %s: %s stay held until its end is recorded; then the next apply brings them back",
-			w.module, w.step, w.mesh.joined.Runner, strings.Join(w.held, ", "))
-	}
-	return &FailedError{Err: w.mesh.kept, Interrupted: interrupted}
+	return &FailedError{Err: w.mesh.kept, Interrupted: ctx.Err() != nil}
 }
 
 // keepsHold says whether this host must leave its hold in place. The step
 // started and its end is not known here: interrupted while it runs
 // elsewhere, or its end not read or not recorded.
-func (w *window) keepsHold(ctx context.Context) bool {
-	if w.mesh == nil || !w.mesh.started {
-		return false
-	}
-	if w.mesh.kept != nil {
-		return true
-	}
-	return !w.runner() && w.result == "" && ctx.Err() != nil
-}
+func (w *window) keepsHold() bool { return w.mesh != nil && w.mesh.started && w.mesh.kept != nil }
 
 // closed says in etcd that this host closed, and leaves the gathering.
 func (w *window) closed(ctx context.Context) {
@@ -279,7 +289,7 @@ func (w *window) closed(ctx context.Context) {
 		return
 	}
 	defer w.mesh.g.Leave()
-	if w.keepsHold(ctx) {
+	if w.keepsHold() {
 		return
 	}
 	cctx, cancel := lifecycle.Cleanup(ctx, 30*time.Second)

@@ -231,29 +231,8 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 		return nil, err
 	}
 	defer func() { w.guard.stop() }() // a step that never ran leaves its guard
-	if err := w.gather(ctx); err != nil {
+	if err := w.holdAll(ctx, waitUntil); err != nil {
 		return nil, err
-	}
-	if err := w.takeSlot(ctx); err != nil {
-		w.failGathering(ctx, "it did not have its slot: "+err.Error())
-		w.closed(ctx)
-		return nil, err
-	}
-	if err := w.openWaiting(ctx, waitUntil); err != nil {
-		if w.hold == nil {
-			w.failGathering(ctx, "it held nothing: "+err.Error())
-			w.closed(ctx)
-			return nil, err
-		}
-		// Opened in part. Close what was opened, then report the failure.
-		w.openErr = err
-		w.failGathering(ctx, "its open failed: "+err.Error())
-	}
-	if opts.Opened != nil {
-		opts.Opened()
-	}
-	if w.openErr == nil && ctx.Err() == nil {
-		w.openErr = w.markHeld(ctx)
 	}
 	// A signal during the open, as a stop seen through, skips the step.
 	if w.openErr == nil && ctx.Err() == nil && w.runner() {
@@ -261,12 +240,18 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	}
 	w.recordEnd(ctx)
 	w.awaitEnd(ctx)
-	if w.keepsHold(ctx) {
+	if w.keepsHold() {
 		// The step may still run somewhere: nothing comes back.
 		err := w.keptError(ctx)
 		w.closed(ctx)
 		return nil, err
 	}
+	return w.finish(ctx, logTail)
+}
+
+// finish closes the window, keeps its step's log, says so to a mesh
+// window's hosts and gives the module's slot back.
+func (w *window) finish(ctx context.Context, logTail *Tail) (*coord.Entry, error) {
 	entry, err := w.close(ctx)
 	if w.openErr == nil && entry != nil && (w.stepStarted || w.mesh != nil && w.mesh.started) {
 		w.keepLog(logTail)
@@ -274,6 +259,38 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*c
 	w.closed(ctx)
 	w.giveBackSlot(ctx)
 	return entry, err
+}
+
+// holdAll gathers a mesh window's hosts, takes the slot and opens the
+// window, until waitUntil while the module is busy. A window that held
+// nothing returns its error. One opened in part records it as openErr,
+// and its close brings back what was held.
+func (w *window) holdAll(ctx context.Context, waitUntil time.Time) error {
+	if err := w.gather(ctx); err != nil {
+		return err
+	}
+	if err := w.takeSlot(ctx); err != nil {
+		w.failGathering(ctx, "it did not have its slot: "+err.Error())
+		w.closed(ctx)
+		return err
+	}
+	if err := w.openWaiting(ctx, waitUntil); err != nil {
+		if w.hold == nil {
+			w.failGathering(ctx, "it held nothing: "+err.Error())
+			w.closed(ctx)
+			return err
+		}
+		// Opened in part. Close what was opened, then report the failure.
+		w.openErr = err
+		w.failGathering(ctx, "its open failed: "+err.Error())
+	}
+	if w.opts.Opened != nil {
+		w.opts.Opened()
+	}
+	if w.openErr == nil && ctx.Err() == nil {
+		w.openErr = w.markHeld(ctx)
+	}
+	return nil
 }
 
 // takesSlot says whether the window takes a slot of its module's budget.
