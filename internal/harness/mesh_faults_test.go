@@ -29,9 +29,8 @@ import (
 // always; MESHCTL_STRESS=1 makes it 40 (or MESHCTL_STRESS_KILLS=N).
 func TestMeshEtcdAnswersLost(t *testing.T) {
 	target := strings.Split(etcdtest.Endpoints(t), ",")[0]
-	prefix := etcdtest.Prefix(t.Name())
 	proxies := map[string]*etcdproxy.Proxy{}
-	r := newMeshRigWith(t, func(h *meshHost) string {
+	r := newMeshRigWith(t, func(h *meshHost, prefix string) string {
 		p, err := etcdproxy.Start(target)
 		if err != nil {
 			t.Fatal(err)
@@ -105,7 +104,7 @@ func actionName(a etcdproxy.Action) string {
 // TestMeshKills's. Three faults always; MESHCTL_STRESS=1 makes it 40 (or
 // MESHCTL_STRESS_KILLS=N).
 func TestMeshEngineFails(t *testing.T) {
-	r := newMeshRig(t, "")
+	r := newMeshRig(t)
 	h := r.hosts[0]
 	p, err := faultproxy.Start(filepath.Join(t.TempDir(), "engine.sock"), h.sock, faultproxy.NewSchedule(1))
 	if err != nil {
@@ -162,7 +161,7 @@ func TestMeshLeaderKilled(t *testing.T) {
 	if dir == "" {
 		t.Skip("MESHCTL_TEST_ETCD_DIR is not set: the leader is killed through scripts/etcd.sh (eval \"$(scripts/etcd.sh env)\")")
 	}
-	r := newMeshRig(t, "")
+	r := newMeshRig(t)
 	life := r.calibrate(1)
 	kills := stressKills(t, 1, 10)
 	for i := range kills {

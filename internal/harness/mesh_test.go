@@ -19,6 +19,7 @@ import (
 	"github.com/meshctl/meshctl/internal/eventcheck"
 	"github.com/meshctl/meshctl/internal/meshrun"
 	"github.com/meshctl/meshctl/pkg/engine"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // meshKillFile is the module of the mesh scenarios: one service per host,
@@ -50,10 +51,29 @@ const meshKillFile = `modules:
 // meshSettle is the --settle of the scenarios' windows and applies.
 const meshSettle = "300ms"
 
-// meshFence is how long a gathering's fence outlives its first join: twice
-// its gather. Until it lapses, a join of the same step belongs to it, and
-// is refused once its step started. So rounds begin a fence apart.
-const meshFence = 4 * time.Second
+// waitFence waits until the last gathering's fence lapsed. The fence lives
+// twice gather from the gathering's creation, by an etcd lease. Until it
+// lapses, a join of the same step belongs to that gathering, and is refused
+// once its step started. A host cut off from etcd may open a gathering of
+// its own late, and etcd lets a lease outlive its TTL (on a leader change,
+// under load). So the rounds read the key, as the ledger names it.
+func (r *meshRig) waitFence() {
+	r.t.Helper()
+	key := r.prefix + "/mesh/gatherings/" + r.module + "/fence"
+	end := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := r.etcd.Get(ctx, key)
+		cancel()
+		if err == nil && len(resp.Kvs) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			r.t.Fatalf("the fence %s did not lapse within a minute: %v", key, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
 
 // meshHost is one host of a mesh scenario: a meshctl with a state
 // directory and host name of its own, on its engine.
@@ -79,6 +99,9 @@ type meshRig struct {
 	began, ended time.Time
 	// gatherings are the IDs of the gatherings the rounds' windows joined.
 	gatherings map[string]bool
+	// etcd reads the gatherings' fences directly, prefix is the ledger's.
+	etcd   *clientv3.Client
+	prefix string
 	// beforeHeal, when set, runs once a round's windows ended, before its
 	// applies. A fault scenario lifts its faults there.
 	beforeHeal func()
@@ -89,20 +112,25 @@ type meshRig struct {
 // newMeshRig makes the module's hosts, each with ledger as its --ledger
 // (MESHCTL_LEDGER), and applies the module on each. ledger "" is the test
 // etcd under a prefix of the test's own.
-func newMeshRig(t *testing.T, ledger string) *meshRig {
+func newMeshRig(t *testing.T) *meshRig {
 	t.Helper()
-	if ledger == "" {
-		ledger = "etcd://" + etcdtest.Endpoints(t) + etcdtest.Prefix(t.Name())
-	}
-	return newMeshRigWith(t, func(*meshHost) string { return ledger })
+	eps := etcdtest.Endpoints(t)
+	return newMeshRigWith(t, func(_ *meshHost, prefix string) string { return "etcd://" + eps + prefix })
 }
 
-// newMeshRigWith is newMeshRig with each host's ledger of its own.
-func newMeshRigWith(t *testing.T, ledger func(*meshHost) string) *meshRig {
+// newMeshRigWith is newMeshRig with each host's ledger of its own, under
+// the rig's prefix.
+func newMeshRigWith(t *testing.T, ledger func(h *meshHost, prefix string) string) *meshRig {
 	t.Helper()
 	hosts := meshrun.TestHosts(t)
-	etcdtest.Endpoints(t)
-	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32()), gatherings: map[string]bool{}}
+	eps := strings.Split(etcdtest.Endpoints(t), ",")
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	r := &meshRig{t: t, module: fmt.Sprintf("meshk%08x", rand.Uint32()), gatherings: map[string]bool{},
+		etcd: cli, prefix: etcdtest.Prefix(t.Name())}
 	doc := strings.ReplaceAll(meshKillFile, "MODULE", r.module)
 	r.file = filepath.Join(t.TempDir(), "mesh.yaml")
 	if err := os.WriteFile(r.file, []byte(doc), 0o600); err != nil {
@@ -112,7 +140,7 @@ func newMeshRigWith(t *testing.T, ledger func(*meshHost) string) *meshRig {
 		m := newMeshctl(t, h.Sock)
 		mh := &meshHost{meshctl: m, name: h.Name, sock: h.Sock}
 		m.SetEnv("MESHCTL_HOST_NAME", h.Name)
-		m.SetEnv("MESHCTL_LEDGER", ledger(mh))
+		m.SetEnv("MESHCTL_LEDGER", ledger(mh, r.prefix))
 		m.CleanupModule(r.module)
 		r.hosts = append(r.hosts, mh)
 	}
@@ -204,7 +232,7 @@ func (r *meshRig) mark() roundMark {
 // startWindows starts the three windows at once, each with extra args.
 func (r *meshRig) startWindows() []*meshWin {
 	r.t.Helper()
-	time.Sleep(time.Until(r.began.Add(meshFence + 500*time.Millisecond)))
+	r.waitFence()
 	r.began = time.Now()
 	var ws []*meshWin
 	for _, h := range r.hosts {
@@ -495,7 +523,7 @@ func btoi(b bool) int {
 // container ran its normal spec on any host while it ran. Four kills
 // always; MESHCTL_STRESS=1 makes it 60 (or MESHCTL_STRESS_KILLS=N).
 func TestMeshKills(t *testing.T) {
-	r := newMeshRig(t, "")
+	r := newMeshRig(t)
 	kills := stressKills(t, 4, 60)
 	life := r.calibrate(1)
 	phases := map[string]int{}
