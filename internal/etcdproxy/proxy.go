@@ -38,11 +38,14 @@ const (
 
 // Rule matches the Nth call (from 1, counted across connections) whose
 // gRPC method ends with Method, such as "KV/Txn" or "Lease/LeaseGrant". An
-// empty Method matches every call.
+// empty Method matches every call. With For, it also matches every later
+// matching call for that long after the Nth: etcd is then out of reach of
+// the proxy's clients, as across a partition.
 type Rule struct {
 	Method string
 	Nth    int
 	Action Action
+	For    time.Duration
 }
 
 // Proxy forwards one listening address to one etcd endpoint.
@@ -54,6 +57,8 @@ type Proxy struct {
 	rules []Rule
 	// counts are the calls each rule matched so far, by rule.
 	counts []int
+	// until is when each rule's For ends, once its Nth call came.
+	until  []time.Time
 	calls  []string
 	fired  []string
 	conns  map[net.Conn]struct{}
@@ -67,7 +72,8 @@ func Start(target string, rules ...Rule) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{ln: ln, target: target, rules: rules, counts: make([]int, len(rules)), conns: map[net.Conn]struct{}{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.SetRules(rules...)
 	p.wg.Add(1)
 	go p.serve()
 	return p, nil
@@ -80,7 +86,7 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 func (p *Proxy) SetRules(rules ...Rule) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.rules, p.counts = rules, make([]int, len(rules))
+	p.rules, p.counts, p.until = rules, make([]int, len(rules)), make([]time.Time, len(rules))
 }
 
 // Calls are the methods of the calls seen so far, in order.
@@ -329,15 +335,19 @@ func (c *conn) onCall(stream uint32, fields []hpack.HeaderField) Action {
 			continue
 		}
 		p.counts[i]++
-		if p.counts[i] != r.Nth || action != noAction {
+		now := time.Now()
+		if p.counts[i] == r.Nth {
+			p.until[i] = now.Add(r.For)
+		}
+		if p.counts[i] < r.Nth || (p.counts[i] > r.Nth && !now.Before(p.until[i])) || action != noAction {
 			continue
 		}
 		action = r.Action
 		switch r.Action {
 		case Refuse:
-			p.fired = append(p.fired, fmt.Sprintf("refused %s #%d", method, r.Nth))
+			p.fired = append(p.fired, fmt.Sprintf("refused %s #%d", method, p.counts[i]))
 		default:
-			p.fired = append(p.fired, fmt.Sprintf("lost %s #%d", method, r.Nth))
+			p.fired = append(p.fired, fmt.Sprintf("lost %s #%d", method, p.counts[i]))
 			c.mu.Lock()
 			c.lose[stream] = method
 			c.mu.Unlock()

@@ -114,3 +114,46 @@ func TestLedgerThroughLostAnswers(t *testing.T) {
 		p.Close()
 	}
 }
+
+// TestRuleFor: a rule with For refuses its Nth call and every later one for
+// that long; then calls pass again.
+func TestRuleFor(t *testing.T) {
+	eps := strings.Split(etcdtest.Endpoints(t), ",")
+	prefix := etcdtest.Prefix(t.Name())
+	p, err := Start(eps[0], Rule{Method: "KV/Range", Nth: 2, Action: Refuse, For: 1500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	via := client(t, p.Addr())
+	get := func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+		defer cancel()
+		_, err := via.Get(ctx, prefix+"/k")
+		return err
+	}
+	if err := get(); err != nil {
+		t.Fatalf("first get: %v", err)
+	}
+	begin := time.Now()
+	for range 3 {
+		if err := get(); err == nil {
+			t.Fatal("a get within For came back, want it refused")
+		}
+	}
+	for time.Since(begin) < 1500*time.Millisecond {
+		time.Sleep(50 * time.Millisecond)
+	}
+	var err2 error
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+		if err2 = get(); err2 == nil {
+			break
+		}
+	}
+	if err2 != nil {
+		t.Fatalf("a get after For: %v", err2)
+	}
+	if n := len(p.Fired()); n < 3 {
+		t.Errorf("fired %q, want the Nth and the gets after it", p.Fired())
+	}
+}

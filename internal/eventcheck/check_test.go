@@ -92,3 +92,45 @@ func TestHeldDuringStep(t *testing.T) {
 		}
 	}
 }
+
+// TestNormalDuringStep: a container of the module that runs its normal spec
+// while the step runs on another engine is found. Its changed copy is not,
+// nor the normal one once the step died.
+func TestNormalDuringStep(t *testing.T) {
+	spec := func(ev func(string, float64) Event, s string) func(string, float64) Event {
+		return func(action string, at float64) Event {
+			e := ev(action, at)
+			e.Labels[labelSpec] = s
+			return e
+		}
+	}
+	normal := spec(svc("o1", "m.a", "m", "a"), "N")
+	held := spec(svc("o1", "m.a.meshctl-held", "m", "a"), "N")
+	changed := spec(svc("c1", "m.a", "m", "a"), "C")
+	recreated := spec(svc("r1", "m.a", "m", "a"), "N")
+	other := spec(svc("x1", "x.a", "x", "a"), "N")
+	st := step("s1", "m", "gc")
+	steps := StepIntervals(Intervals([]Event{st("start", 2), st("die", 3)}), "m", "gc")
+	for _, c := range []struct {
+		what   string
+		events []Event
+		bad    int
+	}{
+		{"held through the step", []Event{normal("start", 0), normal("die", 1), held("rename", 1.1), held("start", 3.5)}, 0},
+		{"changed copy serves", []Event{normal("start", 0), normal("die", 1), changed("start", 1.5), changed("die", 3.1), normal("start", 3.2)}, 0},
+		{"never held", []Event{normal("start", 0)}, 1},
+		{"held, started mid-step", []Event{normal("start", 0), normal("die", 1), held("start", 2.5)}, 1},
+		{"recreated mid-step", []Event{normal("start", 0), normal("die", 1), recreated("create", 2.2), recreated("start", 2.3)}, 1},
+		{"another module", []Event{other("start", 0)}, 0},
+	} {
+		v := NormalDuringStep("host-b", c.events, "m", []string{"N"}, steps)
+		if len(v) != c.bad {
+			t.Errorf("%s: violations %v, want %d", c.what, v, c.bad)
+		}
+		for _, x := range v {
+			if !strings.Contains(x.String(), "host host-b") {
+				t.Errorf("%s: %v does not name the host", c.what, x)
+			}
+		}
+	}
+}

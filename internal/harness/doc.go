@@ -10,4 +10,10 @@
 // host. TestSignalEndsCommand checks that a signal ends every command in
 // bounded time. TestMixedStress runs commands of every kind at once.
 // TestCanary checks that no secret reaches any output or state file.
+//
+// The mesh scenarios (TestMesh*) run a mesh: all window over the host
+// engines of scripts/hosts.sh and one etcd. They kill one of its
+// processes, cut a host off etcd, fail a host's engine calls or kill the
+// etcd leader. Each host's next apply must then heal the mesh
+// (docs/dev/faults.md, "Mesh scenarios").
 package harness

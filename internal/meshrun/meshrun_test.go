@@ -29,3 +29,17 @@ func TestPublicSubnets(t *testing.T) {
 		}
 	}
 }
+
+// TestParseHosts: MESHCTL_TEST_HOSTS as scripts/hosts.sh env prints it,
+// and what it refuses.
+func TestParseHosts(t *testing.T) {
+	hosts, err := ParseHosts("host-a=unix:///tmp/m/host-a/docker.sock,host-b=unix:///tmp/m/host-b/docker.sock")
+	if err != nil || len(hosts) != 2 || hosts[1] != (Host{"host-b", "unix:///tmp/m/host-b/docker.sock"}) {
+		t.Fatalf("ParseHosts = %v, %v", hosts, err)
+	}
+	for _, bad := range []string{"", "host-a", "host-a=tcp://127.0.0.1:2375", "=unix:///x"} {
+		if _, err := ParseHosts(bad); err == nil {
+			t.Errorf("ParseHosts(%q) took it", bad)
+		}
+	}
+}

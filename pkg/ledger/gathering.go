@@ -16,6 +16,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/fault"
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -466,7 +467,7 @@ func (l *Ledger) JoinGathering(ctx context.Context, j Join) (Gathered, error) {
 	}
 	m.cancel = cancel
 	go m.keep(kctx, ch)
-	if err := s.retry(ctx, m.join); err != nil {
+	if err := s.retry(ctx, m.tryJoin); err != nil {
 		m.cancel()
 		<-m.done
 		m.revoke()
@@ -489,6 +490,18 @@ func (m *membership) revoke() {
 	ctx, cancel := context.WithTimeout(context.Background(), attempt)
 	defer cancel()
 	_, _ = m.cli.Revoke(ctx, m.lease)
+}
+
+// tryJoin is one try at the join. A session that lapsed before the join
+// ends it: etcd refuses every key under its lease. Without this, each try
+// would fail alike until the ledger's timeout, as etcd unreachable.
+func (m *membership) tryJoin(ctx context.Context) (bool, error) {
+	done, err := m.join(ctx)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false, &GatherError{Kind: fault.Failed, Module: m.j.Module, Step: m.j.Step, Hosts: []string{m.j.Host},
+			Why: fmt.Sprintf("host %s's session lapsed before it joined (etcd out of its reach for %s or more); join again", m.j.Host, m.ttl)}
+	}
+	return done, err
 }
 
 // join is one try at the join. It reads the gathering and the members at

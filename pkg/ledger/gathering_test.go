@@ -13,6 +13,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshctl/meshctl/internal/etcdproxy"
+	"github.com/meshctl/meshctl/internal/etcdtest"
 	"github.com/meshctl/meshctl/pkg/fault"
 )
 
@@ -503,5 +505,47 @@ func TestGatherArchiveKeepsNewest(t *testing.T) {
 		if want := i >= len(ids)-1-gatheringsKept; err != nil || ok != want {
 			t.Errorf("gathering %d (%s): found %v, %v; want %v", i, id, ok, err, want)
 		}
+	}
+}
+
+// TestGatherJoinAfterSessionLapsed: etcd is out of a joiner's reach from
+// its first read of the gathering until its session lease lapsed (through
+// a proxy that refuses every call meanwhile). The join then fails at once,
+// saying so (exit 1, nothing held). It used to try again, each try refused
+// for the dead lease, until the ledger's timeout, and then said etcd was
+// unreachable (found by the harness's TestMeshEtcdAnswersLost).
+func TestGatherJoinAfterSessionLapsed(t *testing.T) {
+	old := sessionTTL
+	sessionTTL = 2 * time.Second
+	t.Cleanup(func() { sessionTTL = old })
+	eps := strings.Split(etcdtest.Endpoints(t), ",")
+	p, err := etcdproxy.Start(eps[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	l, err := OpenEtcd(EtcdConfig{Endpoints: []string{p.Addr()}, Prefix: etcdtest.Prefix(t.Name()), Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.PutMember(testCtx(t), Member{Host: "h0", Module: "store", Steps: map[string]string{"gc": "hash-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	// The join's calls: the session's grant, its keep-alive, then the
+	// first read. From that read on, nothing reaches etcd for 5 s.
+	p.SetRules(etcdproxy.Rule{Method: "KV/Txn", Nth: 1, Action: etcdproxy.Refuse, For: 5 * time.Second},
+		etcdproxy.Rule{Method: "Lease/LeaseKeepAlive", Nth: 2, Action: etcdproxy.Refuse, For: 5 * time.Second})
+	g, err := l.JoinGathering(testCtx(t), joinOf(0))
+	if err == nil {
+		g.Leave()
+		t.Fatalf("the join of a lapsed session succeeded (proxy: %v)", p.Fired())
+	}
+	ge := gatherErrOf(t, "join after the session lapsed", err, fault.Failed)
+	if !strings.Contains(ge.Why, "session lapsed before it joined") || !slices.Equal(ge.Hosts, []string{"h0"}) {
+		t.Errorf("join: %v; want it to name h0's lapsed session", err)
+	}
+	if len(p.Fired()) == 0 {
+		t.Fatal("the proxy refused nothing: the test proves nothing")
 	}
 }
