@@ -156,6 +156,9 @@ type GatherError struct {
 }
 
 func (e *GatherError) Error() string {
+	if e.ID == "" {
+		return fmt.Sprintf("mesh window %s/%s: %s", e.Module, e.Step, e.Why)
+	}
 	return fmt.Sprintf("mesh window %s/%s (gathering %s): %s", e.Module, e.Step, e.ID, e.Why)
 }
 
