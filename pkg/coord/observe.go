@@ -11,7 +11,7 @@ import (
 )
 
 // Windows is the holds and the window history as one listing classifies
-// them. Observe makes it; HealClaims and ReleaseStale work from it.
+// them. ObserveMesh makes it; HealClaims and ReleaseStale work from it.
 type Windows struct {
 	Holds      HoldsDoc
 	History    History
@@ -71,13 +71,6 @@ type ListingError struct{ Err error }
 
 func (e *ListingError) Error() string { return "list containers: " + e.Err.Error() }
 func (e *ListingError) Unwrap() error { return e.Err }
-
-// Observe is ObserveMesh without an etcd ledger. A dead window's mesh
-// hold then reads unknown, and stays.
-func Observe(ctx context.Context, d *state.Dir, read func(string, state.Document) (bool, error),
-	eng engine.Client, scope string, now time.Time) (*Windows, error) {
-	return ObserveMesh(ctx, d, read, eng, scope, now, Mesh{})
-}
 
 // ObserveMesh reads the holds and the history and classifies each hold.
 // It checks every window's lock first, then lists the containers once.
