@@ -72,6 +72,27 @@ func meshWindowFileOf(t testing.TB, dir string, budget int, hold, gather, script
 	return f
 }
 
+// applyAll applies file on every host, in turn.
+func applyAll(t *testing.T, hosts []*meshHost, file string) {
+	t.Helper()
+	for _, h := range hosts {
+		if code, errOut := h.run(context.Background(), "apply", "-f", file, "--settle", "0s"); code != 0 {
+			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
+		}
+	}
+}
+
+// runAll runs meshctl with args on every host at once. Once wait returned,
+// codes and errs hold each host's exit code and stderr.
+func runAll(ctx context.Context, hosts []*meshHost, args ...string) (codes []int, errs []string, wait func()) {
+	var wg sync.WaitGroup
+	codes, errs = make([]int, len(hosts)), make([]string, len(hosts))
+	for i, h := range hosts {
+		wg.Go(func() { codes[i], errs[i] = h.run(ctx, args...) })
+	}
+	return codes, errs, wg.Wait
+}
+
 func waitFile(t *testing.T, path string, within time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -90,17 +111,8 @@ func TestMeshWindowHoldsEveryHost(t *testing.T) {
 	dir := t.TempDir()
 	file := meshWindowFile(t, dir, "1m", fmt.Sprintf("echo ran >>%[1]s/runs; touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.02; done", dir))
 	ctx := context.Background()
-	for _, h := range hosts {
-		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
-			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
-		}
-	}
-	var wg sync.WaitGroup
-	codes := make([]int, len(hosts))
-	errs := make([]string, len(hosts))
-	for i, h := range hosts {
-		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s") })
-	}
+	applyAll(t, hosts, file)
+	codes, errs, wait := runAll(ctx, hosts, "window", "run", "sweep", "gc", "--settle", "0s")
 	waitFile(t, filepath.Join(dir, "started"), time.Minute)
 	for _, h := range hosts {
 		if c, ok := h.eng.Get("sweep.app"); !ok || c.Running {
@@ -110,7 +122,7 @@ func TestMeshWindowHoldsEveryHost(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	wg.Wait()
+	wait()
 	for i, h := range hosts {
 		if codes[i] != 0 {
 			t.Errorf("%s: window exit %d: %s", h.name, codes[i], errs[i])
@@ -147,13 +159,8 @@ func TestMeshWindowHostAbsent(t *testing.T) {
 		}
 		h.eng.Changes() // what the apply did
 	}
-	var wg sync.WaitGroup
-	codes := make([]int, 2)
-	errs := make([]string, 2)
-	for i, h := range hosts[:2] {
-		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc") })
-	}
-	wg.Wait()
+	codes, errs, wait := runAll(ctx, hosts[:2], "window", "run", "sweep", "gc")
+	wait()
 	for i, h := range hosts[:2] {
 		if codes[i] != 1 || !strings.Contains(errs[i], "host-c did not join by the deadline") {
 			t.Errorf("%s: exit %d, want 1 naming host-c: %s", h.name, codes[i], errs[i])
@@ -174,18 +181,9 @@ func TestMeshWindowStepFails(t *testing.T) {
 	dir := t.TempDir()
 	file := meshWindowFile(t, dir, "1m", "exit 7")
 	ctx := context.Background()
-	for _, h := range hosts {
-		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
-			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
-		}
-	}
-	var wg sync.WaitGroup
-	codes := make([]int, len(hosts))
-	errs := make([]string, len(hosts))
-	for i, h := range hosts {
-		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s") })
-	}
-	wg.Wait()
+	applyAll(t, hosts, file)
+	codes, errs, wait := runAll(ctx, hosts, "window", "run", "sweep", "gc", "--settle", "0s")
+	wait()
 	for i, h := range hosts {
 		if codes[i] != 1 || !strings.Contains(errs[i], "exit") || !strings.Contains(errs[i], "7") {
 			t.Errorf("%s: exit %d, want 1 with the step's exit 7: %s", h.name, codes[i], errs[i])
@@ -229,11 +227,7 @@ func TestMeshWindowDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	for _, h := range hosts {
-		if code, errOut := h.run(ctx, "apply", "-f", local, "--settle", "0s"); code != 0 {
-			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
-		}
-	}
+	applyAll(t, hosts, local)
 	var out bytes.Buffer
 	env := NewEnv(strings.NewReader(""), &out, &out)
 	env.NewEngine = func(string) (engine.Client, error) { return hosts[0].eng, nil }
@@ -306,13 +300,8 @@ func TestMeshWindowStepsDiffer(t *testing.T) {
 		}
 		h.eng.Changes()
 	}
-	var wg sync.WaitGroup
-	codes := make([]int, 2)
-	errs := make([]string, 2)
-	for i, h := range hosts {
-		wg.Go(func() { codes[i], errs[i] = h.run(ctx, "window", "run", "sweep", "gc") })
-	}
-	wg.Wait()
+	codes, errs, wait := runAll(ctx, hosts, "window", "run", "sweep", "gc")
+	wait()
 	for i, h := range hosts {
 		if codes[i] != 2 || !strings.Contains(errs[i], "differs from host") {
 			t.Errorf("%s: exit %d, want 2 saying the step definitions differ: %s", h.name, codes[i], errs[i])
@@ -332,11 +321,7 @@ func TestMeshWindowInterruptedKeepsHold(t *testing.T) {
 	dir := t.TempDir()
 	file := meshWindowFile(t, dir, "1m", fmt.Sprintf("touch %[1]s/started; while [ ! -e %[1]s/go ]; do sleep 0.02; done", dir))
 	ctx := context.Background()
-	for _, h := range hosts {
-		if code, errOut := h.run(ctx, "apply", "-f", file, "--settle", "0s"); code != 0 {
-			t.Fatalf("%s: apply exit %d: %s", h.name, code, errOut)
-		}
-	}
+	applyAll(t, hosts, file)
 	a, b := hosts[0], hosts[1]
 	aDone := make(chan int, 1)
 	go func() { c, _ := a.run(ctx, "window", "run", "sweep", "gc", "--settle", "0s"); aDone <- c }()
