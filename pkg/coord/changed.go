@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/meshctl/meshctl/pkg/engine"
@@ -13,10 +14,32 @@ import (
 // changed. The changed copy goes, stopped first. The normal one comes back
 // under the name, stopped, to be brought back as any held container.
 // byName, the services by name, is updated. A copy that cannot be removed
-// stays, and the normal one stays aside (fail closed).
+// stays, and the normal one stays aside (fail closed). A rename back that
+// finds the name taken asks the engine what is under it, and tries once
+// more: a dead window's create of the copy may have been in flight.
 func Unchange(ctx context.Context, x lifecycle.Executor, name string, byName map[string]engine.Container, ch Changed, id string) error {
 	ctx, cancel := lifecycle.Cleanup(ctx, bringBackTimeout)
 	defer cancel()
+	for attempt := 1; ; attempt++ {
+		err := unchangeOnce(ctx, x, name, byName, ch, id)
+		if err == nil || attempt == 2 || !errors.Is(err, errNameTaken) {
+			return err
+		}
+		// The listing did not have what is under the name: the copy's
+		// create, sent by a window that died, was still in the engine.
+		// Ask the engine, then try once more.
+		cur, ierr := x.Engine.Inspect(ctx, name)
+		if ierr != nil {
+			return errors.Join(err, fmt.Errorf("inspect %s: %w", name, ierr))
+		}
+		byName[name] = cur
+	}
+}
+
+// errNameTaken marks a rename back that found the name taken.
+var errNameTaken = errors.New("the name is taken")
+
+func unchangeOnce(ctx context.Context, x lifecycle.Executor, name string, byName map[string]engine.Container, ch Changed, id string) error {
 	cur, there := byName[name]
 	if there && IsChanged(cur, ch, id) {
 		if err := lifecycle.StopThrough(ctx, x.Engine, cur.ID, lifecycle.StopTimeoutOf(cur)); err != nil {
@@ -37,6 +60,9 @@ func Unchange(ctx context.Context, x lifecycle.Executor, name string, byName map
 			name, id, aside.Name)
 	}
 	if err := x.Rename(ctx, aside.ID, name); err != nil {
+		if _, ierr := x.Engine.Inspect(ctx, name); ierr == nil {
+			err = fmt.Errorf("%w: %w", errNameTaken, err)
+		}
 		return fmt.Errorf("rename %s back from %s: %w", name, aside.Name, err)
 	}
 	delete(byName, aside.Name)

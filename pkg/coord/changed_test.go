@@ -226,3 +226,37 @@ func TestHealPutsBackALeftHeld(t *testing.T) {
 		})
 	}
 }
+
+// TestUnchangeCopyCreatedAfterTheListing: a dead window's create of its
+// changed copy was still in the engine when the listing was made. So the
+// listing has no m.c, and the rename back finds the name taken. Unchange
+// asks the engine, removes the copy and puts the normal one back.
+func TestUnchangeCopyCreatedAfterTheListing(t *testing.T) {
+	d, eng := stateDir(t), enginetest.NewFake(busybox)
+	scope, err := d.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := deadChanged{stopped: true, aside: true}.setUp(t, eng, scope)
+	normalID := h.Changed["m.c"].Aside
+	ctx := context.Background()
+	listed, err := eng.List(ctx, lifecycle.Managed(scope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]engine.Container{}
+	for _, c := range listed {
+		byName[c.Name] = c
+	}
+	// The copy's create completes after the listing.
+	if _, err := eng.Create(ctx, "m.c", engine.Spec{Image: busybox, Restart: "always", Labels: serviceLabels(scope, "w-1")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unchange(ctx, lifecycle.Executor{Engine: eng, Scope: scope}, "m.c", byName, h.Changed["m.c"], h.ID); err != nil {
+		t.Fatalf("Unchange: %v", err)
+	}
+	all := eng.Containers()
+	if len(all) != 1 || all[0].ID != normalID || all[0].Name != "m.c" {
+		t.Errorf("after Unchange: %+v, want only the normal m.c (%s) under its name", all, normalID)
+	}
+}
