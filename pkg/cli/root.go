@@ -32,6 +32,10 @@ directory:
   convert      print a Compose project as a mesh module, to move from Compose
   mesh         the mesh's records in etcd: who runs a module, max-unavailable slots
 
+With an etcd ledger the hosts of a mesh share more: max-unavailable bounds how
+many hosts have a module down at once, and a step with mesh: all holds the
+module on every host that runs it while the step runs once.
+
 Global flags may also be set as MESHCTL_<NAME> variables (MESHCTL_STATE_DIR,
 MESHCTL_LOCK_TIMEOUT, ...) or as keys of the config file (state-dir: ...);
 a flag wins over a variable, which wins over the file.
