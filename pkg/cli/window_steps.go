@@ -5,23 +5,12 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/meshctl/meshctl/pkg/mesh"
-	"github.com/meshctl/meshctl/pkg/record"
-	"github.com/meshctl/meshctl/pkg/state"
 	"github.com/meshctl/meshctl/pkg/window"
 )
 
 // windowStepsJSON is window list --steps -o json.
 type windowStepsJSON struct {
-	Steps []stepJSON `json:"steps"`
-}
-
-// stepJSON is one step, with where it holds: mesh is host or all. Gather
-// is set only with all.
-type stepJSON struct {
-	window.StepView
-	Mesh   string `json:"mesh"`
-	Gather string `json:"gather,omitempty"`
+	Steps []window.StepView `json:"steps"`
 }
 
 // runWindowSteps is window list --steps. It reads the applied record
@@ -31,11 +20,7 @@ func runWindowSteps(env *Env) error {
 	if err != nil {
 		return err
 	}
-	views, applied, err := window.Steps(dir)
-	if err != nil {
-		return err
-	}
-	steps, err := withMesh(dir, views)
+	steps, applied, err := window.Steps(dir)
 	if err != nil {
 		return err
 	}
@@ -70,24 +55,4 @@ func runWindowSteps(env *Env) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Module, s.Step, strings.Join(holds, ", "), s.Timeout, where)
 	}
 	return tw.Flush()
-}
-
-// withMesh adds to each step where it holds, from the applied record. A
-// step the record no longer has (an apply in between) reads host.
-func withMesh(dir *state.Dir, views []window.StepView) ([]stepJSON, error) {
-	out := make([]stepJSON, 0, len(views))
-	a, ok, err := record.LoadApplied(dir)
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range views {
-		sj := stepJSON{StepView: v, Mesh: mesh.MeshHost}
-		if ok && a.File != nil {
-			if m := a.File.Modules[v.Module]; m != nil && m.Steps[v.Step].MeshAll() {
-				sj.Mesh, sj.Gather = mesh.MeshAll, m.Steps[v.Step].GatherOrDefault().String()
-			}
-		}
-		out = append(out, sj)
-	}
-	return out, nil
 }

@@ -43,6 +43,10 @@ type StepView struct {
 	Step    string   `json:"step"`
 	Holds   []HeldAs `json:"holds"`
 	Timeout string   `json:"timeout"`
+	// Mesh is where the step holds: host or all. Gather is set only
+	// with all.
+	Mesh   string `json:"mesh"`
+	Gather string `json:"gather,omitempty"`
 }
 
 // Steps lists every module's steps in the applied record, sorted by
@@ -69,7 +73,10 @@ func Steps(d *state.Dir) (views []StepView, ok bool, err error) {
 
 // stepView is step name of module, as window list --steps shows it.
 func stepView(module, name string, s *mesh.Step) StepView {
-	v := StepView{Module: module, Step: name, Holds: []HeldAs{}, Timeout: s.TimeoutOrDefault().String()}
+	v := StepView{Module: module, Step: name, Holds: []HeldAs{}, Timeout: s.TimeoutOrDefault().String(), Mesh: mesh.MeshHost}
+	if s.MeshAll() {
+		v.Mesh, v.Gather = mesh.MeshAll, s.GatherOrDefault().String()
+	}
 	for _, c := range s.WhileStopped {
 		v.Holds = append(v.Holds, HeldAs{Name: mesh.EngineName(module, c), Mode: ModeStopped})
 	}
