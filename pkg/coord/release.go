@@ -360,7 +360,7 @@ func RecordEnds(ctx context.Context, x lifecycle.Executor, w *Windows, now time.
 			continue
 		default:
 			progress("recorded the end of mesh window %s (%s/%s) for window %s, whose process died: %s\n",
-				c.Gathering, c.Module, c.Step, c.ID, endText(end))
+				c.Gathering, c.Module, c.Step, c.ID, end)
 		}
 		c.State, c.why, c.todo, c.endDue = Stale, "", "", false
 	}
@@ -404,12 +404,4 @@ func stepEnd(ctx context.Context, x lifecycle.Executor, h Hold, observed []engin
 		}
 	}
 	return interrupted, nil
-}
-
-// endText says how a step ended: "ok (exit 0)", "interrupted".
-func endText(e ledger.StepEnd) string {
-	if e.Code != nil {
-		return fmt.Sprintf("%s (exit %d)", e.Result, *e.Code)
-	}
-	return e.Result
 }

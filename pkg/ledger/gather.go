@@ -88,6 +88,14 @@ type StepEnd struct {
 // OK says the step succeeded.
 func (e StepEnd) OK() bool { return e.Result == "ok" }
 
+// String says how the step ended: "ok (exit 0)", "interrupted".
+func (e StepEnd) String() string {
+	if e.Code != nil {
+		return fmt.Sprintf("%s (exit %d)", e.Result, *e.Code)
+	}
+	return e.Result
+}
+
 // Gathering is a module's mesh window, as one read of etcd saw it.
 type Gathering struct {
 	Module string `json:"module"`

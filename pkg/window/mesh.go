@@ -264,11 +264,7 @@ func (w *window) awaitEnd(ctx context.Context) {
 	}
 	w.result, w.stepCode = end.Result, end.Code
 	if !end.OK() {
-		code := ""
-		if end.Code != nil {
-			code = fmt.Sprintf(" (exit %d)", *end.Code)
-		}
-		w.stepErr = fmt.Errorf("step %s on host %s: %s%s", w.step, w.mesh.joined.Runner, end.Result, code)
+		w.stepErr = fmt.Errorf("step %s on host %s: %s", w.step, w.mesh.joined.Runner, end)
 	}
 	w.opts.Progress("mesh window %s/%s: the step ended on host %s: %s\n", w.module, w.step, end.By, end.Result)
 }
