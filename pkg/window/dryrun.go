@@ -303,7 +303,7 @@ func (r *dryRun) checkMesh(ctx context.Context) {
 		r.note("mesh window: would open the gathering of %s/%s and run the step on this host, once every host of the module joined (gather %s)",
 			w.module, w.step, w.def.GatherOrDefault())
 	case g.Step != w.step:
-		r.refuse(&BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s of step %s is %s (runner %s)", g.ID, g.Step, g.State, g.Runner)})
+		r.refuse(gatheringBusy(g))
 	case g.State != ledger.GatherOpen:
 		r.refuse(&BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s is %s (runner %s): a join now is refused", g.ID, g.State, g.Runner)})
 	default:

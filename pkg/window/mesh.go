@@ -59,9 +59,14 @@ func (w *window) refuseBesideGathering(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("module %s has a mesh window step, and etcd cannot say whether one is open: %w; nothing held", w.module, err)
 	case ok && !g.Over():
-		return &BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s of step %s is %s (runner %s)", g.ID, g.Step, g.State, g.Runner)}
+		return gatheringBusy(g)
 	}
 	return nil
+}
+
+// gatheringBusy refuses a window beside g, the module's open mesh window.
+func gatheringBusy(g ledger.Gathering) *BusyError {
+	return &BusyError{Module: g.Module, Why: fmt.Sprintf("mesh window %s of step %s is %s (runner %s)", g.ID, g.Step, g.State, g.Runner)}
 }
 
 // gather joins the module's mesh window and waits until every host
@@ -142,6 +147,14 @@ func (w *window) failGathering(ctx context.Context, why string) (started bool) {
 	}
 	w.opts.Progress("mesh window %s/%s: gathering %s may have started its step (%v): this host keeps holding until its end\n", w.module, w.step, id, err)
 	return true
+}
+
+// leaveUnheld fails the gathering of a window that held nothing, saying
+// why, and leaves it. Its step cannot have started: this host never said
+// it held.
+func (w *window) leaveUnheld(ctx context.Context, why string) {
+	w.failGathering(ctx, why)
+	w.closed(ctx)
 }
 
 // markHeld says in etcd that this host holds, then waits for the start.
@@ -277,7 +290,7 @@ func (w *window) keptError(ctx context.Context) error {
 // keepsHold says whether this host must leave its hold in place. The step
 // started and its end is not known here: interrupted while it runs
 // elsewhere, or its end not read or not recorded.
-func (w *window) keepsHold() bool { return w.mesh != nil && w.mesh.started && w.mesh.kept != nil }
+func (w *window) keepsHold() bool { return w.mesh != nil && w.mesh.kept != nil }
 
 // closed says in etcd that this host closed, and leaves the gathering.
 func (w *window) closed(ctx context.Context) {

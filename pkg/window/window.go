@@ -270,14 +270,12 @@ func (w *window) holdAll(ctx context.Context, waitUntil time.Time) error {
 		return err
 	}
 	if err := w.takeSlot(ctx); err != nil {
-		w.failGathering(ctx, "it did not have its slot: "+err.Error())
-		w.closed(ctx)
+		w.leaveUnheld(ctx, "it did not have its slot: "+err.Error())
 		return err
 	}
 	if err := w.openWaiting(ctx, waitUntil); err != nil {
 		if w.hold == nil {
-			w.failGathering(ctx, "it held nothing: "+err.Error())
-			w.closed(ctx)
+			w.leaveUnheld(ctx, "it held nothing: "+err.Error())
 			return err
 		}
 		// Opened in part. Close what was opened, then report the failure.
