@@ -230,16 +230,10 @@ func printApply(env *Env, opts *applyOptions, dir *state.Dir, rep *record.Report
 // dials only when a hold of a dead mesh window is asked about, or a budget
 // or a gathering needs etcd.
 func meshAndBudget(env *Env, dir *state.Dir) (*coord.Budget, coord.Mesh, func(), error) {
-	m := coord.Mesh{Host: env.hostName()}
-	cfg, err := env.etcdLedger()
-	if err != nil || cfg == nil {
+	m, l, err := openMesh(env)
+	if err != nil || l == nil {
 		return nil, m, func() {}, err
 	}
-	l, err := ledger.OpenEtcd(*cfg)
-	if err != nil {
-		return nil, m, func() {}, err
-	}
-	m.Gather = l
 	b := &coord.Budget{Dir: dir, Store: l, Host: m.Host, Wait: env.Global.LockTimeout, Now: env.Now,
 		Progress: env.Progressf}
 	return b, m, func() { b.Close(); l.Close() }, nil
@@ -316,11 +310,7 @@ func printApplyReport(env *Env, rep *record.Report) {
 	tw.Flush()
 	printNetworks(env, rep.Networks)
 	for _, w := range rep.Windows {
-		line := w.Describe()
-		if todo := w.ToDo(); todo != "" {
-			line += "; " + todo
-		}
-		fmt.Fprintln(env.Stdout, line)
+		fmt.Fprintln(env.Stdout, w.DescribeToDo())
 	}
 	for _, w := range rep.Released {
 		fmt.Fprintf(env.Stdout, "released stale hold of window %s %s/%s (process %d gone), held %s\n",

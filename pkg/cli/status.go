@@ -66,17 +66,28 @@ name (NAME.meshctl-new, -old or -retiring), running or not.`,
 // file ledger such a hold stays unknown. The etcd client dials only when
 // such a hold is asked about.
 func meshHolds(env *Env) (coord.Mesh, func(), error) {
+	m, l, err := openMesh(env)
+	if err != nil || l == nil {
+		return m, func() {}, err
+	}
+	return m, func() { l.Close() }, nil
+}
+
+// openMesh opens the etcd ledger --ledger names, as this host's side of
+// the mesh. With a file ledger it returns a Mesh without Gather, and no
+// ledger. The client dials on its first call.
+func openMesh(env *Env) (coord.Mesh, *ledger.Ledger, error) {
 	m := coord.Mesh{Host: env.hostName()}
 	cfg, err := env.etcdLedger()
 	if err != nil || cfg == nil {
-		return m, func() {}, err
+		return m, nil, err
 	}
 	l, err := ledger.OpenEtcd(*cfg)
 	if err != nil {
-		return m, func() {}, err
+		return m, nil, err
 	}
 	m.Gather = l
-	return m, func() { l.Close() }, nil
+	return m, l, nil
 }
 
 // problemsError is a status --check that found n problems (exit 1).
@@ -142,11 +153,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	tw.Flush()
 	for _, w := range rep.Windows {
-		line := w.Describe()
-		if todo := w.ToDo(); todo != "" {
-			line += "; " + todo
-		}
-		fmt.Fprintln(out, line)
+		fmt.Fprintln(out, w.DescribeToDo())
 	}
 	for _, b := range rep.Builds {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)

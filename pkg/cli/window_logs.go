@@ -177,16 +177,15 @@ func meshWindowOf(ctx context.Context, env *Env, l *window.Log) *ledger.Gatherin
 	if l.Gathering == "" {
 		return nil
 	}
-	cfg, err := env.etcdLedger()
-	if err != nil || cfg == nil {
+	m, closeMesh, err := meshHolds(env)
+	if err == nil && m.Gather == nil {
 		return nil
 	}
-	led, err := ledger.OpenEtcd(*cfg)
 	if err == nil {
-		defer led.Close()
+		defer closeMesh()
 		var g ledger.Gathering
 		var ok bool
-		if g, ok, err = led.GatheringByID(ctx, l.Module, l.Gathering); err == nil && ok {
+		if g, ok, err = m.Gather.GatheringByID(ctx, l.Module, l.Gathering); err == nil && ok {
 			return &g
 		}
 	}
