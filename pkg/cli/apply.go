@@ -310,7 +310,11 @@ func printApplyReport(env *Env, rep *record.Report) {
 	tw.Flush()
 	printNetworks(env, rep.Networks)
 	for _, w := range rep.Windows {
-		fmt.Fprintln(env.Stdout, w.DescribeToDo())
+		line := w.Describe()
+		if todo := w.ToDo(); todo != "" {
+			line += "; " + todo
+		}
+		fmt.Fprintln(env.Stdout, line)
 	}
 	for _, w := range rep.Released {
 		fmt.Fprintf(env.Stdout, "released stale hold of window %s %s/%s (process %d gone), held %s\n",

@@ -153,7 +153,12 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	tw.Flush()
 	for _, w := range rep.Windows {
-		fmt.Fprintln(out, w.DescribeToDo())
+		// OpenView's Describe, with the step's progress.
+		line := w.Describe()
+		if todo := w.ToDo(); todo != "" {
+			line += "; " + todo
+		}
+		fmt.Fprintln(out, line)
 	}
 	for _, b := range rep.Builds {
 		fmt.Fprintf(out, "build %s: %s %s\n", b.Module, b.ID, b.Image)

@@ -316,15 +316,6 @@ func (c Classified) View() View {
 func (v View) Why() string  { return v.why }
 func (v View) ToDo() string { return v.todo }
 
-// DescribeToDo is Describe, then what a person does about the hold, if
-// anything. apply and status print it.
-func (v View) DescribeToDo() string {
-	if v.todo == "" {
-		return v.Describe()
-	}
-	return v.Describe() + "; " + v.todo
-}
-
 // HeldNames are the held containers' names, each held changed marked so:
 // "store.registry (changed)".
 func (v View) HeldNames() []string {
