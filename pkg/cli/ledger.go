@@ -2,9 +2,9 @@ package cli
 
 import (
 	"os"
-	"regexp"
 	"time"
 
+	"github.com/meshctl/meshctl/pkg/lazyre"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
 )
@@ -31,13 +31,13 @@ func checkLedger(g *Global) error {
 	if (g.LedgerCert == "") != (g.LedgerKey == "") {
 		return usageErrorf("give --ledger-cert and --ledger-key together")
 	}
-	if g.HostName != "" && !hostNameRe.MatchString(g.HostName) {
+	if g.HostName != "" && !hostNameRe().MatchString(g.HostName) {
 		return usageErrorf("--host-name %q: use letters, digits, '.', '_' and '-' (it is part of an etcd key)", g.HostName)
 	}
 	return nil
 }
 
-var hostNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
+var hostNameRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 
 // etcdLedger returns how to reach the etcd ledger, or nil when the ledger is
 // the state directory's files.

@@ -2,17 +2,18 @@ package engine
 
 import (
 	"net/url"
-	"regexp"
 	"strings"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 var (
 	// requestRE is the Go HTTP client's `Get "URL": ` before a transport
 	// error. The error is the engine's own or a registry's, passed on by the
 	// engine.
-	requestRE = regexp.MustCompile(`(?:Get|Head|Post|Put|Delete|Patch) "([^"]*)": `)
+	requestRE = lazyre.New(`(?:Get|Head|Post|Put|Delete|Patch) "([^"]*)": `)
 	// dialRE is a dialer's detail before the reason that matters.
-	dialRE = regexp.MustCompile(`dial (?:tcp|unix|udp)\S*(?: [^:\s]*(?::\d+)?)?: (?:connect: )?`)
+	dialRE = lazyre.New(`dial (?:tcp|unix|udp)\S*(?: [^:\s]*(?::\d+)?)?: (?:connect: )?`)
 )
 
 // Reason returns an engine error's text as an operator reads it in a report.
@@ -21,13 +22,13 @@ var (
 // daemon" too. A registry is named by its host.
 func Reason(msg string) string {
 	msg = strings.ReplaceAll(msg, "Error response from daemon: ", "")
-	msg = requestRE.ReplaceAllStringFunc(msg, func(m string) string {
-		raw := requestRE.FindStringSubmatch(m)[1]
+	msg = requestRE().ReplaceAllStringFunc(msg, func(m string) string {
+		raw := requestRE().FindStringSubmatch(m)[1]
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" || strings.Contains(u.Host, "%2F") || strings.HasSuffix(u.Host, ".sock") || u.Host == "docker" || u.Host == "api.moby.localhost" {
 			return "" // the engine's own API: the error already names the engine
 		}
 		return "registry " + u.Host + ": "
 	})
-	return dialRE.ReplaceAllString(msg, "")
+	return dialRE().ReplaceAllString(msg, "")
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/distribution/reference"
 
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 // Image is a checked image reference.
@@ -62,11 +62,11 @@ func resultHash(key string) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-var moduleName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+var moduleName = lazyre.New(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // CheckModule returns an error unless name is a valid module name.
 func CheckModule(name string) error {
-	if !moduleName.MatchString(name) {
+	if !moduleName().MatchString(name) {
 		return fault.New(fault.BadInput, "module name %q is not valid: use 1 to 63 of a-z, 0-9 and '-', starting with a letter or digit", name)
 	}
 	return nil

@@ -212,7 +212,7 @@ func Decode(name string, data []byte) (*File, error) {
 	if err := dec.Decode(&extra); err != io.EOF {
 		e := &DecodeError{File: name, Line: extra.Line, Msg: "holds more than one YAML document"}
 		if err != nil {
-			if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+			if m := lineRE().FindStringSubmatch(err.Error()); m != nil {
 				e.Line, _ = strconv.Atoi(m[1])
 			}
 		}

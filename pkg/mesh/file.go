@@ -2,10 +2,11 @@ package mesh
 
 import (
 	"maps"
-	"regexp"
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 // File is a decoded and validated mesh file.
@@ -166,10 +167,10 @@ const (
 	DefaultPull        = PullMissing
 )
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+var nameRE = lazyre.New(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // ValidName reports whether s is a valid module, container or step name.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
+func ValidName(s string) bool { return nameRE().MatchString(s) }
 
 // EngineName is the engine's name of a container: "module.container".
 func EngineName(module, container string) string { return module + "." + container }

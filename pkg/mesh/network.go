@@ -1,11 +1,12 @@
 package mesh
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 // Network is one of a module's networks. meshctl creates it, labels it and
@@ -190,7 +191,7 @@ func (f *File) DesiredNetworks() []DesiredNetwork {
 
 // engineNetworkRE is what an external network's name may be. It is the
 // engine's own rule for names.
-var engineNetworkRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+var engineNetworkRE = lazyre.New(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
 
 // networks checks module mn's networks. p is the module's path.
 func (v *validator) networks(p []string, m *Module) {
@@ -202,7 +203,7 @@ func (v *validator) networks(p []string, m *Module) {
 			continue // {} and null alike: a network with the defaults
 		}
 		switch {
-		case def.External != "" && !engineNetworkRE.MatchString(def.External):
+		case def.External != "" && !engineNetworkRE().MatchString(def.External):
 			v.fail(append(np, "external"), "%q is not a network name: letters, digits, '_', '.' and '-'", def.External)
 		case def.External != "" && def.Internal:
 			v.fail(append(np, "internal"), "an external network is not created by meshctl: internal is its creator's to set; drop internal or external")
@@ -247,7 +248,7 @@ func (v *validator) containerNetworks(f *File, mn string, p []string, c *Contain
 			continue
 		}
 		for i, a := range join.Aliases {
-			if len(a) > 253 || !hostnameRE.MatchString(a) {
+			if len(a) > 253 || !hostnameRE().MatchString(a) {
 				v.fail(append(rp, "aliases", index(i)), "%q is not a host name: letters, digits, '-' and '.'", a)
 			} else if slices.Index(join.Aliases, a) < i {
 				v.fail(append(rp, "aliases", index(i)), "%q listed twice", a)

@@ -8,12 +8,12 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 // FileMount is a secret or a config, a file on the host mounted read-only
@@ -205,7 +205,7 @@ func diffFiles(prefix string, have, want map[string]SpecFile) []string {
 	return d
 }
 
-var mountNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var mountNameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // fileMounts checks c's secrets and configs. Each names a file, a valid name
 // and a target path of its own.
@@ -225,7 +225,7 @@ func (v *validator) fileMounts(at pathFunc, c *Container) {
 			switch {
 			case m.File == "" && !v.undecoded(append(p, "file")...):
 				v.fail(p, "file is missing: name the file on the host whose content the container sees")
-			case !mountNameRE.MatchString(name):
+			case !mountNameRE().MatchString(name):
 				v.fail(p, "%q is not a name: letters, digits, '.', '_' and '-' (give name:)", name)
 			case names[name]:
 				v.fail(p, "%s %q is named twice", strings.TrimSuffix(kind, "s"), name)

@@ -2,13 +2,14 @@ package mesh
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
 	yaml4 "go.yaml.in/yaml/v4"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 // syntaxError says a YAML syntax error in plain words. It names the line and
@@ -49,7 +50,7 @@ func syntaxError(name string, data []byte, err error) *DecodeError {
 // first line.
 func parserWords(err error) (problem string, line int) {
 	problem = strings.TrimPrefix(err.Error(), "yaml: ")
-	if m := lineRE.FindStringSubmatch(err.Error()); m != nil {
+	if m := lineRE().FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		problem = m[2]
 	}
@@ -67,9 +68,9 @@ type syntaxMark struct {
 }
 
 var (
-	v4ErrorRE = regexp.MustCompile(`^yaml: (?:while [^:]* at (line \d+(?:, column \d+)?|<unknown position>): )?` +
+	v4ErrorRE = lazyre.New(`^yaml: (?:while [^:]* at (line \d+(?:, column \d+)?|<unknown position>): )?` +
 		`(?:(line \d+(?:, column \d+)?|<unknown position>): )?`)
-	v4MarkRE = regexp.MustCompile(`^line (\d+)(?:, column (\d+))?$`)
+	v4MarkRE = lazyre.New(`^line (\d+)(?:, column (\d+))?$`)
 )
 
 // locate finds the line and column of a syntax error. yaml.v3 says only a
@@ -92,7 +93,7 @@ func locate(data []byte, problem string, v3line int) (at syntaxMark, ok bool) {
 	if err == nil {
 		return syntaxMark{}, false
 	}
-	m := v4ErrorRE.FindStringSubmatch(err.Error())
+	m := v4ErrorRE().FindStringSubmatch(err.Error())
 	if m == nil {
 		return syntaxMark{}, false
 	}
@@ -126,7 +127,7 @@ func locate(data []byte, problem string, v3line int) (at syntaxMark, ok bool) {
 // v4Mark reads yaml.v4's "line N, column M" as a line and a column of the
 // file. A column left out is the first.
 func v4Mark(s string, shift int) (line, column int, ok bool) {
-	m := v4MarkRE.FindStringSubmatch(s)
+	m := v4MarkRE().FindStringSubmatch(s)
 	if m == nil {
 		return 0, 0, false
 	}
@@ -281,7 +282,7 @@ func printable(r rune) rune {
 	return r
 }
 
-var secretKeyRE = regexp.MustCompile(`(^|[\s{,"'-])(env|options)["']?\s*:`)
+var secretKeyRE = lazyre.New(`(^|[\s{,"'-])(env|options)["']?\s*:`)
 
 // mayHoldSecret reports whether line n may hold a value of env or of a log
 // driver's options. It does when it or a line it is indented under names
@@ -295,7 +296,7 @@ func mayHoldSecret(lines []string, n int) bool {
 			continue
 		}
 		if d := len(l) - len(trimmed); i == n-1 || d < indent {
-			if secretKeyRE.MatchString(l) {
+			if secretKeyRE().MatchString(l) {
 				return true
 			}
 			indent = d

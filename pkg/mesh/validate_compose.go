@@ -3,20 +3,21 @@ package mesh
 import (
 	"math"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/docker/go-units"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
 var (
-	signalRE   = regexp.MustCompile(`^(?i:(SIG)?[A-Z][A-Z0-9+-]*|[0-9]{1,2})$`)
-	capRE      = regexp.MustCompile(`^(?i:ALL|(CAP_)?[A-Z][A-Z_]*)$`)
-	hostnameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
-	driverRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
-	userRE     = regexp.MustCompile(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
+	signalRE   = lazyre.New(`^(?i:(SIG)?[A-Z][A-Z0-9+-]*|[0-9]{1,2})$`)
+	capRE      = lazyre.New(`^(?i:ALL|(CAP_)?[A-Z][A-Z_]*)$`)
+	hostnameRE = lazyre.New(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$`)
+	driverRE   = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+	userRE     = lazyre.New(`^[A-Za-z0-9_.][A-Za-z0-9_.-]*(:[A-Za-z0-9_.][A-Za-z0-9_.-]*)?$`)
 )
 
 // knownSignals are the names stop-signal takes, without SIG.
@@ -76,17 +77,17 @@ func (v *validator) process(at pathFunc, c *Container) {
 	if c.StopSignal != "" {
 		name := strings.TrimPrefix(strings.ToUpper(c.StopSignal), "SIG")
 		n, numErr := strconv.Atoi(c.StopSignal)
-		if !signalRE.MatchString(c.StopSignal) || numErr != nil && !knownSignals[name] || numErr == nil && (n < 1 || n > 64) {
+		if !signalRE().MatchString(c.StopSignal) || numErr != nil && !knownSignals[name] || numErr == nil && (n < 1 || n > 64) {
 			v.fail(at("stop-signal"), "%q is not a signal (write SIGTERM, SIGQUIT, SIGINT…)", c.StopSignal)
 		}
 	}
-	if c.User != "" && !userRE.MatchString(c.User) {
+	if c.User != "" && !userRE().MatchString(c.User) {
 		v.fail(at("user"), "%q is not a user: write NAME, UID, NAME:GROUP or UID:GID", c.User)
 	}
 	if c.WorkingDir != "" && !strings.HasPrefix(c.WorkingDir, "/") {
 		v.fail(at("working-dir"), "%q is not an absolute path", c.WorkingDir)
 	}
-	if c.Hostname != "" && (len(c.Hostname) > 253 || !hostnameRE.MatchString(c.Hostname)) {
+	if c.Hostname != "" && (len(c.Hostname) > 253 || !hostnameRE().MatchString(c.Hostname)) {
 		v.fail(at("hostname"), "%q is not a host name: letters, digits, '-' and '.'", c.Hostname)
 	}
 	for i, t := range c.Tmpfs {
@@ -100,7 +101,7 @@ func (v *validator) process(at pathFunc, c *Container) {
 		caps []string
 	}{{"cap-add", c.CapAdd}, {"cap-drop", c.CapDrop}} {
 		for i, cp := range f.caps {
-			if !capRE.MatchString(cp) {
+			if !capRE().MatchString(cp) {
 				v.fail(at(f.name, index(i)), "%q is not a capability (write NET_ADMIN, SYS_PTRACE… or ALL)", cp)
 			}
 		}
@@ -133,7 +134,7 @@ func (v *validator) logging(at pathFunc, l *Logging) {
 	switch {
 	case l.Driver == "" && len(l.Options) > 0 && !v.undecoded(at("logging", "driver")...):
 		v.fail(at("logging"), "driver is missing: options need a driver")
-	case l.Driver != "" && !driverRE.MatchString(l.Driver):
+	case l.Driver != "" && !driverRE().MatchString(l.Driver):
 		v.fail(at("logging", "driver"), "%q is not a log driver name", l.Driver)
 	}
 	for _, k := range sortedKeys(l.Options) {
@@ -150,7 +151,7 @@ func (v *validator) extraHosts(at pathFunc, hosts []string) {
 			name, ip, ok = strings.Cut(h, ":")
 		}
 		switch {
-		case !ok || !hostnameRE.MatchString(name):
+		case !ok || !hostnameRE().MatchString(name):
 			v.fail(at("extra-hosts", index(i)), "%q: use HOST:IP", h)
 		case ip != "host-gateway" && net.ParseIP(ip) == nil:
 			v.fail(at("extra-hosts", index(i)), "%q: %q is not an IP address (or host-gateway)", h, ip)
@@ -159,8 +160,8 @@ func (v *validator) extraHosts(at pathFunc, hosts []string) {
 }
 
 var (
-	exposeRE = regexp.MustCompile(`^([0-9]{1,5})(-([0-9]{1,5}))?(/(?i:tcp|udp|sctp))?$`)
-	sysctlRE = regexp.MustCompile(`^[a-z0-9_]+(\.[A-Za-z0-9_*/-]+)+$`)
+	exposeRE = lazyre.New(`^([0-9]{1,5})(-([0-9]{1,5}))?(/(?i:tcp|udp|sctp))?$`)
+	sysctlRE = lazyre.New(`^[a-z0-9_]+(\.[A-Za-z0-9_*/-]+)+$`)
 )
 
 // knownUlimits are the limits the engine sets, setrlimit's without RLIMIT_.
@@ -171,7 +172,7 @@ var knownUlimits = []string{"as", "core", "cpu", "data", "fsize", "locks", "meml
 // exposed ports, sysctls, ulimits and name servers.
 func (v *validator) runtime(at pathFunc, c *Container) {
 	for i, e := range c.Expose {
-		m := exposeRE.FindStringSubmatch(e)
+		m := exposeRE().FindStringSubmatch(e)
 		lo, _ := strconv.Atoi(m1(m, 1))
 		hi := lo
 		if m1(m, 3) != "" {
@@ -183,7 +184,7 @@ func (v *validator) runtime(at pathFunc, c *Container) {
 	}
 	for _, k := range sortedKeys(c.Sysctls) {
 		switch val := c.Sysctls[k]; {
-		case !sysctlRE.MatchString(k):
+		case !sysctlRE().MatchString(k):
 			v.fail(at("sysctls", k), "%q is not a kernel parameter name (write e.g. net.core.somaxconn)", k)
 		case val == "":
 			v.fail(at("sysctls", k), "has no value")

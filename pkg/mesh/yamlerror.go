@@ -3,19 +3,20 @@ package mesh
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/meshctl/meshctl/pkg/lazyre"
 )
 
-var lineRE = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
-var columnRE = regexp.MustCompile(`^column (\d+): (.*)$`)
-var unknownFieldRE = regexp.MustCompile(`^field (.+) not found in type \S+$`)
-var duplicateKeyRE = regexp.MustCompile(`^mapping key (".*") already defined at line \d+$`)
-var typeErrorRE = regexp.MustCompile(`^cannot unmarshal (!!\w+)`)
+var lineRE = lazyre.New(`^(?:yaml: )?line (\d+): (.*)$`)
+var columnRE = lazyre.New(`^column (\d+): (.*)$`)
+var unknownFieldRE = lazyre.New(`^field (.+) not found in type \S+$`)
+var duplicateKeyRE = lazyre.New(`^mapping key (".*") already defined at line \d+$`)
+var typeErrorRE = lazyre.New(`^cannot unmarshal (!!\w+)`)
 
 // parserProblems are the syntax errors of yaml.v3's parser, not its scanner.
 // yaml.v3 writes their line 0-based, and leaves it out on the first line.
@@ -65,17 +66,17 @@ func yamlErrors(name string, root *yaml.Node, msgs []string) (e *DecodeError, lo
 // misspelt field is the field meant, which the file gave no value. Otherwise
 // it is the field named.
 func lostPath(e *DecodeError, msg string) string {
-	m := lineRE.FindStringSubmatch(msg)
+	m := lineRE().FindStringSubmatch(msg)
 	if m == nil {
 		return e.Field
 	}
-	if duplicateKeyRE.MatchString(m[2]) {
+	if duplicateKeyRE().MatchString(m[2]) {
 		if i := strings.LastIndexAny(e.Field, ".["); i >= 0 {
 			return e.Field[:i]
 		}
 		return ""
 	}
-	if u := unknownFieldRE.FindStringSubmatch(m[2]); u != nil && strings.HasSuffix(e.Field, "."+u[1]) {
+	if u := unknownFieldRE().FindStringSubmatch(m[2]); u != nil && strings.HasSuffix(e.Field, "."+u[1]) {
 		if meant := Suggest(u[1], knownFields(e.Field)); meant != "" {
 			return strings.TrimSuffix(e.Field, u[1]) + meant
 		}
@@ -101,7 +102,7 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	if parserProblems[e.Msg] {
 		return &DecodeError{File: name, Line: 1, Msg: e.Msg}
 	}
-	m := lineRE.FindStringSubmatch(msg)
+	m := lineRE().FindStringSubmatch(msg)
 	if m == nil {
 		return e
 	}
@@ -111,7 +112,7 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 		e.Line++
 		return e // the node tree is not there to name the field
 	}
-	if c := columnRE.FindStringSubmatch(e.Msg); c != nil {
+	if c := columnRE().FindStringSubmatch(e.Msg); c != nil {
 		// meshctl's own errors name the node's column. The field is the one
 		// written there, whatever else is on the line.
 		col, _ := strconv.Atoi(c[1])
@@ -120,12 +121,12 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 	} else {
 		e.Field = fieldOf(root, e.Line, e.Msg)
 	}
-	if u := unknownFieldRE.FindStringSubmatch(e.Msg); u != nil {
+	if u := unknownFieldRE().FindStringSubmatch(e.Msg); u != nil {
 		e.Msg = fmt.Sprintf("unknown field %q", u[1]) + fieldHint(u[1], knownFields(e.Field))
 		if isChangeField(e.Field) {
 			e.Msg = fmt.Sprintf("unknown field %q", u[1]) + changeHint(u[1])
 		}
-	} else if typeErrorRE.MatchString(e.Msg) {
+	} else if typeErrorRE().MatchString(e.Msg) {
 		e.Msg = typeMessage(e.Field, e.Msg)
 	}
 	return e
@@ -136,11 +137,11 @@ func yamlError1(name string, root *yaml.Node, msg string) *DecodeError {
 // other keys on the same line, since a JSON file may be a single line.
 func fieldOf(root *yaml.Node, line int, msg string) string {
 	var key, tag string
-	if u := unknownFieldRE.FindStringSubmatch(msg); u != nil {
+	if u := unknownFieldRE().FindStringSubmatch(msg); u != nil {
 		key = u[1]
-	} else if u := duplicateKeyRE.FindStringSubmatch(msg); u != nil {
+	} else if u := duplicateKeyRE().FindStringSubmatch(msg); u != nil {
 		key, _ = strconv.Unquote(u[1])
-	} else if u := typeErrorRE.FindStringSubmatch(msg); u != nil {
+	} else if u := typeErrorRE().FindStringSubmatch(msg); u != nil {
 		tag = u[1]
 	}
 	field := pathAt(root, line, key, tag)
@@ -238,13 +239,13 @@ func yamlFields(t reflect.Type) []string {
 	return out
 }
 
-var typeErrorPartsRE = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
+var typeErrorPartsRE = lazyre.New("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
 
 // typeMessage says a type error in the file's words. It says what the field
 // takes, with an example, and what it found. It never shows yaml's tags
 // (!!str) or Go's types ([]string).
 func typeMessage(field, msg string) string {
-	m := typeErrorPartsRE.FindStringSubmatch(msg)
+	m := typeErrorPartsRE().FindStringSubmatch(msg)
 	if m == nil {
 		return msg
 	}
