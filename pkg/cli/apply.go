@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/apply"
@@ -285,7 +284,7 @@ func artifactResolver(ctx context.Context, env *Env, dir *state.Dir) record.Reso
 }
 
 func printApplyReport(env *Env, rep *record.Report) {
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	if len(rep.Containers) > 0 {
 		// No header over no rows. The lines below say what was done.
 		fmt.Fprintln(tw, "CONTAINER\tACTION\tREASON")
@@ -331,7 +330,7 @@ func printNetworks(env *Env, nets []record.NetworkReport) {
 	if len(nets) == 0 {
 		return
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "NETWORK\tACTION\tREASON")
 	for _, n := range nets {
 		reason := strings.Join(n.Reasons, ", ")

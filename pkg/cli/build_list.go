@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,7 +82,7 @@ func runBuildList(ctx context.Context, env *Env, opts *buildListOptions) error {
 	if env.Global.Quiet {
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "ID\tMODULE\tSTATE\tIMAGE\tREQUESTED\tFINISHED\tPLAN")
 	for _, b := range builds {
 		image := orDash(b.Image)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -71,7 +70,7 @@ func printGatherings(w io.Writer, gs []ledger.Gathering) error {
 	if len(gs) == 0 {
 		return nil
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "MESH WINDOW\tMODULE/STEP\tSTATE\tHOSTS\tNOTE")
 	for _, g := range gs {
 		fmt.Fprintf(tw, "%s\t%s/%s\t%s\t%s\t%s\n", g.ID, g.Module, g.Step, g.State, gatheringHosts(g), gatheringNote(g))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/coord"
@@ -147,7 +146,7 @@ func runMeshView(ctx context.Context, env *Env) error {
 	if err := printGatherings(env.Stdout, gs); err != nil {
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "HOST\tMODULE/STEP\tPID\tOPENED")
 	for _, w := range ws {
 		lapsed := ""

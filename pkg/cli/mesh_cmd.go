@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/ledger"
@@ -172,7 +171,7 @@ func runMeshHosts(ctx context.Context, env *Env, module string) error {
 		fmt.Fprintln(env.Stdout, "no host runs a module that uses the mesh (max-unavailable or mesh: all)")
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "MODULE\tHOST\tMAX-UNAVAILABLE\tSTEPS\tSTATE")
 	type row struct{ module, host, text string }
 	var rows []row

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -197,7 +196,7 @@ func groupArgs(cmd *cobra.Command, args []string) error {
 
 // printSubcommands lists cmd's subcommands to w, each with its summary.
 func printSubcommands(w io.Writer, cmd *cobra.Command) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintf(tw, "Available commands of %s:\n", cmd.CommandPath())
 	for _, c := range cmd.Commands() {
 		if c.IsAvailableCommand() {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/fault"
@@ -139,7 +138,7 @@ func runStatus(ctx context.Context, env *Env, check bool) error {
 	}
 	out := env.Stdout
 	fmt.Fprintln(out, rep.Summary)
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	tw := newTable(out)
 	fmt.Fprintln(tw, "CONTAINER\tSTATE\tDETAIL")
 	for _, c := range rep.Containers {
 		detail := strings.Join(c.Reasons, ", ")

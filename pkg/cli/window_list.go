@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -108,7 +107,7 @@ func runWindowList(ctx context.Context, env *Env, opts *windowListOptions) error
 	}
 	// Closed windows, newest last, in a table of their own.
 	fmt.Fprintln(env.Stdout)
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "CLOSED WINDOW\tMODULE/STEP\tRESULT\tEXIT\tOPENED\tCLOSED")
 	for _, e := range hist {
 		code := "-"
@@ -128,7 +127,7 @@ func printOpenWindows(env *Env, views []window.OpenView) error {
 		_, err := fmt.Fprintln(env.Stdout, "no window open")
 		return err
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "WINDOW\tMODULE/STEP\tSTATE\tPID\tOPENED\tELAPSED\tDEADLINE\tHOLDS\tLAST LINE")
 	for _, v := range views {
 		last := "-"

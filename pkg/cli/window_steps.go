@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/meshctl/meshctl/pkg/window"
 )
@@ -38,7 +37,7 @@ func runWindowSteps(env *Env) error {
 		env.Printf("no steps: no applied module has one\n")
 		return nil
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	tw := newTable(env.Stdout)
 	fmt.Fprintln(tw, "MODULE\tSTEP\tHOLDS\tTIMEOUT\tMESH")
 	for _, s := range steps {
 		var holds []string
