@@ -143,12 +143,19 @@ bench_cleanup() {
 	exit "$rc"
 }
 
+# release_build DIR OUT builds DIR's meshctl into OUT as .goreleaser.yaml builds the released one
+# (static, no cgo, trimmed paths, no symbol table): a benchmark times the binary operators run.
+# A cgo build with symbols starts about 3 ms slower (docs/performance.md).
+release_build() {
+	(cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$2" ./cmd/meshctl)
+}
+
 # bench_meshctl sets meshctl to $MESHCTL_BENCH_BIN, else builds one in $work.
 bench_meshctl() {
 	meshctl=${MESHCTL_BENCH_BIN:-}
 	if [[ -z $meshctl ]]; then
 		log "building meshctl"
-		(cd "$(dirname "${BASH_SOURCE[0]}")/.." && go build -o "$work/meshctl" ./cmd/meshctl)
+		release_build "$(dirname "${BASH_SOURCE[0]}")/.." "$work/meshctl"
 		meshctl=$work/meshctl
 	fi
 }

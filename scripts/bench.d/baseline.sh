@@ -50,7 +50,7 @@ fi
 log "building the baseline meshctl from $base"
 mkdir -p "$work/old-src"
 git -C "$top" archive "$base" | tar -x -C "$work/old-src"
-(cd "$work/old-src" && go build -o "$work/meshctl-old" ./cmd/meshctl)
+release_build "$work/old-src" "$work/meshctl-old"
 old=$work/meshctl-old
 
 # mesh_file MODULE writes the module's mesh file: 10 idle containers and one step holding c01.

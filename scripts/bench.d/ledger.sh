@@ -29,7 +29,7 @@ trap cleanup EXIT
 
 meshctl=${MESHCTL_BENCH_BIN:-}
 if [[ -z $meshctl ]]; then
-	(cd "$here/../.." && go build -o "$work/meshctl" ./cmd/meshctl)
+	release_build "$here/../.." "$work/meshctl"
 	meshctl=$work/meshctl
 fi
 if ! "$here/../etcd.sh" status 2>/dev/null; then
