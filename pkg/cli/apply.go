@@ -10,6 +10,7 @@ import (
 
 	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/coord"
+	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
@@ -129,6 +130,14 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	var file *mesh.File
 	var in record.DecodeInput
 	var cached *record.Cached
+	// The engine's ping goes out first, its answer awaited only where the
+	// apply needs it: the file's reading and checks overlap its round trip.
+	// An address that cannot be one is reported where it was, after the file.
+	eng, engErr := env.Engine()
+	if engErr == nil {
+		defer eng.Close()
+		eng = engine.PingAhead(ctx, eng)
+	}
 	source := "--last"
 	if opts.file != "" {
 		var err error
@@ -144,15 +153,17 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	} else if !opts.last {
 		source = "--remove-module " + strings.Join(opts.removeModules, ",")
 	}
-	stateAndEngine := env.StateAndEngine
+	openState := env.State
 	if opts.dryRun {
-		stateAndEngine = env.StateReadOnlyAndEngine // a dry run creates nothing
+		openState = env.StateReadOnly // a dry run creates nothing
 	}
-	dir, eng, err := stateAndEngine()
+	dir, err := openState()
 	if err != nil {
 		return err
 	}
-	defer eng.Close()
+	if engErr != nil {
+		return engErr
+	}
 	run := applyRun(ctx, env, opts, dir, source)
 	run.File, run.Decode, run.Cached = file, in, cached
 	budget, m, closeBudget, err := meshAndBudget(env, dir)
