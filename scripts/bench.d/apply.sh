@@ -10,7 +10,8 @@
 # Run by scripts/bench, which sets MESHCTL_BENCH_BIN, MESHCTL_BENCH_WORK, MESHCTL_BENCH_ROWS and
 # DOCKER_HOST (the test engine). Standalone, it builds meshctl itself. Starting 1000 containers
 # takes the engine about 0.7 s each: the full run takes a quarter of an hour.
-# Timing: a loop of MESHCTL_BENCH_RUNS runs (default 20) of each command, interleaved, medians.
+# Timing: a loop of MESHCTL_BENCH_RUNS runs (default 20) of each command, interleaved, medians,
+# once the machine is idle after the converge (lib.sh wait_idle).
 # MESHCTL_BENCH_BASE_BIN, when set, is another meshctl (an older build) timed in the same loop,
 # on a copy of the state directory: the same containers, its own decode cache.
 # The containers (module MESHCTL_BENCH_MODULE, default apbench, network none) and the state dir
@@ -82,6 +83,7 @@ for n in "${sizes[@]}"; do
 		[[ $("${base_cmd[@]}" -o json | jq -r .changed) == false ]] ||
 			die "the apply of MESHCTL_BENCH_BASE_BIN at $n is not a no-op"
 	fi
+	wait_idle
 	: >"$work/apply.ms"
 	: >"$work/base.ms"
 	: >"$work/ps.ms"
