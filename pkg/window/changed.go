@@ -105,6 +105,11 @@ func (w *window) switchToChanged(ctx context.Context, name string, c *engine.Con
 	if err := w.recordChanged(ctx, name, id); err != nil {
 		return err
 	}
+	// As every start of lifecycle's: a FIFO or a directory put in a
+	// secret's place would be bound, and the copy run without its content.
+	if err := lifecycle.CheckFiles(name, spec.Files); err != nil {
+		return fmt.Errorf("start the changed %s: %w", name, err)
+	}
 	if err := w.eng.Start(ctx, id); err != nil {
 		return fmt.Errorf("start the changed %s: %w", name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -371,6 +372,68 @@ func TestWindowChangedStopsFirstWhateverTheOrder(t *testing.T) {
 				}
 			}
 			running[e.Name] = true
+		}
+	}
+}
+
+// TestWindowChangedLeavesASwappedFileUnstarted: the registry's secret
+// replaced by a FIFO as the open creates the changed copy. The changed copy, which binds the
+// same file, is not started (it would run without the secret's content):
+// the window fails naming the file and what is in its place, the step
+// does not run, and nothing of the window runs.
+func TestWindowChangedLeavesASwappedFileUnstarted(t *testing.T) {
+	dir := t.TempDir()
+	d, err := state.Open(filepath.Join(dir, "state"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(dir, "token")
+	if err := os.WriteFile(secret, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ran := filepath.Join(dir, "ran")
+	src := strings.Replace(changedYAML(ran), "        env: {A: normal, B: kept}\n",
+		"        env: {A: normal, B: kept}\n        secrets: [{name: token, file: "+secret+"}]\n", 1)
+	f, err := mesh.Decode("mesh.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng := enginetest.NewFake(enginetest.Image)
+	applyFresh(t, d, eng, f)
+	eng.SetHealth(enginetest.Image, "healthy", "")
+	// The swap lands as the open creates the changed copy: after the open
+	// read the file, before the copy's start.
+	var swapped error
+	eng.Hook = func(op, target string) {
+		if op == enginetest.OpCreate && swapped == nil {
+			if swapped = os.Remove(secret); swapped == nil {
+				swapped = syscall.Mkfifo(secret, 0o600)
+			}
+			if swapped == nil {
+				swapped = errors.New("done")
+			}
+		}
+	}
+	before := len(eng.Events())
+	_, err = Run(context.Background(), d, eng, Options{Module: "store", Step: "gc", Lock: state.LockOptions{Timeout: time.Minute}})
+	if swapped == nil || swapped.Error() != "done" {
+		t.Fatalf("the secret was not swapped as the copy was created: %v", swapped)
+	}
+	var nr *lifecycle.FileNotRegularError
+	if !errors.As(err, &nr) || !strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "a named pipe") {
+		t.Fatalf("Run = %v, want a refusal naming %s and a named pipe", err, secret)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("the step ran")
+	}
+	for _, e := range eng.Events()[before:] {
+		if e.Op == enginetest.OpStart && e.Err == "" {
+			t.Errorf("the window started %s over a FIFO in its secret's place", e.Name)
+		}
+	}
+	for _, c := range eng.Containers() {
+		if c.Running {
+			t.Errorf("%s (%s) runs over a FIFO in its secret's place", c.Name, c.ID)
 		}
 	}
 }

@@ -78,7 +78,11 @@ func openTemp(t *testing.T) *state.Dir {
 // recordApplied writes applied.json as an apply of f would.
 func recordApplied(t *testing.T, d *state.Dir, f *mesh.File) {
 	t.Helper()
-	desired, err := record.Desire(f, nil, nil, nil)
+	key, err := record.SecretKey(d, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := record.Desire(f, nil, nil, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +133,11 @@ func applyFresh(t *testing.T, d *state.Dir, eng engine.Client, f *mesh.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	desired, err := record.Desire(f, nil, nil, nil)
+	key, err := record.SecretKey(d, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	desired, err := record.Desire(f, nil, nil, key)
 	if err != nil {
 		t.Fatal(err)
 	}
