@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,8 +51,14 @@ func TestSignalEndsCommand(t *testing.T) {
 	// An engine that accepts and never answers: every call to it hangs
 	// until meshctl gives up on it.
 	sock := filepath.Join(shortTempDir(t), "hang.sock")
-	accepted := hangingEngine(t, sock)
+	accepted := hangingEngine(t, sock, false)
 	hang := "unix://" + sock
+	// One that answers pings only, for the decoding cases: an apply sends
+	// its ping as it starts, while it still decodes (engine.PingAhead), so
+	// there the first request that hangs is the first after the decode.
+	psock := filepath.Join(shortTempDir(t), "ping.sock")
+	decoded := hangingEngine(t, psock, true)
+	pinged := "unix://" + psock
 
 	tests := []signalCase{
 		{name: "apply reading its file from a stdin that never ends",
@@ -58,10 +66,10 @@ func TestSignalEndsCommand(t *testing.T) {
 		{name: "window run reading its file from a stdin that never ends",
 			args: []string{"window", "run", "sigm", "nap", "-f", "-"}, sig: syscall.SIGINT, stdin: true},
 		{name: "apply decoding a large mesh file",
-			args: []string{"--docker-host", hang, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: 200 * time.Millisecond, decoding: true,
+			args: []string{"--docker-host", pinged, "apply", "-f", "big.yaml"}, sig: syscall.SIGTERM, after: 200 * time.Millisecond, decoding: true,
 			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.Dir, "big.yaml")) }},
 		{name: "window run decoding a large mesh file",
-			args: []string{"--docker-host", hang, "window", "run", "big", "nap", "-f", "big.yaml"}, sig: syscall.SIGINT, after: 200 * time.Millisecond, decoding: true,
+			args: []string{"--docker-host", pinged, "window", "run", "big", "nap", "-f", "big.yaml"}, sig: syscall.SIGINT, after: 200 * time.Millisecond, decoding: true,
 			prep: func(t *testing.T, m *meshctl) { writeBigMesh(t, filepath.Join(m.Dir, "big.yaml")) }},
 		// The decoder refuses a -f that is no regular file without opening
 		// it (exit 2); were it opened, the signal must still end it.
@@ -115,7 +123,11 @@ func TestSignalEndsCommand(t *testing.T) {
 			// A decode can end before its signal on a fast machine. Then
 			// the case is tried again with the signal sent sooner.
 			for try := 0; ; try++ {
-				if !signalOnce(t, tt, hang, accepted) {
+				counter := accepted
+				if tt.decoding {
+					counter = decoded
+				}
+				if !signalOnce(t, tt, hang, counter) {
 					return
 				}
 				if try == 3 {
@@ -326,9 +338,11 @@ func checkWhole(t *testing.T, dir string) {
 	}
 }
 
-// hangingEngine listens on the unix socket sock, accepts every connection
-// and never answers; it counts the connections it accepted.
-func hangingEngine(t *testing.T, sock string) *atomic.Int64 {
+// hangingEngine listens on the unix socket sock and never answers; it
+// counts the connections it accepted. With pings, it answers pings as an
+// engine does and counts the other requests instead, each of which it
+// never answers.
+func hangingEngine(t *testing.T, sock string, pings bool) *atomic.Int64 {
 	t.Helper()
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -348,12 +362,42 @@ func hangingEngine(t *testing.T, sock string) *atomic.Int64 {
 				return
 			}
 			conns = append(conns, c)
+			if pings {
+				go answerPingsOnly(c, &n)
+				continue
+			}
 			n.Add(1)
 			go func() { _, _ = io.Copy(io.Discard, c) }()
 		}
 	}()
 	t.Cleanup(func() { l.Close(); <-done })
 	return &n
+}
+
+// answerPingsOnly answers the pings on c as an engine does, and reads
+// whatever follows the first other request, which it counts in n and never
+// answers.
+func answerPingsOnly(c net.Conn, n *atomic.Int64) {
+	r := bufio.NewReader(c)
+	for {
+		req, err := http.ReadRequest(r)
+		if err != nil {
+			return
+		}
+		if !strings.HasSuffix(req.URL.Path, "/_ping") {
+			n.Add(1)
+			_, _ = io.Copy(io.Discard, r)
+			return
+		}
+		_, _ = io.Copy(io.Discard, req.Body)
+		body := "OK"
+		if req.Method == http.MethodHead {
+			body = ""
+		}
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 2\r\n\r\n%s", body); err != nil {
+			return
+		}
+	}
 }
 
 // shortTempDir is a temp dir whose path is short enough for a unix socket
