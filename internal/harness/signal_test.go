@@ -286,6 +286,9 @@ func writeBigMesh(t *testing.T, path string) {
 	for i := range 90000 {
 		fmt.Fprintf(&b, "          k%06d: v\n", i)
 	}
+	// The window run case's step: without it the window, its decode over,
+	// exits 2 at once, and a signal sent just then finds it exited.
+	b.WriteString("    steps:\n      nap:\n        exec: [/bin/sleep, \"60\"]\n")
 	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
 		t.Fatal(err)
 	}
