@@ -22,21 +22,17 @@ func Unchange(ctx context.Context, x lifecycle.Executor, name string, byName map
 	defer cancel()
 	for attempt := 1; ; attempt++ {
 		err := unchangeOnce(ctx, x, name, byName, ch, id)
+		// A name taken that the listing did not have: the copy's create,
+		// sent by a window that died, was still in the engine. byName now
+		// has what is under the name; try once more.
 		if err == nil || attempt == 2 || !errors.Is(err, errNameTaken) {
 			return err
 		}
-		// The listing did not have what is under the name: the copy's
-		// create, sent by a window that died, was still in the engine.
-		// Ask the engine, then try once more.
-		cur, ierr := x.Engine.Inspect(ctx, name)
-		if ierr != nil {
-			return errors.Join(err, fmt.Errorf("inspect %s: %w", name, ierr))
-		}
-		byName[name] = cur
 	}
 }
 
-// errNameTaken marks a rename back that found the name taken.
+// errNameTaken marks a rename back that found the name taken. byName then
+// has what the engine has under it.
 var errNameTaken = errors.New("the name is taken")
 
 func unchangeOnce(ctx context.Context, x lifecycle.Executor, name string, byName map[string]engine.Container, ch Changed, id string) error {
@@ -60,7 +56,8 @@ func unchangeOnce(ctx context.Context, x lifecycle.Executor, name string, byName
 			name, id, aside.Name)
 	}
 	if err := x.Rename(ctx, aside.ID, name); err != nil {
-		if _, ierr := x.Engine.Inspect(ctx, name); ierr == nil {
+		if cur, ierr := x.Engine.Inspect(ctx, name); ierr == nil {
+			byName[name] = cur
 			err = fmt.Errorf("%w: %w", errNameTaken, err)
 		}
 		return fmt.Errorf("rename %s back from %s: %w", name, aside.Name, err)
