@@ -58,6 +58,10 @@ type Options struct {
 	// Gather is asked only for such a hold. Its zero value, a file ledger,
 	// keeps such a hold (unknown).
 	Mesh coord.Mesh
+	// Ahead is the state lock and list taken as the command started
+	// (StartAhead). The first pass uses them. Run drops them for a file
+	// whose first pass may not (aheadable), and once that pass is over.
+	Ahead *Ahead
 }
 
 // Run converges the engine's containers to opts.File. It returns the report
@@ -88,6 +92,10 @@ func Run(ctx context.Context, d *state.Dir, eng engine.Client, opts Options) (*r
 	}
 	if opts.File == nil {
 		opts.File = &mesh.File{Modules: map[string]*mesh.Module{}}
+	}
+	defer opts.Ahead.Drop()
+	if !aheadable(opts) {
+		opts.Ahead.Drop()
 	}
 	if err := opts.Budget.CheckFile(opts.File); err != nil {
 		return nil, err
@@ -139,6 +147,7 @@ func converge(ctx context.Context, d *state.Dir, eng engine.Client, opts Options
 		// one follows a wait or a pull, and resolves them again.
 		rep, missing, err := runLocked(ctx, d, eng, scope, opts, p, early)
 		early = nil
+		opts.Ahead.Drop() // the first pass's alone
 		if ce := (*coord.ClaimedError)(nil); errors.As(err, &ce) {
 			opts.Progress("waiting: %v\n", ce)
 			if err := coord.WaitClaim(ctx, d, ce.Claim, opts.Lock.Timeout); err != nil {
@@ -200,7 +209,7 @@ func withoutModules(f *mesh.File, drop []string) *mesh.File {
 // and records. If the plan needs images that are missing and not yet
 // tried, it returns them without changing anything.
 func runLocked(ctx context.Context, d *state.Dir, eng engine.Client, scope string, opts Options, p *pulls, early *record.Desiring) (*record.Report, []string, error) {
-	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p, early: early}
+	a := &pass{d: d, eng: eng, scope: scope, opts: opts, pulls: p, early: early, ahead: opts.Ahead}
 	if !opts.DryRun {
 		defer a.unlock()
 		if err := a.takeLock(ctx); err != nil {

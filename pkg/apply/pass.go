@@ -28,6 +28,12 @@ type pass struct {
 	lock *state.Lock
 	// claim is this apply's, while it executes without the lock.
 	claim *coord.HeldClaim
+	// ahead holds a lock and list taken as the command started, for the
+	// first pass (Options.Ahead). listed is the list asked for under the
+	// lock, and stopList ends it.
+	ahead    *Ahead
+	listed   *listAhead
+	stopList func()
 
 	now      time.Time
 	prev     record.Applied // the applied state before this apply
@@ -53,19 +59,34 @@ type pass struct {
 // takeLock takes the state lock. It fails with a *coord.ClaimedError if
 // another apply is carrying out its plan. Run waits for that apply, then
 // plans from what it left. Past this, every claim left is dead, for heal.
+// A lock taken ahead is used as it is, with its list.
 func (a *pass) takeLock(ctx context.Context) error {
-	lock, err := a.d.Lock(ctx, coord.StateLock, a.opts.Lock)
-	if err != nil {
-		return err
+	lock, listed, stop := a.ahead.take()
+	if lock == nil {
+		var err error
+		if lock, err = a.d.Lock(ctx, coord.StateLock, a.opts.Lock); err != nil {
+			return err
+		}
 	}
-	a.lock = lock
+	a.lock, a.listed, a.stopList = lock, listed, stop
 	return coord.CheckClaims(a.d, lock.Read, nil)
 }
 
-// unlock releases the state lock this pass holds, if any.
+// unlock releases the state lock this pass holds, if any, and ends a list
+// asked for under it.
 func (a *pass) unlock() {
+	a.endList()
 	if a.lock != nil {
 		a.lock.Unlock()
+	}
+}
+
+// endList cancels the list asked for ahead if no List took it, and waits
+// for it to end.
+func (a *pass) endList() {
+	if a.stopList != nil {
+		a.stopList()
+		a.stopList = nil
 	}
 }
 
@@ -86,10 +107,12 @@ func (a *pass) read(name string, doc state.Document) (bool, error) {
 // images not pulled yet, to pull without the lock.
 func (a *pass) observe(ctx context.Context) ([]string, error) {
 	eng := a.eng
-	if listsAhead(a.opts) {
-		ahead, stop := startList(ctx, a.eng, a.scope)
-		defer stop()
-		eng = ahead
+	if a.listed == nil && listsAhead(a.opts) {
+		a.listed, a.stopList = startList(ctx, a.eng, a.scope)
+	}
+	if a.listed != nil {
+		defer a.endList()
+		eng = a.listed
 	}
 	if err := a.readPrev(); err != nil {
 		return nil, err
@@ -350,7 +373,7 @@ func (a *pass) record(runErr error) error {
 	}
 	if err == nil && (a.opts.Cached == nil || a.appliedChanged) {
 		// A cache that cannot be written costs the next apply a decode.
-		_ = record.WriteDecoded(a.lock, a.opts.Decode, a.file, a.key)
+		_ = record.WriteDecoded(a.lock, a.opts.Decode, a.file, a.key, aheadable(a.opts))
 	}
 	if a.claim != nil {
 		err = errors.Join(err, a.claim.Release(a.lock))

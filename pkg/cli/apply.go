@@ -130,6 +130,8 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	var file *mesh.File
 	var in record.DecodeInput
 	var cached *record.Cached
+	var ahead *apply.Ahead
+	defer func() { ahead.Drop() }()
 	// The engine's ping goes out first, its answer awaited only where the
 	// apply needs it: the file's reading and checks overlap its round trip.
 	// An address that cannot be one is reported where it was, after the file.
@@ -141,7 +143,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 	source := "--last"
 	if opts.file != "" {
 		var err error
-		if file, in, cached, err = loadMeshCached(ctx, env, opts.file); err != nil {
+		if file, in, cached, ahead, err = loadMeshCached(ctx, env, opts.file, lockAhead(ctx, env, opts, eng)); err != nil {
 			return err
 		}
 		source = sourceName(opts.file)
@@ -165,7 +167,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		return engErr
 	}
 	run := applyRun(ctx, env, opts, dir, source)
-	run.File, run.Decode, run.Cached = file, in, cached
+	run.File, run.Decode, run.Cached, run.Ahead = file, in, cached, ahead
 	budget, m, closeBudget, err := meshAndBudget(env, dir)
 	if err != nil {
 		return err
@@ -178,7 +180,7 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		if run.File, err = decodeMesh(ctx, in.Src); err != nil {
 			return err
 		}
-		run.Cached = nil
+		run.Cached, run.Ahead = nil, nil
 		rep, err = apply.Run(ctx, dir, eng, run)
 	}
 	if rep != nil {
@@ -187,6 +189,24 @@ func runApply(ctx context.Context, env *Env, opts *applyOptions) error {
 		}
 	}
 	return err
+}
+
+// lockAhead returns what takes the state lock and the engine's list as
+// the apply starts (apply.StartAhead), for a file the decode cache is
+// likely to hold: its reading and lookup then overlap the engine's answer.
+// It is nil where the apply could not use them: a dry run, an engine
+// address that is none, or a module to remove (its checks come first).
+func lockAhead(ctx context.Context, env *Env, opts *applyOptions, eng engine.Client) func() *apply.Ahead {
+	if opts.dryRun || eng == nil || len(opts.removeModules) > 0 {
+		return nil
+	}
+	return func() *apply.Ahead {
+		d, err := env.State()
+		if err != nil {
+			return nil
+		}
+		return apply.StartAhead(ctx, d, eng, env.LockOptions("state lock"))
+	}
 }
 
 // applyRun is the apply's options, but for its file.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/meshctl/meshctl/pkg/apply"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/record"
 )
@@ -44,21 +45,29 @@ func meshName(path string) string {
 // loadMeshCached is loadMesh through the state directory's decode cache
 // (record.DecodedFile). cached is set when the file came from the cache.
 // A state directory that cannot be read is a miss here. The apply then
-// says what is wrong with it.
-func loadMeshCached(ctx context.Context, env *Env, path string) (*mesh.File, record.DecodeInput, *record.Cached, error) {
+// says what is wrong with it. ahead, if set, is called with the file's
+// input before the lookup, when the cache says an apply of these bytes
+// may take its lock and list ahead (record.ListsAhead). It is dropped on a
+// miss: a decode is made without the lock.
+func loadMeshCached(ctx context.Context, env *Env, path string, ahead func() *apply.Ahead) (*mesh.File, record.DecodeInput, *record.Cached, *apply.Ahead, error) {
 	src, err := readMesh(ctx, path, env.Stdin)
 	if err != nil {
-		return nil, record.DecodeInput{}, nil, err
+		return nil, record.DecodeInput{}, nil, nil, err
 	}
 	in := record.DecodeInput{Src: src, Build: decodeBuild()}
 	if d, err := env.StateReadOnly(); err == nil {
-		if c, ok := record.LookupDecoded(d, in); ok {
-			env.Log.Debug("mesh file decode cached", "file", src.Name)
-			return c.File, in, c, nil
+		var h *apply.Ahead
+		if ahead != nil && record.ListsAhead(d, in) {
+			h = ahead()
 		}
+		if c, ok := record.LookupDecoded(d, in); ok {
+			env.Log.Debug("mesh file decode cached", "file", src.Name, "ahead", h != nil)
+			return c.File, in, c, h, nil
+		}
+		h.Drop()
 	}
 	f, err := decodeMesh(ctx, src)
-	return f, in, nil, err
+	return f, in, nil, nil, err
 }
 
 // decodeBuild names this meshctl build for the decode cache: its Go build

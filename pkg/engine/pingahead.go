@@ -11,8 +11,8 @@ import (
 // needs the engine (reading its files) waits for the engine's answer no
 // longer than that work lasts. The ping is the same one request, sent
 // earlier; a later Ping asks again. c must not be used for anything else
-// until the first Ping has returned, which the ping's negotiation of the
-// API version needs.
+// until the ping has been answered (the first Ping, or PingAnswered), which
+// the ping's negotiation of the API version needs.
 func PingAhead(ctx context.Context, c Client) Client {
 	p := &pingAhead{Client: c, done: make(chan struct{})}
 	go func() {
@@ -40,5 +40,22 @@ func (p *pingAhead) Ping(ctx context.Context) error {
 		return p.err
 	case <-ctx.Done():
 		return fmt.Errorf("ping: %w", ctx.Err())
+	}
+}
+
+// PingAnswered waits for the answer to the ping c sent ahead (PingAhead),
+// without taking it: c's first Ping still returns it. It reports whether
+// the engine answered it well. It is false at once for a c that sent no
+// ping ahead, and when ctx ends first.
+func PingAnswered(ctx context.Context, c Client) bool {
+	p, ok := c.(*pingAhead)
+	if !ok {
+		return false
+	}
+	select {
+	case <-p.done:
+		return p.err == nil
+	case <-ctx.Done():
+		return false
 	}
 }

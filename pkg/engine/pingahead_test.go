@@ -58,3 +58,40 @@ func TestPingAheadWaitHonoursItsContext(t *testing.T) {
 		t.Fatalf("Ping with a cancelled context = %v, want context.Canceled", err)
 	}
 }
+
+func TestPingAnsweredWaitsForTheAnswerAndLeavesItToTheFirstPing(t *testing.T) {
+	c := &countingPinger{release: make(chan struct{})}
+	p := PingAhead(t.Context(), c)
+	answered := make(chan bool)
+	go func() { answered <- PingAnswered(t.Context(), p) }()
+	select {
+	case <-answered:
+		t.Fatal("PingAnswered returned before the engine answered")
+	default:
+	}
+	close(c.release)
+	if !<-answered {
+		t.Fatal("PingAnswered = false after a good answer")
+	}
+	if err := p.Ping(t.Context()); err != nil || c.pings.Load() != 1 {
+		t.Fatalf("first Ping after PingAnswered = %v after %d requests, want the answer sent ahead", err, c.pings.Load())
+	}
+}
+
+func TestPingAnsweredIsFalseForAFailedPingOrNoneSentAhead(t *testing.T) {
+	c := &countingPinger{release: make(chan struct{}), err: errors.New("engine refused")}
+	close(c.release)
+	if PingAnswered(t.Context(), PingAhead(t.Context(), c)) {
+		t.Fatal("PingAnswered = true for a refused ping")
+	}
+	if PingAnswered(t.Context(), c) {
+		t.Fatal("PingAnswered = true for a client that sent no ping ahead")
+	}
+	wait := &countingPinger{release: make(chan struct{})}
+	defer close(wait.release)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if PingAnswered(ctx, PingAhead(t.Context(), wait)) {
+		t.Fatal("PingAnswered = true with a cancelled context and no answer")
+	}
+}

@@ -37,6 +37,11 @@ type DecodedEntry struct {
 	Key     string   `json:"key"` // DecodeInput.key
 	Applied string   `json:"applied"`
 	Modules []string `json:"modules"`
+	// Ahead is the hash of the file's bytes (DecodeInput.aheadHash) when
+	// an apply of them may take the state lock and ask for the engine's
+	// list as it starts. Its modules pull nothing first and use no etcd.
+	// It is "" otherwise.
+	Ahead string `json:"ahead,omitempty"`
 }
 
 // DecodeInput is what a mesh file's decode depends on. That is its bytes
@@ -91,6 +96,22 @@ func LookupDecoded(d *state.Dir, in DecodeInput) (*Cached, bool) {
 	return nil, false
 }
 
+// ListsAhead reports whether the last apply of in's bytes recorded that an
+// apply of them may take its lock and list ahead (DecodedEntry.Ahead). It
+// reads decoded.json only. A wrong guess costs the apply one engine
+// request: its list ahead is dropped.
+func ListsAhead(d *state.Dir, in DecodeInput) bool {
+	if in.Src == nil || in.Src.Dir == "" || in.Build == "" {
+		return false
+	}
+	var doc Decoded
+	if _, ok, err := d.ReadSum(DecodedFile, &doc, maxDecodedSize); err != nil || !ok {
+		return false
+	}
+	h := in.aheadHash()
+	return slices.ContainsFunc(doc.Entries, func(e DecodedEntry) bool { return e.Ahead == h })
+}
+
 // modules returns the file of a's modules names. It reports false when one
 // is missing, or names is empty.
 func (a *Applied) modules(names []string) (*mesh.File, bool) {
@@ -107,11 +128,12 @@ func (a *Applied) modules(names []string) (*mesh.File, bool) {
 
 // WriteDecoded records that in decodes to f, the file an apply just
 // recorded. The caller holds the state lock. key is the host's secret key
-// for a file with secrets or configs (SecretKey). Nothing is recorded when
+// for a file with secrets or configs (SecretKey). ahead says an apply of
+// the same bytes may list ahead (DecodedEntry.Ahead). Nothing is recorded when
 // applied.json does not hold f's modules exactly as decoded. Entries of
 // another applied.json are dropped, since they can no longer hit. So is an
 // entry of the same modules, which the new one replaces.
-func WriteDecoded(lock *state.Lock, in DecodeInput, f *mesh.File, key []byte) error {
+func WriteDecoded(lock *state.Lock, in DecodeInput, f *mesh.File, key []byte, ahead bool) error {
 	if in.Src == nil || in.Src.Dir == "" || in.Build == "" || len(f.Modules) == 0 {
 		return nil
 	}
@@ -137,6 +159,9 @@ func WriteDecoded(lock *state.Lock, in DecodeInput, f *mesh.File, key []byte) er
 		doc = Decoded{} // a cache that cannot be read is replaced
 	}
 	entries := []DecodedEntry{{Key: k, Applied: sum, Modules: names}}
+	if ahead {
+		entries[0].Ahead = in.aheadHash()
+	}
 	for _, e := range doc.Entries {
 		// An entry of the same modules is most likely of the file's
 		// earlier bytes, or of another build.
@@ -151,7 +176,18 @@ func WriteDecoded(lock *state.Lock, in DecodeInput, f *mesh.File, key []byte) er
 }
 
 func sameEntry(a, b DecodedEntry) bool {
-	return a.Key == b.Key && a.Applied == b.Applied && slices.Equal(a.Modules, b.Modules)
+	return a.Key == b.Key && a.Applied == b.Applied && slices.Equal(a.Modules, b.Modules) && a.Ahead == b.Ahead
+}
+
+// aheadHash is the SHA-256 of in's build, directory and bytes. It reads no
+// referenced file, so it holds no secret: a mesh file's bytes are none.
+func (in DecodeInput) aheadHash() string {
+	h := sha256.New()
+	for _, b := range [][]byte{[]byte("meshctl ahead v1"), []byte(in.Build), []byte(in.Src.Dir), in.Src.Data} {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // key is the cache key of in, decoded as f. It hashes the build, the

@@ -20,6 +20,7 @@ type decodeFixture struct {
 	dir   string
 	data  []byte
 	build string
+	ahead bool // record says an apply of these bytes may list ahead
 }
 
 const fixtureMesh = `modules:
@@ -79,7 +80,7 @@ func (fx *decodeFixture) record() {
 	if err := lock.Write(AppliedFile, &Applied{File: f}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteDecoded(lock, fx.input(), f, key); err != nil {
+	if err := WriteDecoded(lock, fx.input(), f, key, fx.ahead); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -182,5 +183,34 @@ func TestDecodedHoldsNoSecret(t *testing.T) {
 	}
 	if strings.Contains(string(b), "hunter2") || strings.Contains(string(b), "A=1") {
 		t.Fatalf("the cache holds a file's content: %s", b)
+	}
+}
+
+func TestListsAheadOnlyForTheRecordedBytes(t *testing.T) {
+	fx := newDecodeFixture(t)
+	if ListsAhead(fx.d, fx.input()) {
+		t.Fatal("ListsAhead = true for bytes recorded without ahead")
+	}
+	fx.ahead = true
+	fx.record()
+	if !ListsAhead(fx.d, fx.input()) {
+		t.Fatal("ListsAhead = false for the bytes recorded with ahead")
+	}
+	// The referenced files are not read: a changed secret still lists
+	// ahead, and the lookup then misses.
+	fx.write("db.pw", "rotated")
+	if !ListsAhead(fx.d, fx.input()) || fx.hit() {
+		t.Fatal("a rotated secret: want ListsAhead true and a miss")
+	}
+	for name, change := range map[string]func(*decodeFixture){
+		"mesh file bytes": func(fx *decodeFixture) { fx.data = append(fx.data, '\n') },
+		"directory":       func(fx *decodeFixture) { fx.dir = t.TempDir() },
+		"build":           func(fx *decodeFixture) { fx.build = "build-2" },
+	} {
+		other := *fx
+		change(&other)
+		if ListsAhead(other.d, other.input()) {
+			t.Errorf("%s changed: ListsAhead = true", name)
+		}
 	}
 }
