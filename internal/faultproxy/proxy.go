@@ -57,7 +57,14 @@ type Call struct {
 	Path   string // as sent, with the query
 	Fault  Class  // "" when none was injected
 	At     time.Time
+	// PID is the client's process id, as the socket's peer credentials
+	// give it; 0 when unknown.
+	PID int
 }
+
+// peerKey is the context key under which a connection keeps its client's
+// process id.
+type peerKey struct{}
 
 // Start listens on the unix socket path and forwards to the engine at
 // upstream. upstream is a unix socket path, or unix:///path. Start faults
@@ -83,7 +90,10 @@ func Start(socket, upstream string, sched *Schedule) (*Proxy, error) {
 			DisableCompression: true,
 		},
 	}
-	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: time.Minute}
+	p.srv = &http.Server{Handler: http.HandlerFunc(p.serve), ReadHeaderTimeout: time.Minute,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, peerKey{}, peerPID(c))
+		}}
 	go func() { _ = p.srv.Serve(ln) }()
 	return p, nil
 }
@@ -115,6 +125,16 @@ func (p *Proxy) Calls() []Call {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]Call(nil), p.calls...)
+}
+
+// CallsSince returns the calls seen after the first n, in arrival order.
+func (p *Proxy) CallsSince(n int) []Call {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n > len(p.calls) {
+		n = len(p.calls)
+	}
+	return append([]Call(nil), p.calls[n:]...)
 }
 
 // Counts returns how many faults of each class were injected.
@@ -157,7 +177,8 @@ func (p *Proxy) decide(r *http.Request) (Class, Rule) {
 	defer p.mu.Unlock()
 	route := Route(r.URL.Path)
 	rule, ok := p.sched.next(r.Method, route)
-	c := Call{Method: r.Method, Route: route, Path: r.URL.RequestURI(), At: time.Now()}
+	pid, _ := r.Context().Value(peerKey{}).(int)
+	c := Call{Method: r.Method, Route: route, Path: r.URL.RequestURI(), At: time.Now(), PID: pid}
 	if ok {
 		c.Fault = rule.Class
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -190,6 +191,13 @@ func TestFaultProxyHang(t *testing.T) {
 	}
 	if b.acted.Load() != 0 {
 		t.Fatal("a hung call reached the engine")
+	}
+	// The harness signals the process whose call hangs: each call names
+	// its client's process, here this one.
+	for _, x := range p.Calls() {
+		if x.PID != os.Getpid() {
+			t.Fatalf("call %s %s: client process %d, want %d", x.Method, x.Path, x.PID, os.Getpid())
+		}
 	}
 }
 

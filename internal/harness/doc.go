@@ -4,7 +4,8 @@
 // scripts, not after them.
 //
 // TestFaults injects engine faults and signals through a proxy. It checks
-// the engine's own events after every run (docs/faults.md).
+// the engine's own events after every run (docs/dev/faults.md). Its
+// short run draws the doors faults land at from testdata/doors.json.
 // TestKillHealsInOneApply and TestKillRecreateHealsInOneApply kill a
 // window or an apply at a random instant. One apply must then heal the
 // host. TestSignalEndsCommand checks that a signal ends every command in

@@ -149,9 +149,26 @@ func (g *faultRig) needsCalibration(sc fltScenario) bool {
 }
 
 // iterate runs one scenario with one seed and checks the host after it.
+// Where its doors came from doorsFile and no fault fired, a call the
+// file names no longer comes: the scenario calibrates, and runs again.
 func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
 	g.runs++
 	calibrate := g.needsCalibration(sc)
+	if g.runOnce(t, sc, seed, calibrate) || calibrate || !g.recorded[sc.name] {
+		return
+	}
+	t.Logf("no fault fired: the recorded doors of %s in %s are stale; it calibrates and runs again. Refresh them: %s", sc.name, doorsFile, doorsRefresh)
+	delete(g.recorded, sc.name)
+	delete(g.calls, sc.name)
+	// The same class's turn again.
+	g.cycled--
+	g.runOnce(t, sc, seed, true)
+	g.runOnce(t, sc, seed, false)
+}
+
+// runOnce runs the scenario once, without faults when calibrating, and
+// reports whether a fault fired.
+func (g *faultRig) runOnce(t *testing.T, sc fltScenario, seed uint64, calibrate bool) bool {
 	r := g.newRun(t, sc, seed, calibrate)
 	sc.setup(r)
 	if !calibrate {
@@ -161,20 +178,22 @@ func (g *faultRig) iterate(t *testing.T, sc fltScenario, seed uint64) {
 	before := len(g.proxy.Calls())
 	sc.act(r)
 	g.proxy.SetSchedule(nil)
+	fired := slices.ContainsFunc(g.proxy.CallsSince(before), func(c faultproxy.Call) bool { return c.Fault != "" })
 	if calibrate {
-		g.calls[sc.name] = g.proxy.Calls()[before:]
+		g.calls[sc.name] = g.proxy.CallsSince(before)
 		t.Logf("%d calls to draw faults from: %s", len(g.calls[sc.name]), callList(g.calls[sc.name]))
 		if !g.long {
 			// The short run keeps to its minute or two: a run without
 			// faults is the rest of the suite's business.
-			return
+			return false
 		}
 	}
 	r.waitStepGone()
 	r.verify()
 	if t.Failed() {
-		t.Logf("the calls of this iteration, its healing apply's included: %s", callList(g.proxy.Calls()[before:]))
+		t.Logf("the calls of this iteration, its healing apply's included: %s", callList(g.proxy.CallsSince(before)))
 	}
+	return fired
 }
 
 // rulesString names the faults of an iteration.
@@ -378,6 +397,7 @@ type fltProc struct {
 	cmd      *exec.Cmd
 	out, err meshrun.Output
 	begin    time.Time
+	from     int // the proxy's calls before it started
 	done     chan struct{}
 	waitErr  error
 	end      time.Time
@@ -391,7 +411,7 @@ func (r *fltRun) start(via bool, args ...string) *fltProc {
 	}
 	p := &fltProc{r: r, args: args, cmd: r.m.Command(args...), done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.err
-	p.begin = time.Now()
+	p.begin, p.from = time.Now(), len(r.g.proxy.Calls())
 	if err := p.cmd.Start(); err != nil {
 		r.t.Fatal(err)
 	}
@@ -418,10 +438,17 @@ const fltBudget = 90 * time.Second
 // SIGHUP, its cleanup included, on a loaded machine.
 const fltSignalBound = 40 * time.Second
 
+// fltHungMargin is how long the short run waits, once a call of the
+// process hangs, before it sends SIGTERM: the process is then blocked in
+// that call, not on its way to it.
+const fltHungMargin = time.Second
+
 // wait waits for the process; past fltBudget (under a hang fault: 8 s in
 // the short run, 20 s in the long mode, where a hang may follow other
 // faults) it sends SIGTERM, and it checks that a process asked to end
-// ended within fltSignalBound.
+// ended within fltSignalBound. In the short run SIGTERM comes sooner:
+// fltHungMargin after a call of this process hung, unless a signal asked
+// it to end already.
 func (p *fltProc) wait() fltResult {
 	budget := fltBudget
 	switch {
@@ -430,17 +457,50 @@ func (p *fltProc) wait() fltResult {
 	case p.r.hangs():
 		budget = 8 * time.Second
 	}
-	select {
-	case <-p.done:
-	case <-time.After(budget):
-		p.r.t.Logf("meshctl %s still runs after %s: SIGTERM", strings.Join(p.args, " "), budget)
-		p.signal(syscall.SIGTERM)
+	bound := time.After(budget)
+	var poll <-chan time.Time
+	if p.r.hangs() && !p.r.g.long {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		poll = tick.C
+	}
+wait:
+	for {
+		select {
+		case <-p.done:
+			break wait
+		case <-bound:
+			p.r.t.Logf("meshctl %s still runs after %s: SIGTERM", strings.Join(p.args, " "), budget)
+			p.signal(syscall.SIGTERM)
+			break wait
+		case <-poll:
+			if !p.termAt.IsZero() || !p.hung() {
+				continue
+			}
+			poll = nil
+			select {
+			case <-p.done:
+				break wait
+			case <-time.After(fltHungMargin):
+			}
+			p.r.t.Logf("meshctl %s hangs in an engine call: SIGTERM", strings.Join(p.args, " "))
+			p.signal(syscall.SIGTERM)
+			break wait
+		}
 	}
 	if !p.termAt.IsZero() {
 		p.boundedEnd()
 	}
 	<-p.done
 	return p.result()
+}
+
+// hung reports whether the proxy hung a call of this process.
+func (p *fltProc) hung() bool {
+	pid := p.cmd.Process.Pid
+	return slices.ContainsFunc(p.r.g.proxy.CallsSince(p.from), func(c faultproxy.Call) bool {
+		return c.Fault == faultproxy.Hang && c.PID == pid && !c.At.Before(p.begin)
+	})
 }
 
 // boundedEnd checks that the process ends within fltSignalBound of the

@@ -25,10 +25,12 @@ import (
 // ran while its step ran, that no two copies of a service ran at once, and
 // that one apply without faults heals the host to the file.
 //
-// The suite's short run takes every scenario of faultScenarios once (after
-// a first run without faults that records the calls its faults are drawn
-// from), one fault per run, at any door, of each class in turn, and holds
-// on today's code. MESHCTL_FAULTS=N runs N iterations,
+// The suite's short run takes every scenario of faultScenarios once, one
+// fault per run, at any door, of each class in turn, and holds on today's
+// code. It draws the doors from testdata/doors.json (faults_doors_test.go);
+// the long mode, a scenario the file lacks, and one whose drawn door never
+// came first run once without faults, which records the calls its faults
+// are drawn from. MESHCTL_FAULTS_RECORD=1 rewrites the file. MESHCTL_FAULTS=N runs N iterations,
 // each a scenario and up to three faults of its own (give go test
 // -timeout accordingly); MESHCTL_FAULTS_SEED=S sets the seed (default: 1
 // in the short run, else the clock); MESHCTL_FAULTS_SCENARIO=NAME[,NAME]
@@ -49,6 +51,11 @@ func TestFaults(t *testing.T) {
 	defer rig.report()
 	if os.Getenv("MESHCTL_FAULTS") != "" {
 		rig.faults, rig.long = 3, true
+	}
+	if recording() {
+		defer rig.saveDoors()
+	} else if !rig.long {
+		rig.loadDoors()
 	}
 	if os.Getenv("MESHCTL_FAULTS_FIXED") != "0" {
 		testFixedFindings(t, rig)
@@ -127,10 +134,12 @@ type faultRig struct {
 	rec   *eventcheck.Recorder
 	// calls keeps, per scenario, the calls its act made without faults:
 	// the doors a seed picks from.
-	calls  map[string][]faultproxy.Call
-	faults int  // the most faults an iteration draws
-	long   bool // MESHCTL_FAULTS: the long mode
-	cycled int  // the short run's faulted iterations so far
+	calls map[string][]faultproxy.Call
+	// recorded names the scenarios whose calls come from doorsFile.
+	recorded map[string]bool
+	faults   int  // the most faults an iteration draws
+	long     bool // MESHCTL_FAULTS: the long mode
+	cycled   int  // the short run's faulted iterations so far
 	// slowestEnd is the longest a command took to end after the signal
 	// that asked it to.
 	slowestEnd time.Duration
@@ -159,7 +168,7 @@ func newFaultRig(t *testing.T, host string) *faultRig {
 	}
 	t.Cleanup(rec.Stop)
 	return &faultRig{t: t, host: host, m: m, proxy: p, rec: rec, faults: 1,
-		calls: map[string][]faultproxy.Call{}, signals: map[string]int{}}
+		calls: map[string][]faultproxy.Call{}, recorded: map[string]bool{}, signals: map[string]int{}}
 }
 
 // report logs how many faults of each class, and signals of each kind,

@@ -39,6 +39,11 @@ const replaceMesh = `modules:
           default: {aliases: [backend]}
 `
 
+// replaceSettle is the applies' --settle. The containers sleep and never
+// exit: what is checked is the network they are put back on, not their
+// start, so a short settle tests as much.
+const replaceSettle = "300ms"
+
 // replaceRig is meshctl on the test engine with the fault proxy in front.
 type replaceRig struct {
 	t     *testing.T
@@ -62,7 +67,7 @@ func (g *replaceRig) module(t *testing.T) (module, file string) {
 	g.m.CleanupModule(module)
 	file = filepath.Join(t.TempDir(), "mesh.yaml")
 	g.write(t, module, file, false)
-	if out, err := g.m.Run("apply", "-f", file, "--settle", "1s"); err != nil {
+	if out, err := g.m.Run("apply", "-f", file, "--settle", replaceSettle); err != nil {
 		t.Fatalf("setup apply: %v\n%s", err, out)
 	}
 	return module, file
@@ -168,7 +173,7 @@ func TestNetworkReplacePutsBack(t *testing.T) {
 			door.rule.Class = faultproxy.Fail
 			before := len(g.proxy.Calls())
 			g.proxy.SetSchedule(faultproxy.NewSchedule(1, door.rule))
-			stdout, stderr, err := g.m.Run2("--docker-host", g.proxy.Host(), "apply", "-f", file, "--settle", "1s")
+			stdout, stderr, err := g.m.Run2("--docker-host", g.proxy.Host(), "apply", "-f", file, "--settle", replaceSettle)
 			g.proxy.SetSchedule(nil)
 			t.Logf("%s%s", stdout, stderr)
 			if f := fired(g.proxy.Calls()[before:]); len(f) != 1 {
@@ -207,7 +212,7 @@ func TestNetworkReplacePutsBack(t *testing.T) {
 func (g *replaceRig) converge(t *testing.T, module, file string, internal bool) {
 	t.Helper()
 	g.write(t, module, file, internal)
-	if out, err := g.m.Run("apply", "-f", file, "--settle", "1s"); err != nil {
+	if out, err := g.m.Run("apply", "-f", file, "--settle", replaceSettle); err != nil {
 		t.Fatalf("apply with internal %v: %v\n%s", internal, err, out)
 	}
 	if n := g.checkBack(t, module, "after an apply without faults"); n.Internal != internal {
@@ -244,7 +249,7 @@ func (g *replaceRig) signalled(t *testing.T, file string) {
 	defer g.proxy.SetSchedule(nil)
 	before := len(g.proxy.Calls())
 	var stdout, stderr meshrun.Output
-	cmd := g.m.Command("--docker-host", g.proxy.Host(), "apply", "-f", file, "--settle", "1s")
+	cmd := g.m.Command("--docker-host", g.proxy.Host(), "apply", "-f", file, "--settle", replaceSettle)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
