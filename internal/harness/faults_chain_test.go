@@ -11,7 +11,7 @@ import (
 // three in that order, each once those it depends on are done and healthy.
 
 // fltChain is the chain's db and api. Both stop at once (init forwards
-// SIGTERM to sleep) and pass their probe a second after their start.
+// SIGTERM to sleep) and pass their probe an INTERVAL after their start.
 const fltChain = `      db:
         image: meshtest/busybox:1
         command: [sleep, "100000"]
@@ -20,7 +20,7 @@ const fltChain = `      db:
         network: none
         restart: always
         stop-grace-period: 2s
-        healthcheck: {test: [CMD, "true"], interval: 1s, timeout: 2s, retries: 3}
+        healthcheck: {test: [CMD, "true"], interval: INTERVAL, timeout: 2s, retries: 3}
       api:
         image: meshtest/busybox:1
         command: [sleep, "100000"]
@@ -30,7 +30,7 @@ const fltChain = `      db:
         restart: always
         depends-on: [db]
         stop-grace-period: 2s
-        healthcheck: {test: [CMD, "true"], interval: 1s, timeout: 2s, retries: 3}
+        healthcheck: {test: [CMD, "true"], interval: INTERVAL, timeout: 2s, retries: 3}
 `
 
 // chain returns the mesh file's lines for the chain before the service,
@@ -54,7 +54,7 @@ func (r *fltRun) services() []string {
 // chainV1 applies version 1 of the chain.
 func chainV1(r *fltRun) {
 	v := r.ver
-	v.Chain = true
+	v.Chain, v.Interval = true, fltQuick
 	r.applied(v)
 }
 

@@ -28,7 +28,7 @@ const fltSeen = "{ timeout 2 cat /run/secrets/token > /flt/seen.$(hostname); } 2
 // filesV1 applies version 1 with a secret and a config file.
 func filesV1(r *fltRun) {
 	v := r.ver
-	v.Secret = r.writeSecret()
+	v.Secret, v.Interval = r.writeSecret(), fltQuick
 	v.Config = filepath.Join(r.dir, "conf")
 	if err := os.WriteFile(v.Config, []byte("level=1\n"), 0o600); err != nil {
 		r.t.Fatal(err)

@@ -26,7 +26,7 @@ func (v fltVersion) paths() (modFields, network, secret string) {
 	}
 	if v.StartFirst {
 		modFields += "    update-order: start-first\n"
-		network += "\n        drain: 1s"
+		network += "\n        drain: 300ms"
 	}
 	if v.Secret != "" {
 		secret = "secrets: [{name: token, file: " + v.Secret + "}]"
@@ -41,7 +41,7 @@ func (v fltVersion) paths() (modFields, network, secret string) {
 func netV1(startFirst bool) func(r *fltRun) {
 	return func(r *fltRun) {
 		v := r.ver
-		v.Net, v.StartFirst = true, startFirst
+		v.Net, v.StartFirst, v.Interval = true, startFirst, fltQuick
 		r.applied(v)
 	}
 }

@@ -62,10 +62,11 @@ const killStartFirstMesh = `modules:
 // policy; nothing aside, nothing under the temporary name. The first kill
 // lands where the new container exists under its temporary name and the
 // old one still has the name (Executor.Recreate's first instant). Eight
-// kills; MESHCTL_STRESS=1 makes it 100 (or MESHCTL_STRESS_KILLS=N).
+// kills stop-first, four start-first; MESHCTL_STRESS=1 makes each 100 (or
+// MESHCTL_STRESS_KILLS=N).
 func TestKillRecreateHealsInOneApply(t *testing.T) {
 	host := meshrun.TestEngine(t)
-	t.Run("stop-first", func(t *testing.T) { killRecreate(t, host, killRecreateMesh, 8) })
+	t.Run("stop-first", func(t *testing.T) { killRecreate(t, host, killRecreateMesh, 8, "1s") })
 	// Start-first: the new one under its temporary name runs beside the
 	// old one; a kill after its gate leaves the old one retiring, and the
 	// heal carries the recreate through.
@@ -80,7 +81,10 @@ func TestKillRecreateHealsInOneApply(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer rec.Stop()
-		name := killRecreate(t, host, killStartFirstMesh, 6)
+		// Four kills: the first before the gate (where the heal once
+		// stopped the old one), the others spread over the recreate's life.
+		// Its gate is the settle alone: a short one keeps the run short.
+		name := killRecreate(t, host, killStartFirstMesh, 4, "300ms")
 		if err := rec.Sync(t.Context(), enginetest.Image); err != nil {
 			t.Fatal(err)
 		}
@@ -93,9 +97,9 @@ func TestKillRecreateHealsInOneApply(t *testing.T) {
 }
 
 // killRecreate is TestKillRecreateHealsInOneApply on the service meshText
-// describes, with kills kills (more under MESHCTL_STRESS). It returns the
-// service's engine name.
-func killRecreate(t *testing.T, host, meshText string, kills int) string {
+// describes, with kills kills (more under MESHCTL_STRESS), each apply
+// gated by settle. It returns the service's engine name.
+func killRecreate(t *testing.T, host, meshText string, kills int, settle string) string {
 	kills = stressKills(t, kills, 100)
 	m := newMeshctl(t, host)
 	module := fmt.Sprintf("kre%08x", rand.Uint32())
@@ -109,7 +113,7 @@ func killRecreate(t *testing.T, host, meshText string, kills int) string {
 			t.Fatal(err)
 		}
 	}
-	apply := func(v string) []string { return []string{"apply", "-f", files[v], "--settle", "1s"} }
+	apply := func(v string) []string { return []string{"apply", "-f", files[v], "--settle", settle} }
 	if out, err := m.Run(apply("a")...); err != nil {
 		t.Fatalf("first apply: %v\n%s", err, out)
 	}
@@ -146,7 +150,9 @@ func killRecreate(t *testing.T, host, meshText string, kills int) string {
 				atNew++
 			}
 		} else {
-			slot := float64(tries%8) + rand.Float64()
+			// Eighths of the life in a stride of 5, which visits all eight
+			// in eight tries: a few kills are spread over the whole life.
+			slot := float64(tries*5%8) + rand.Float64()
 			delay := time.Duration(slot / 8 * float64(life))
 			at = delay.Round(time.Millisecond).String()
 			wasKilled = m.killApply(apply(version), delay)
