@@ -183,11 +183,17 @@ func sameEntry(a, b DecodedEntry) bool {
 // referenced file, so it holds no secret: a mesh file's bytes are none.
 func (in DecodeInput) aheadHash() string {
 	h := sha256.New()
-	for _, b := range [][]byte{[]byte("meshctl ahead v1"), []byte(in.Build), []byte(in.Src.Dir), in.Src.Data} {
+	hashFields(h, []byte("meshctl ahead v1"), []byte(in.Build), []byte(in.Src.Dir), in.Src.Data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// hashFields writes each field into h with its length before it, so that
+// no two lists of fields hash the same bytes.
+func hashFields(h hash.Hash, fields ...[]byte) {
+	for _, b := range fields {
 		fmt.Fprintf(h, "%d:", len(b))
 		h.Write(b)
 	}
-	return hex.EncodeToString(h.Sum(nil))
 }
 
 // key is the cache key of in, decoded as f. It hashes the build, the
@@ -204,21 +210,13 @@ func (in DecodeInput) key(f *mesh.File, secretKey []byte) (string, error) {
 	default:
 		h = sha256.New()
 	}
-	field := func(b []byte) {
-		fmt.Fprintf(h, "%d:", len(b))
-		h.Write(b)
-	}
-	field([]byte("meshctl decoded v1"))
-	field([]byte(in.Build))
-	field([]byte(in.Src.Dir))
-	field(in.Src.Data)
+	hashFields(h, []byte("meshctl decoded v1"), []byte(in.Build), []byte(in.Src.Dir), in.Src.Data)
 	for _, p := range f.ReferencedFiles() {
 		data, err := mesh.ReadReferenced(p)
 		if err != nil {
 			return "", err
 		}
-		field([]byte(p))
-		field(data)
+		hashFields(h, []byte(p), data)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
