@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -61,7 +62,7 @@ func TestDecodeListEmptyAndBad(t *testing.T) {
 func FuzzDecodeList(f *testing.F) {
 	for _, s := range []string{listAnswer, "null", "[]", `[{"id":"x","IMAGE":"y"}]`, `[{"Labels":{"a":"\u00e9\ud800"},"Names":null}]`,
 		`[{"Created":1.5}]`, `[{"Created":-3,"X":[1,{"y":[true,false,null]}]}]`, `[{"Id":"a","Id":"b","Labels":{"k":"1"},"Labels":{"l":"2"}}]`,
-		"[{\"Id\":\"\xff\"}]", `[{"Status":"a\"b"}] x`, `[{"Ports":[{"IP":"0.0.0.0","PrivatePort":80}]}]`} {
+		"[{\"Id\":\"\xff\"}]", `[{"Status":"a\"b"}] x`, `[{"Labels":{"a\u0041":"\u0026\/\t\"","\ud83d\ude00":"\udead"}}]`, `[{"Ports":[{"IP":"0.0.0.0","PrivatePort":80}]}]`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -101,5 +102,58 @@ func TestDecodeListNamesTheOffset(t *testing.T) {
 	err := decodeList(strings.NewReader("["+in), &got)
 	if want := fmt.Sprintf("near byte %d:", 1+len(in)-1); err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v, want one %q", err, want)
+	}
+}
+
+// TestUnquoteReadsAsEncodingJSON: a string with escapes reads as
+// encoding/json reads it, whether unquoteASCII takes it or leaves it, and
+// fails where encoding/json fails. The ASCII escapes are unquoteASCII's.
+func TestUnquoteReadsAsEncodingJSON(t *testing.T) {
+	fast := []string{`"a\"b"`, `"\\"`, `"\/\b\f\n\r\t"`, `"x \u0026 y"`, `"\u00e9\u4E2D"`, `"\u0000"`,
+		`"{\"v\":3,\"command\":[\"sh\",\"-c\",\"sleep 1 \u0026 wait\"]}"`, `"end\\"`, `"\uFFFF"`}
+	slow := []string{`"\ud800"`, `"\ud83d\ude00"`, "\"\xff\"", `"é\n"`, `"\x"`, `"\u12"`, `"\u12g4"`, `"\'"`}
+	for _, in := range append(fast, slow...) {
+		var want string
+		werr := json.Unmarshal([]byte(in), &want)
+		got, gerr := unquote([]byte(in))
+		if (werr == nil) != (gerr == nil) || got != want {
+			t.Errorf("%s: unquote %q, %v; encoding/json %q, %v", in, got, gerr, want, werr)
+		}
+		_, ok := unquoteASCII([]byte(in))
+		if isFast := slices.Contains(fast, in); ok != isFast {
+			t.Errorf("%s: read by unquoteASCII %v, want %v", in, ok, isFast)
+		}
+	}
+}
+
+// BenchmarkDecodeList decodes an engine's list of 1000 containers as
+// meshctl makes them: five labels, one of them the spec with its quotes
+// escaped, and the fields the list has that meshctl does not read.
+func BenchmarkDecodeList(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 1000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		fmt.Fprintf(&sb, `{"Id":"%064d","Names":["/bench.c%04d"],"Image":"meshtest/busybox:1","ImageID":"sha256:%064d",`+
+			`"Command":"sh -c 'sleep 86400 & wait'","Created":1796319827,"Ports":[],"Labels":{"io.meshctl.container":"c%04d",`+
+			`"io.meshctl.managed":"7174703ba2b55409","io.meshctl.module":"bench","io.meshctl.role":"service",`+
+			`"io.meshctl.spec":"{\"v\":3,\"image\":\"meshtest/busybox:1\",\"command\":[\"sh\",\"-c\",\"sleep 86400 \\u0026 wait\"],`+
+			`\"env\":{\"BENCH\":\"sha256:%064d\"},\"network\":\"none\",\"restart\":\"unless-stopped\"}"},`+
+			`"State":"running","Status":"Up 19 minutes","HostConfig":{"NetworkMode":"none"},"NetworkSettings":{"Networks":{"none":`+
+			`{"IPAMConfig":null,"Links":null,"Aliases":null,"NetworkID":"%064d","EndpointID":"%064d","Gateway":"","IPAddress":"",`+
+			`"IPPrefixLen":0,"IPv6Gateway":"","GlobalIPv6Address":"","GlobalIPv6PrefixLen":0,"MacAddress":"","DriverOpts":null}}},"Mounts":[]}`,
+			i, i, i, i, i, i, i)
+	}
+	sb.WriteString("]")
+	answer := sb.String()
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var list []listed
+		if err := decodeList(strings.NewReader(answer), &list); err != nil || len(list) != 1000 {
+			b.Fatalf("%d containers, %v", len(list), err)
+		}
 	}
 }
