@@ -10,12 +10,17 @@ import (
 
 // BenchmarkPlan plans a host of n containers as a no-op apply finds it (all
 // running and unchanged, the common case CI hits on every merge), and as a
-// busier one: a tenth each recreated, created, held, and orphaned.
+// busier one: a tenth each recreated, created, held, and orphaned. The
+// no-op again with its specs encoded ahead (Input.Encoded) is what an
+// apply's plan costs after the engine's answer.
 func BenchmarkPlan(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
-		for _, mix := range []string{"unchanged", "mixed"} {
+		for _, mix := range []string{"unchanged", "unchanged-encoded", "mixed"} {
 			b.Run(fmt.Sprintf("containers=%d/%s", n, mix), func(b *testing.B) {
 				in := benchInput(b, n, mix == "mixed")
+				if mix == "unchanged-encoded" {
+					in.Encoded = EncodeSpecs(in.Desired)
+				}
 				b.ReportAllocs()
 				b.ResetTimer()
 				for b.Loop() {

@@ -100,6 +100,10 @@ type Input struct {
 	Remove map[string]bool
 	// Now is when Observed was listed, for engine.StateOf.
 	Now time.Time
+	// Encoded are the specs of Desired encoded (mesh.Spec.Encode), in the
+	// same order, made while the engine answered the list. Nil, or of
+	// another length, has the plan encode them.
+	Encoded []string
 }
 
 // Plan returns one item per desired or managed container, in name order.
@@ -120,10 +124,14 @@ func Plan(in Input) []Item {
 		items = make([]Item, 0, len(in.Desired))
 	}
 	wanted := make(map[string]bool, len(in.Desired))
+	encoded := in.Encoded
+	if len(encoded) != len(in.Desired) {
+		encoded = EncodeSpecs(in.Desired)
+	}
 	for i := range in.Desired {
 		d := &in.Desired[i]
 		wanted[d.Name] = true
-		items = append(items, planOne(d, observed[d.Name], in))
+		items = append(items, planOne(d, encoded[i], observed[d.Name], in))
 	}
 	deferDependents(items, in.Holds)
 	for name, c := range observed {
@@ -172,22 +180,32 @@ func unlisted(module string, removed, prune bool) (Action, []string) {
 	return Orphan, []string{"not in the mesh file; --prune removes it"}
 }
 
-// planOne is the plan for desired container d, which the engine has as c.
-// A nil c is missing.
-func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
+// EncodeSpecs returns the specs of desired encoded (mesh.Spec.Encode), in
+// their order: Input.Encoded.
+func EncodeSpecs(desired []lifecycle.Desired) []string {
+	out := make([]string, len(desired))
+	for i := range desired {
+		out[i] = desired[i].Spec.Encode()
+	}
+	return out
+}
+
+// planOne is the plan for desired container d, whose spec encodes as
+// encoded, and which the engine has as c. A nil c is missing.
+func planOne(d *lifecycle.Desired, encoded string, c *engine.Container, in Input) Item {
 	it := Item{Name: d.Name, Module: d.Module, Container: d.Container, Desired: d, Observed: c}
 	if owner, taken := in.Taken[d.Name]; c == nil && taken {
 		it.Action = Conflict
 		it.Reasons = []string{ConflictReason(d.Name, owner)}
 		return it
 	}
-	diff := drift(d, c)
+	diff := drift(d, encoded, c)
 	if hold, held := in.Holds[d.Name]; held {
 		if hold.Changed {
 			// The copy under the name is the window's. The file's wish is for
 			// the normal one aside, which the close brings back.
 			c = in.observedAside(d.Name)
-			diff = drift(d, c)
+			diff = drift(d, encoded, c)
 		}
 		it.Window = hold.Window
 		it.Action, it.Reasons = heldAction(hold, c, diff)
@@ -209,11 +227,11 @@ func planOne(d *lifecycle.Desired, c *engine.Container, in Input) Item {
 
 // drift says how c differs from d. It compares the recorded spec, and for
 // `pull: always` the image its tag names now. A missing container has none.
-func drift(d *lifecycle.Desired, c *engine.Container) []string {
+func drift(d *lifecycle.Desired, encoded string, c *engine.Container) []string {
 	if c == nil {
 		return nil
 	}
-	return lifecycle.Diff(*c, d)
+	return lifecycle.DiffEncoded(*c, d, encoded)
 }
 
 // heldAction is the rule for a container a live window holds. Such a

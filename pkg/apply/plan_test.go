@@ -412,6 +412,33 @@ func TestPlanNeverShowsEnvValues(t *testing.T) {
 	}
 }
 
+// TestPlanComparesTheSpecsEncodedAhead: the plan compares a container's
+// spec label with the encoding it is given (Input.Encoded), not one of its
+// own. A label equal to it is unchanged even where it would not decode;
+// without it, or with one of another length, that label is unreadable.
+func TestPlanComparesTheSpecsEncodedAhead(t *testing.T) {
+	desired := want(t, map[string]*mesh.Container{"web": web()})
+	c := running(t, "web", web())
+	c.Labels[lifecycle.LabelSpec] = "not a spec"
+	for _, tc := range []struct {
+		name    string
+		encoded []string
+		action  Action
+	}{
+		{"encoded ahead", []string{"not a spec"}, Unchanged},
+		{"none", nil, Recreate},
+		{"another length", []string{"not a spec", "x"}, Recreate},
+	} {
+		items := Plan(Input{Desired: desired, Observed: []engine.Container{c}, Scope: scope, Encoded: tc.encoded})
+		if len(items) != 1 || items[0].Action != tc.action {
+			t.Errorf("%s: %+v, want one item %s", tc.name, items, tc.action)
+		}
+	}
+	if got, want := EncodeSpecs(desired), []string{desired[0].Spec.Encode()}; !slices.Equal(got, want) {
+		t.Errorf("EncodeSpecs %q, want %q", got, want)
+	}
+}
+
 // TestPlanEngineSpecRoundTrip checks that what apply creates is what the
 // next plan finds unchanged: the labels EngineSpec puts on a container carry
 // its scope, role and recorded spec.

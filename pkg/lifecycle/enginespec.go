@@ -141,8 +141,13 @@ func PeekScope(d *state.Dir) (string, error) {
 // recorded spec cannot be read is recreated. meshctl cannot know what it
 // runs.
 func SpecDiff(c engine.Container, want mesh.Spec) []string {
+	return specDiff(c, want, want.Encode())
+}
+
+// specDiff is SpecDiff, given want encoded (mesh.Spec.Encode).
+func specDiff(c engine.Container, want mesh.Spec, encoded string) []string {
 	label := c.Labels[LabelSpec]
-	if label == want.Encode() {
+	if label == encoded {
 		// The label this meshctl would record. Encoding is cheaper than
 		// decoding the label, and equal encodings are equal specs.
 		return nil
@@ -162,7 +167,14 @@ const ReasonNewerPull = "image (newer pull)"
 // `pull: always` container whose pull gave another image id than c runs.
 // It is the one rule for apply's plan and a window's close.
 func Diff(c engine.Container, d *Desired) []string {
-	diff := SpecDiff(c, d.Spec)
+	return DiffEncoded(c, d, d.Spec.Encode())
+}
+
+// DiffEncoded is Diff, given d's spec encoded (mesh.Spec.Encode). An apply
+// encodes its specs while the engine makes its list, so that the plan
+// after the answer only compares.
+func DiffEncoded(c engine.Container, d *Desired, encoded string) []string {
+	diff := specDiff(c, d.Spec, encoded)
 	if d.PulledID != "" && c.ImageID != "" && c.ImageID != d.PulledID && !slices.ContainsFunc(diff, mesh.IsImageReason) {
 		diff = append([]string{ReasonNewerPull}, diff...)
 	}
