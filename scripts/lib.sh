@@ -196,19 +196,26 @@ bench_row() {
 }
 
 # wait_idle waits (at most MESHCTL_BENCH_IDLE_WAIT seconds, default 120) until the machine's CPUs
-# were at least 80% idle over one second, as /proc/stat counts them: the engine's work of a
-# converge (starting or removing hundreds of containers) goes on for a minute after the last
-# request, and a figure taken meanwhile times the engine's backlog, not the command.
+# were at least 85% idle in each of three seconds in a row, as /proc/stat counts them: the engine's
+# work of a converge (starting or removing hundreds of containers) goes on for a minute after the
+# last request, in bursts, and a figure taken meanwhile times the engine's backlog, not the
+# command. One idle second (the rule before) came between two bursts at 1000 containers, with a
+# load average of 15.
 wait_idle() {
-	local deadline=$((SECONDS + ${MESHCTL_BENCH_IDLE_WAIT:-120})) a b
+	local deadline=$((SECONDS + ${MESHCTL_BENCH_IDLE_WAIT:-120})) a b quiet=0
+	read -r -a a < <(head -1 /proc/stat)
 	while ((SECONDS < deadline)); do
-		read -r -a a < <(head -1 /proc/stat)
 		sleep 1
 		read -r -a b < <(head -1 /proc/stat)
 		# Fields 1..7: user nice system idle iowait irq softirq.
 		local total=0 i
 		for ((i = 1; i <= 7; i++)); do total=$((total + b[i] - a[i])); done
-		if ((total > 0 && (b[4] - a[4]) * 100 >= total * 80)); then return 0; fi
+		if ((total > 0 && (b[4] - a[4]) * 100 >= total * 85)); then
+			if ((++quiet == 3)); then return 0; fi
+		else
+			quiet=0
+		fi
+		a=("${b[@]}")
 	done
 	log "the machine is still busy after ${MESHCTL_BENCH_IDLE_WAIT:-120} s: timing anyway (see the load column)"
 }
