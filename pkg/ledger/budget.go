@@ -1,10 +1,10 @@
+//go:build !noetcd
+
 package ledger
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,48 +12,6 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// Member says that a host runs a module that uses the mesh: one with a
-// budget or a mesh: all step. Each host's apply writes it under
-// PREFIX/mesh/members/MODULE/HOST when it changes.
-type Member struct {
-	Host   string `json:"host"`
-	Module string `json:"module"`
-	// MaxUnavailable is the module's budget in this host's mesh file. It
-	// is 0 for none: the module is a member for its mesh: all steps.
-	MaxUnavailable int `json:"max_unavailable"`
-	// Steps are the hashes of the module's step definitions, by step.
-	Steps     map[string]string `json:"steps,omitempty"`
-	UpdatedAt time.Time         `json:"updated_at"`
-}
-
-// Slot is one host's share of a module's budget of hosts down. It lives
-// under PREFIX/mesh/slots/MODULE/HOST, with no lease. A holder that dies
-// leaves it, since its host may still be down.
-type Slot struct {
-	Host   string `json:"host"`
-	Module string `json:"module"`
-	// Token names the process that holds it. A give-back compares it.
-	Token   string    `json:"token"`
-	PID     int       `json:"pid"`
-	TakenAt time.Time `json:"taken_at"`
-	// Deadline is when the holder should be done: status --check reports a
-	// slot held past it.
-	Deadline   time.Time `json:"deadline"`
-	Containers []string  `json:"containers,omitempty"`
-}
-
-// Budget is the outcome of one try at a slot.
-type Budget struct {
-	// Taken is set when the slot is the caller's now.
-	Taken bool
-	// Limit is the budget that held: the smallest one published.
-	Limit int
-	// Holders are the slots held by other hosts, when it was not taken.
-	Holders []Slot
-	// Rev is the revision the try read at. A wait watches from after it.
-	Rev int64
-}
 
 func (s *etcdStore) meshKey(kind, module, host string) string {
 	k := s.cfg.Prefix + "/mesh/" + kind + "/"
@@ -110,12 +68,6 @@ func (l *Ledger) RemoveMember(ctx context.Context, module, host string) error {
 		_, err := cli.Delete(ctx, s.meshKey("members", module, host))
 		return err == nil, err
 	})
-}
-
-// MeshState is the members and slots of the mesh, read at one revision.
-type MeshState struct {
-	Members []Member
-	Slots   []Slot
 }
 
 // Mesh returns the members and slots of module, or of every module when
@@ -370,14 +322,4 @@ func (l *Ledger) ForgetHost(ctx context.Context, host string) (MeshState, error)
 		return tr.Succeeded, nil
 	})
 	return gone, err
-}
-
-// HolderNames names the holders of slots, as "host (pid N, since T)".
-func HolderNames(slots []Slot) string {
-	var out []string
-	for _, s := range slots {
-		out = append(out, fmt.Sprintf("%s (pid %d, since %s)", s.Host, s.PID, s.TakenAt.Local().Format(time.TimeOnly)))
-	}
-	slices.Sort(out)
-	return strings.Join(out, ", ")
 }

@@ -1,3 +1,5 @@
+//go:build !noetcd
+
 package ledger
 
 import (
@@ -38,42 +40,6 @@ var sessionTTL = WindowTTL
 
 // gatheringsKept is how many replaced gatherings are kept per module.
 const gatheringsKept = 20
-
-// Gathered is one host's membership of a gathering, from its join to
-// Leave. Each wait returns a *GatherError once the gathering failed.
-// coord.Gathered is this interface.
-type Gathered interface {
-	// Gathering is the gathering as last read.
-	Gathering() Gathering
-	// Runner says whether this host runs the step.
-	Runner() bool
-	// AllJoined waits until every expected host joined with the same hash.
-	// Then the gathering is holding. It fails the gathering at the deadline
-	// (exit 1, naming the missing hosts), and on a hash that differs (exit 2).
-	AllJoined(ctx context.Context) (Gathering, error)
-	// Held says that this host holds its containers for the step.
-	Held(ctx context.Context) error
-	// Start, on the runner, waits until every member held and starts the
-	// step. It fails the gathering if a member's session lapsed first.
-	Start(ctx context.Context) error
-	// WaitStart, on another member, waits until the runner started.
-	WaitStart(ctx context.Context) error
-	// Fail fails the gathering before its start, saying why. Every member
-	// then brings its containers back.
-	Fail(ctx context.Context, why string) error
-	// End, on the runner, records how the step ended.
-	End(ctx context.Context, end StepEnd) error
-	// WaitEnd, on another member, waits for the step's end until until.
-	// Past it, it returns context.DeadlineExceeded and the caller keeps
-	// its hold.
-	WaitEnd(ctx context.Context, until time.Time) (StepEnd, error)
-	// Closed says that this host closed its hold, and whether its
-	// containers came back healthy.
-	Closed(ctx context.Context, back bool) error
-	// Leave ends the session's renewals. Its lease then lapses, or is
-	// revoked when the host closed.
-	Leave()
-}
 
 type gatherDoc struct {
 	ID        string        `json:"id"`

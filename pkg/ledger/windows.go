@@ -1,9 +1,10 @@
+//go:build !noetcd
+
 package ledger
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -11,31 +12,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
-
-// MeshWindow is a maintenance window as the mesh sees it. Its host publishes
-// it to the etcd that holds the ledger, under a lease that lapses when the
-// window's process dies. Holds stay in local files. This view is for
-// operators, and a window works the same with etcd down.
-type MeshWindow struct {
-	Host     string    `json:"host"`
-	Module   string    `json:"module"`
-	Step     string    `json:"step"`
-	PID      int       `json:"pid"`
-	OpenedAt time.Time `json:"opened_at"`
-	// Lapsed is set when the window's lease lapsed but the window never
-	// closed. Either its process was killed, or it is cut off from etcd. A
-	// killed window's step may still run, and its host still holds the
-	// module. The view cannot be sure the window is open, nor that it is not.
-	// Check on the host.
-	Lapsed bool `json:"lapsed,omitempty"`
-}
-
-// WindowTTL is the lease of a published window. The lease lapses this long
-// after the window's process stops renewing it, killed or cut off from etcd.
-const WindowTTL = 10 * time.Second
-
-// ErrNotEtcd is returned by the mesh views of a ledger kept in files.
-var ErrNotEtcd = errors.New("the mesh view needs an etcd ledger (--ledger etcd://HOST:PORT…)")
 
 func (s *etcdStore) windowKey(w MeshWindow) string {
 	return fmt.Sprintf("%s/windows/%s/%s/%d", s.cfg.Prefix, w.Host, w.Module, w.PID)
