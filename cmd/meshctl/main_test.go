@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 			cli.Converter = convert.Project
 			os.Exit(cli.Main())
 		},
+		// meshctl with the etcd client, as the release's meshctl (built
+		// with -tags noetcd) runs it: TestReleaseMeshctlHandsEtcdOver.
+		"meshctl-etcd": func() { os.Exit(cli.Main()) },
 	})
 }
 

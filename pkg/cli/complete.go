@@ -225,6 +225,9 @@ func ledgerBuilds(cmd *cobra.Command, env *Env) []ledger.Build {
 	if err != nil {
 		return nil
 	}
+	if err := handOverToEtcd(env); err != nil {
+		return nil
+	}
 	if cfg != nil {
 		cfg.Timeout = completionTimeout
 	}

@@ -23,7 +23,16 @@ func (e *helperExit) Error() string { return fmt.Sprintf("exit status %d", e.cod
 // PATH (exit 1). The installation lacks it.
 func helperMissing(name, dir string) error {
 	return fault.New(fault.Failed, "%s is needed for this command and is neither beside meshctl (%s) nor on PATH; "+
-		"the release archive ships it, and from a checkout: go build -o %s ./cmd/%s", name, dir, dir, name)
+		"the release archive ships it, and from a checkout: go build -o %s %s", name, dir, filepath.Join(dir, name), helperSource(name))
+}
+
+// helperSource is the package a helper program is built from. meshctl-etcd
+// is meshctl itself, built without the tag noetcd.
+func helperSource(name string) string {
+	if name == etcdHelper {
+		return "./cmd/meshctl"
+	}
+	return "./cmd/" + name
 }
 
 // runHelper runs the helper program name with this invocation's arguments,

@@ -53,7 +53,10 @@ See 'meshctl help exit-codes' for the exit status of every command.`,
 			if err := loadConfig(cmd); err != nil {
 				return err
 			}
-			return finishGlobal(env)
+			if err := finishGlobal(env); err != nil || needsNoLedger(cmd) {
+				return err
+			}
+			return handOverToEtcd(env)
 		},
 	}
 	root.SetOut(env.Stdout)
