@@ -144,10 +144,14 @@ bench_cleanup() {
 }
 
 # release_build DIR OUT builds DIR's meshctl into OUT as .goreleaser.yaml builds the released one
-# (static, no cgo, trimmed paths, no symbol table): a benchmark times the binary operators run.
-# A cgo build with symbols starts about 3 ms slower (docs/performance.md).
+# (static, no cgo, trimmed paths, no symbol table, no etcd client: tag noetcd), and meshctl-etcd,
+# the same with the client, beside it, which OUT runs for an etcd ledger: a benchmark times the
+# binaries operators run. A cgo build with symbols starts about 3 ms slower, and so does one with
+# the etcd client (docs/performance.md). A checkout older than the tag builds meshctl with the client.
 release_build() {
-	(cd "$1" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$2" ./cmd/meshctl)
+	local flags=(-trimpath -ldflags "-s -w")
+	(cd "$1" && CGO_ENABLED=0 go build "${flags[@]}" -tags noetcd -o "$2" ./cmd/meshctl &&
+		CGO_ENABLED=0 go build "${flags[@]}" -o "$(dirname "$2")/meshctl-etcd" ./cmd/meshctl)
 }
 
 # bench_meshctl sets meshctl to $MESHCTL_BENCH_BIN, else builds one in $work.
