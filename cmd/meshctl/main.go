@@ -1,4 +1,7 @@
-// Command meshctl runs the containers of one host of a mesh.
+// Command meshctl runs the containers of one host of a mesh. The release
+// builds it twice: as meshctl with -tags noetcd, which has no etcd client,
+// and as meshctl-etcd, which meshctl becomes for a command given an etcd
+// ledger (pkg/cli/etcd.go).
 package main
 
 import (

@@ -18,7 +18,6 @@ import (
 // it: what that meshctl cannot do alone. Without meshctl-etcd it says how to
 // get it, and a command that reads no ledger still runs.
 func TestReleaseMeshctlHandsEtcdOver(t *testing.T) {
-	eps := etcdtest.Endpoints(t)
 	dir := t.TempDir()
 	lite := filepath.Join(dir, "meshctl")
 	if out, err := exec.Command("go", "build", "-tags", "noetcd", "-o", lite, ".").CombinedOutput(); err != nil {
@@ -35,8 +34,9 @@ func TestReleaseMeshctlHandsEtcdOver(t *testing.T) {
 	}
 
 	state := filepath.Join(dir, "state")
+	// A ledger never contacted until meshctl-etcd is there.
 	env := []string{"PATH=" + filepath.Join(dir, "no-bin"), "HOME=" + dir,
-		"MESHCTL_LEDGER=etcd://" + eps + etcdtest.Prefix(t.Name()), "MESHCTL_STATE_DIR=" + state}
+		"MESHCTL_LEDGER=etcd://127.0.0.1:1/unused", "MESHCTL_STATE_DIR=" + state}
 	run := func(want int, args ...string) string {
 		t.Helper()
 		c := exec.Command(lite, args...)
@@ -66,6 +66,8 @@ func TestReleaseMeshctlHandsEtcdOver(t *testing.T) {
 	}
 	run(0, "version") // reads no ledger: no meshctl-etcd needed
 
+	eps := etcdtest.Endpoints(t)
+	env[2] = "MESHCTL_LEDGER=etcd://" + eps + etcdtest.Prefix(t.Name())
 	// meshctl-etcd is this test binary under that name (TestMain).
 	self, err := os.Executable()
 	if err != nil {
