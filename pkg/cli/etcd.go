@@ -11,21 +11,20 @@ import (
 )
 
 // etcdHelper is meshctl with the etcd client in. The release's meshctl is
-// built without it (tag noetcd): gRPC, protobuf and etcd's packages would
-// cost every command about 3 ms of initialisation and page faults, a fifth of
-// a no-op apply at 40 containers (docs/performance.md). meshctl-etcd ships
-// beside it and is built from the same source without the tag.
+// built without it (tag noetcd), since gRPC's, protobuf's and etcd's packages
+// cost every command about 3 ms at start (docs/performance.md). Both are
+// built from cmd/meshctl, and meshctl-etcd ships beside meshctl.
 const etcdHelper = "meshctl-etcd"
 
-// handOverToEtcd replaces this process by meshctl-etcd, with the same
-// arguments and environment, when --ledger names an etcd ledger and this
-// meshctl has no etcd client. It returns nil when there is nothing to hand
-// over, and otherwise why it could not (meshctl-etcd missing: exit 1). It
-// runs before any work: in the pre-run, which has read only flags,
-// MESHCTL_* and the config file, and in a completion before it reads the
-// ledger. meshctl-etcd reads them again and carries out the command; a
-// signal before it is set to catch one ends it as it would end a meshctl
-// that has not begun.
+// handOverToEtcd replaces this process by meshctl-etcd when --ledger names an
+// etcd ledger and this build has no etcd client. It returns nil when there is
+// nothing to hand over, else why it could not.
+//
+// It runs before any work. The pre-run has read only the flags, MESHCTL_* and
+// the config file, and a completion calls it before it reads the ledger. So
+// meshctl-etcd, given the same arguments and environment, does the whole
+// command. A signal that comes before meshctl-etcd catches signals ends a
+// command that had not begun.
 func handOverToEtcd(env *Env) error {
 	if ledger.EtcdClient {
 		return nil

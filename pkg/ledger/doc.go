@@ -47,7 +47,8 @@
 // records. The outcome of a record is the Ledger's to decide, never the
 // store's. There are two stores. The default is the state directory's files
 // (fileStore, below). The other is etcd (etcdStore, OpenEtcd), which a mesh
-// of hosts and CI share.
+// of hosts and CI share. A build with the tag noetcd has no etcd client, and
+// so only the files (noetcd.go).
 //
 // On etcd, everything lives under PREFIX/ledger/ (see etcdStore). Each
 // request and record is one transaction. It compares the mod revision of

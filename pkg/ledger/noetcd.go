@@ -8,14 +8,12 @@ import (
 	"time"
 )
 
-// Built with the tag noetcd, as the release's meshctl is, the package has no
-// etcd client: gRPC, protobuf and etcd's own packages cost a no-op apply
-// about 1.5 ms of their initialisation and page faults (docs/performance.md).
-// Its ledger is the state directory's files. A command given an etcd ledger
-// runs as meshctl-etcd, the same commands with the client in, before it
-// reaches the ledger (pkg/cli, etcd.go), so nothing below answers in use. Each
-// answers as a file ledger answers in the build with the client: the mesh's
-// records need etcd (ErrNotEtcd).
+// This file stands for the etcd client in a build with the tag noetcd, as the
+// release's meshctl is built. gRPC's, protobuf's and etcd's packages would cost
+// every process about 3 ms at start (docs/performance.md). A command given an
+// etcd ledger becomes meshctl-etcd before it reaches the ledger (pkg/cli,
+// etcd.go), so nothing here answers in use. Each method answers as a file
+// ledger answers in the build with the client: ErrNotEtcd.
 
 // EtcdClient says whether this build has the etcd client.
 const EtcdClient = false
