@@ -26,6 +26,10 @@ func (s *gatherStore) JoinGathering(context.Context, ledger.Join) (coord.Gathere
 	return nil, errors.New("an apply joins nothing")
 }
 
+func (s *gatherStore) PreviewJoin(context.Context, ledger.Join) (ledger.JoinPreview, error) {
+	return ledger.JoinPreview{}, errors.New("an apply joins nothing")
+}
+
 func (s *gatherStore) Gathering(context.Context, string) (ledger.Gathering, bool, error) {
 	return ledger.Gathering{}, false, errors.New("an apply reads by id")
 }

@@ -16,6 +16,9 @@ type GatherStore interface {
 	// window of another step is refused (GatherError, Busy). The member's
 	// session lease lives until Leave.
 	JoinGathering(ctx context.Context, j ledger.Join) (Gathered, error)
+	// PreviewJoin says what JoinGathering(j) would do now, writing
+	// nothing: the hosts that must join, and the join's refusal, if any.
+	PreviewJoin(ctx context.Context, j ledger.Join) (ledger.JoinPreview, error)
 	// Gathering reads module's current gathering, if any.
 	Gathering(ctx context.Context, module string) (ledger.Gathering, bool, error)
 	// GatheringByID reads one of module's gatherings, also one replaced

@@ -40,6 +40,10 @@ func (f *fakeGather) JoinGathering(context.Context, ledger.Join) (Gathered, erro
 	return nil, errors.New("fakeGather: no join")
 }
 
+func (f *fakeGather) PreviewJoin(context.Context, ledger.Join) (ledger.JoinPreview, error) {
+	return ledger.JoinPreview{}, errors.New("fakeGather: no join")
+}
+
 func (f *fakeGather) Gathering(context.Context, string) (ledger.Gathering, bool, error) {
 	return ledger.Gathering{}, false, errors.New("fakeGather: read by id")
 }

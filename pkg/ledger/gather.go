@@ -56,6 +56,17 @@ type Join struct {
 	MaxUnavailable int
 }
 
+// JoinPreview is what a join would do now. PreviewJoin reads it.
+type JoinPreview struct {
+	// Create says that the join would begin a new gathering, and that its
+	// host would run the step. Else it would join Gathering.
+	Create    bool
+	Gathering Gathering
+	// Hosts are those that must join: the module's members for a new
+	// gathering, else the open one's expected hosts.
+	Hosts []string
+}
+
 // GatherMember is one host of a gathering as etcd last said it.
 type GatherMember struct {
 	Host string `json:"host"`

@@ -478,60 +478,130 @@ func (m *membership) join(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	g := st.g
-	if st.found && st.joinedLease[j.Host] == m.lease {
+	mv := decideJoin(st, j, m.lease)
+	switch {
+	case mv.own:
 		return true, m.joined(ctx, st) // our own join, its answer lost
-	}
-	over := st.fail != nil || g.End != nil
-	if !st.found || over && (g.Step != j.Step || !st.fence) {
+	case mv.create:
 		return m.create(ctx, st)
 	}
-	switch {
-	case g.Step != j.Step:
-		return false, gatherErr(g, fault.Busy, fmt.Sprintf("a mesh window of %s for step %s is open (%s): one mesh window per module", j.Module, g.Step, g.State))
-	case st.fail != nil && st.deadline:
-		return false, st.fail.err(g)
-	case st.started:
-		return false, gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined after the step started at %s", j.Host, g.StartedAt.Local().Format(time.TimeOnly)))
-	case !st.deadline:
-		if f := failureOf(st); f != nil {
-			if err := s.writeFail(ctx, st, f); err != nil {
-				return false, err
-			}
-		}
-		return false, gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined after the deadline; a new mesh window of %s opens once this one is over and %s passed", j.Host, j.Module, 2*st.gather))
-	case !slices.Contains(g.Expected, j.Host):
-		return false, gatherErr(g, fault.Busy, fmt.Sprintf("host %s was not a member of %s when the gathering began: it joins the next one", j.Host, j.Module))
-	case st.joinedRev[j.Host] != 0:
-		mem, _ := g.Member(j.Host)
-		return false, gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined already, as pid %d", j.Host, mem.PID))
-	}
-	if f := failureOf(st); f != nil {
-		if err := s.writeFail(ctx, st, f); err != nil {
+	if mv.fail != nil {
+		if err := s.writeFail(ctx, st, mv.fail); err != nil {
 			return false, err
 		}
-		return false, nil // read again: the gathering failed
 	}
-	if j.Hash != g.Hash {
-		hosts := []string{g.Runner, j.Host}
-		f := &failRec{Kind: fault.BadInput, Hosts: hosts,
-			Why: fmt.Sprintf("host %s's step definition (hash %s) differs from host %s's (hash %s): apply the same mesh file on every host", j.Host, short(j.Hash), g.Runner, short(g.Hash))}
-		if err := s.writeFail(ctx, st, f); err != nil {
-			return false, err
-		}
-		return false, nil
-	}
-	if f := budgetFail(j, st.members, len(g.Expected)); f != nil {
-		if err := s.writeFail(ctx, st, f); err != nil {
-			return false, err
-		}
-		return false, nil
+	if mv.refuse != nil || mv.fail != nil {
+		return false, mv.refuse // nil: read again, the gathering failed
 	}
 	cmps := append(s.notStarted(st),
 		clientv3.Compare(clientv3.CreateRevision(s.gatherKey(j.Module, "deadline")), ">", 0),
 		clientv3.Compare(clientv3.CreateRevision(s.gatherKey(j.Module, "joined/"+j.Host)), "=", 0))
 	_, err = s.kv().Txn(ctx).If(cmps...).Then(m.joinOps()...).Commit()
 	return false, err // read again: it finds the join its own, or what won
+}
+
+// joinMove is what a join does with a gathering as one read saw it. With
+// none of own, create, refuse and fail set, it writes its join.
+type joinMove struct {
+	own    bool     // the read found this join, its answer lost
+	create bool     // there is no gathering to join: begin one
+	refuse error    // the join is refused (after writing fail, if set)
+	fail   *failRec // the gathering fails first: write it, then read again
+}
+
+// decideJoin is what j's join does with st. lease is the joiner's session
+// lease, 0 for a dry run's preview, which has none. The join and the
+// preview decide alike, so a dry run says what a join would do.
+func decideJoin(st *gstate, j Join, lease clientv3.LeaseID) joinMove {
+	g := st.g
+	if st.found && lease != 0 && st.joinedLease[j.Host] == lease {
+		return joinMove{own: true}
+	}
+	over := st.fail != nil || g.End != nil
+	if !st.found || over && (g.Step != j.Step || !st.fence) {
+		return joinMove{create: true}
+	}
+	switch {
+	case g.Step != j.Step:
+		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("a mesh window of %s for step %s is open (%s): one mesh window per module", j.Module, g.Step, g.State))}
+	case st.fail != nil && st.deadline:
+		return joinMove{refuse: st.fail.err(g)}
+	case st.started:
+		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined after the step started at %s", j.Host, g.StartedAt.Local().Format(time.TimeOnly)))}
+	case !st.deadline:
+		return joinMove{fail: failureOf(st), refuse: gatherErr(g, fault.Busy,
+			fmt.Sprintf("host %s joined after the deadline; a new mesh window of %s opens once this one is over and %s passed", j.Host, j.Module, 2*st.gather))}
+	case !slices.Contains(g.Expected, j.Host):
+		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("host %s was not a member of %s when the gathering began: it joins the next one", j.Host, j.Module))}
+	case st.joinedRev[j.Host] != 0:
+		mem, _ := g.Member(j.Host)
+		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined already, as pid %d", j.Host, mem.PID))}
+	}
+	if f := failureOf(st); f != nil {
+		return joinMove{fail: f}
+	}
+	if j.Hash != g.Hash {
+		return joinMove{fail: &failRec{Kind: fault.BadInput, Hosts: []string{g.Runner, j.Host},
+			Why: fmt.Sprintf("host %s's step definition (hash %s) differs from host %s's (hash %s): apply the same mesh file on every host", j.Host, short(j.Hash), g.Runner, short(g.Hash))}}
+	}
+	if f := budgetFail(j, st.members, len(g.Expected)); f != nil {
+		return joinMove{fail: f}
+	}
+	return joinMove{}
+}
+
+// expectedOf is who must join a gathering j begins on st: the module's
+// members in etcd, sorted. A joiner that is not one is refused.
+func expectedOf(st *gstate, j Join) ([]string, error) {
+	var expected []string
+	for _, mem := range st.members {
+		expected = append(expected, mem.Host)
+	}
+	sort.Strings(expected)
+	if !slices.Contains(expected, j.Host) {
+		return expected, &GatherError{Kind: fault.BadInput, Module: j.Module, Step: j.Step, Hosts: []string{j.Host},
+			Why: fmt.Sprintf("host %s is not a member of %s in etcd: its apply must record it first (meshctl apply on %s)", j.Host, j.Module, j.Host)}
+	}
+	return expected, nil
+}
+
+// PreviewJoin says what JoinGathering(j) would do now, and writes
+// nothing: window run --dry-run. Its error is the refusal the join would
+// end with, or the failure it would write first (a GatherError); any
+// other error is etcd's.
+func (l *Ledger) PreviewJoin(ctx context.Context, j Join) (JoinPreview, error) {
+	s, cli, err := l.etcd()
+	if err != nil {
+		return JoinPreview{}, err
+	}
+	var st *gstate
+	err = s.retry(ctx, func(ctx context.Context) (bool, error) {
+		st, err = s.readGather(ctx, cli, j.Module, "", true)
+		return err == nil, err
+	})
+	if err != nil {
+		return JoinPreview{}, err
+	}
+	withDeadline(ctx, cli, st)
+	mv := decideJoin(st, j, 0)
+	if mv.create {
+		expected, err := expectedOf(st, j)
+		p := JoinPreview{Create: true, Hosts: expected}
+		if err == nil {
+			if f := budgetFail(j, st.members, len(expected)); f != nil {
+				err = f.err(Gathering{Module: j.Module, Step: j.Step})
+			}
+		}
+		return p, err
+	}
+	p := JoinPreview{Gathering: st.g, Hosts: st.g.Expected}
+	switch {
+	case mv.refuse != nil:
+		return p, mv.refuse
+	case mv.fail != nil:
+		return p, mv.fail.err(st.g)
+	}
+	return p, nil
 }
 
 func short(hash string) string {
@@ -565,14 +635,9 @@ func (m *membership) joinOps() []clientv3.Op {
 // archived, and prunes the archive to gatheringsKept.
 func (m *membership) create(ctx context.Context, st *gstate) (bool, error) {
 	s, j := m.s, m.j
-	var expected []string
-	for _, mem := range st.members {
-		expected = append(expected, mem.Host)
-	}
-	sort.Strings(expected)
-	if !slices.Contains(expected, j.Host) {
-		return false, &GatherError{Kind: fault.BadInput, Module: j.Module, Step: j.Step, Hosts: []string{j.Host},
-			Why: fmt.Sprintf("host %s is not a member of %s in etcd: its apply must record it first (meshctl apply on %s)", j.Host, j.Module, j.Host)}
+	expected, err := expectedOf(st, j)
+	if err != nil {
+		return false, err
 	}
 	dl, err := m.cli.Grant(ctx, leaseSeconds(j.Gather))
 	if err != nil {

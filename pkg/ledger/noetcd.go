@@ -61,3 +61,6 @@ func (l *Ledger) GatheringByID(context.Context, string, string) (Gathering, bool
 	return Gathering{}, false, ErrNotEtcd
 }
 func (l *Ledger) Gatherings(context.Context) ([]Gathering, error) { return nil, ErrNotEtcd }
+func (l *Ledger) PreviewJoin(context.Context, Join) (JoinPreview, error) {
+	return JoinPreview{}, ErrNotEtcd
+}

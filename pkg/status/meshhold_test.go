@@ -22,6 +22,10 @@ func (o *oneGathering) JoinGathering(context.Context, ledger.Join) (coord.Gather
 	return nil, errors.New("status joins nothing")
 }
 
+func (o *oneGathering) PreviewJoin(context.Context, ledger.Join) (ledger.JoinPreview, error) {
+	return ledger.JoinPreview{}, errors.New("status joins nothing")
+}
+
 func (o *oneGathering) Gathering(context.Context, string) (ledger.Gathering, bool, error) {
 	return ledger.Gathering{}, false, errors.New("status reads by id")
 }
