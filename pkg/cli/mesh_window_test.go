@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -213,9 +214,11 @@ func TestMeshWindowNeedsEtcd(t *testing.T) {
 	}
 }
 
-// TestMeshWindowDryRun: a dry run of a mesh: all step says it would open
-// the gathering, and a window of this host only on the module is refused
-// while a gathering is open (exit 3).
+// TestMeshWindowDryRun: a dry run of a mesh: all step names the hosts
+// that must join and says what the join would do: open the gathering,
+// join the open one (naming who it waits for), or, on a host that is not
+// a member, be refused (exit 2) as the join is. A window of this host only
+// on the module is refused while a gathering is open (exit 3).
 func TestMeshWindowDryRun(t *testing.T) {
 	hosts := meshHosts(t, 2)
 	dir := t.TempDir()
@@ -228,13 +231,32 @@ func TestMeshWindowDryRun(t *testing.T) {
 	}
 	ctx := context.Background()
 	applyAll(t, hosts, local)
-	var out bytes.Buffer
-	env := NewEnv(strings.NewReader(""), &out, &out)
-	env.NewEngine = func(string) (engine.Client, error) { return hosts[0].eng, nil }
-	code := Run(ctx, env, []string{"--state-dir", hosts[0].dir, "--host-name", "host-a", "--ledger", hosts[0].ledger,
-		"window", "run", "sweep", "gc", "--dry-run"})
-	if code != 0 || !strings.Contains(out.String(), "would open the gathering of sweep/gc") || !strings.Contains(out.String(), "mesh:     all hosts") {
-		t.Errorf("dry run: exit %d, want 0 saying it would open the gathering:\n%s", code, out.String())
+	hosts[0].eng.Changes()
+	dryRun := func(h *meshHost, name string, args ...string) (int, string) {
+		var out bytes.Buffer
+		env := NewEnv(strings.NewReader(""), &out, &out)
+		env.NewEngine = func(string) (engine.Client, error) { return h.eng, nil }
+		code := Run(ctx, env, append([]string{"--state-dir", h.dir, "--host-name", name, "--ledger", h.ledger,
+			"window", "run", "sweep", "gc", "--dry-run"}, args...))
+		return code, out.String()
+	}
+	code, out := dryRun(hosts[0], "host-a")
+	if code != 0 || !strings.Contains(out, "would open the gathering of sweep/gc and run the step on this host (host-a), once hosts host-a, host-b joined") ||
+		!strings.Contains(out, "\n  hosts:    host-a, host-b\n") {
+		t.Errorf("dry run: exit %d, want 0 saying it would open the gathering of host-a and host-b:\n%s", code, out)
+	}
+	if code, out := dryRun(hosts[0], "host-a", "-o", "json"); code != 0 || !strings.Contains(out, `"hosts": [
+    "host-a",
+    "host-b"
+  ]`) {
+		t.Errorf("dry run -o json: exit %d, want 0 with hosts host-a, host-b:\n%s", code, out)
+	}
+	// A host the module's members do not name: the join is refused.
+	if code, out := dryRun(hosts[0], "host-z"); code != 2 || !strings.Contains(out, "host host-z is not a member of sweep in etcd") {
+		t.Errorf("dry run on a host that is not a member: exit %d, want 2 saying so:\n%s", code, out)
+	}
+	if ch := hosts[0].eng.Changes(); len(ch) > 0 {
+		t.Errorf("a dry run changed the engine: %v", ch)
 	}
 	// host-a joins and waits for host-b: a gathering is open.
 	wctx, cancel := context.WithCancel(ctx)
@@ -252,6 +274,11 @@ func TestMeshWindowDryRun(t *testing.T) {
 	}
 	if c, ok := hosts[1].eng.Get("sweep.app"); !ok || !c.Running {
 		t.Error("host-b's local window held sweep.app beside the gathering")
+	}
+	// host-b's dry run would join it, and says it waits for host-b.
+	if code, out := dryRun(hosts[1], "host-b"); code != 0 || !regexp.MustCompile(`would join gathering g-\S+ \(runner host-a; waiting for host-b, until \d\d:\d\d:\d\d\)`).MatchString(out) ||
+		!strings.Contains(out, "\n  hosts:    host-a, host-b\n") {
+		t.Errorf("dry run beside the open gathering: exit %d, want 0 saying it would join it:\n%s", code, out)
 	}
 }
 

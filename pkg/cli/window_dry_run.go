@@ -64,7 +64,10 @@ func printDryRun(env *Env, rep *window.DryRun, code int) {
 	env.Printf("  runs:     %s\n", describeStepRun(rep.Run))
 	env.Printf("  timeout:  %s\n", rep.Timeout)
 	if rep.Mesh != "" {
-		env.Printf("  mesh:     %s hosts of the module, gather %s\n", rep.Mesh, rep.Gather)
+		env.Printf("  mesh:     %s: every host of the module, gather %s\n", rep.Mesh, rep.Gather)
+		if len(rep.Hosts) > 0 {
+			env.Printf("  hosts:    %s\n", strings.Join(rep.Hosts, ", "))
+		}
 	}
 	for i, r := range rep.Reasons {
 		label := "checks:  "

@@ -10,7 +10,6 @@ import (
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
-	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -24,10 +23,12 @@ type DryRun struct {
 	Holds   []HeldAs `json:"holds"`
 	Run     StepRun  `json:"run"`
 	Timeout string   `json:"timeout"`
-	// Mesh is "all" for a mesh window, with its gather. Else both are
-	// left out.
-	Mesh   string `json:"mesh,omitempty"`
-	Gather string `json:"gather,omitempty"`
+	// Mesh is "all" for a mesh window, with its gather and the hosts that
+	// must join it (the module's members in etcd, or the open gathering's).
+	// Else all three are left out.
+	Mesh   string   `json:"mesh,omitempty"`
+	Gather string   `json:"gather,omitempty"`
+	Hosts  []string `json:"hosts,omitempty"`
 	// Verdict is what a real run would do now: one of the Verdict constants.
 	Verdict string `json:"verdict"`
 	// Reasons are what each check of the open found, in the open's order.
@@ -280,9 +281,10 @@ func (r *dryRun) checkHeld(ctx context.Context, services map[string]engine.Conta
 	}
 }
 
-// checkMesh says what a mesh window would find in etcd: a gathering to
-// create, one to join, or one that refuses the join. A window of this
-// host only on a module with a mesh step is refused beside an open one.
+// checkMesh says what a mesh window's join would do in etcd: open a
+// gathering, join the open one, or be refused, and which hosts must join.
+// It asks the ledger as the join decides, and writes nothing. A window of
+// this host only on a module with a mesh step is refused beside an open one.
 func (r *dryRun) checkMesh(ctx context.Context) {
 	w := r.w
 	switch {
@@ -295,21 +297,30 @@ func (r *dryRun) checkMesh(ctx context.Context) {
 		}
 		return
 	}
-	g, ok, err := w.opts.Gather.Gathering(ctx, w.module)
+	p, err := w.opts.Gather.PreviewJoin(ctx, w.join())
+	r.rep.Hosts = append([]string{}, p.Hosts...)
+	g := p.Gathering
 	switch {
 	case err != nil:
-		r.refuse(fmt.Errorf("mesh window: %w; nothing held", err))
-	case !ok || g.Over():
-		r.note("mesh window: would open the gathering of %s/%s and run the step on this host, once every host of the module joined (gather %s)",
-			w.module, w.step, w.def.GatherOrDefault())
-	case g.Step != w.step:
-		r.refuse(gatheringBusy(g))
-	case g.State != ledger.GatherOpen:
-		r.refuse(&BusyError{Module: w.module, Why: fmt.Sprintf("mesh window %s is %s (runner %s): a join now is refused", g.ID, g.State, g.Runner)})
+		r.refuse(gatherFailed(err))
+	case p.Create:
+		r.note("mesh window: would open the gathering of %s/%s and run the step on this host (%s), once %s joined (gather %s)",
+			w.module, w.step, w.opts.Host, hostsList(p.Hosts), w.def.GatherOrDefault())
 	default:
 		r.note("mesh window: would join gathering %s (runner %s; waiting for %s, until %s)",
-			g.ID, g.Runner, strings.Join(g.Missing(), ", "), g.Deadline.Local().Format(time.TimeOnly))
+			g.ID, g.Runner, strings.Join(g.Missing(), ", "), state.When(g.Deadline))
 	}
+}
+
+// hostsList names hosts: "host a", "hosts a, b", or "no host".
+func hostsList(hosts []string) string {
+	switch len(hosts) {
+	case 0:
+		return "no host"
+	case 1:
+		return "host " + hosts[0]
+	}
+	return "hosts " + strings.Join(hosts, ", ")
 }
 
 // checkSlot says that the window would take a slot of its module's budget.

@@ -69,6 +69,12 @@ func gatheringBusy(g ledger.Gathering) *BusyError {
 	return &BusyError{Module: g.Module, Why: fmt.Sprintf("mesh window %s of step %s is %s (runner %s)", g.ID, g.Step, g.State, g.Runner)}
 }
 
+// join is this host's join of the module's mesh window.
+func (w *window) join() ledger.Join {
+	return ledger.Join{Module: w.module, Step: w.step, Host: w.opts.Host, Hash: w.hash, PID: os.Getpid(),
+		Gather: w.def.GatherOrDefault(), Timeout: w.timeout, Stopped: len(w.def.WhileStopped) > 0, MaxUnavailable: w.budget}
+}
+
 // gather joins the module's mesh window and waits until every host
 // joined. Nothing is held yet. A gathering that fails, or a signal, ends
 // the window here.
@@ -76,9 +82,7 @@ func (w *window) gather(ctx context.Context) error {
 	if !w.def.MeshAll() {
 		return nil
 	}
-	j := ledger.Join{Module: w.module, Step: w.step, Host: w.opts.Host, Hash: w.hash, PID: os.Getpid(),
-		Gather: w.def.GatherOrDefault(), Timeout: w.timeout, Stopped: len(w.def.WhileStopped) > 0, MaxUnavailable: w.budget}
-	g, err := w.opts.Gather.JoinGathering(ctx, j)
+	g, err := w.opts.Gather.JoinGathering(ctx, w.join())
 	if err != nil {
 		return gatherFailed(err)
 	}
