@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/state"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -527,7 +528,7 @@ func decideJoin(st *gstate, j Join, lease clientv3.LeaseID) joinMove {
 	case st.fail != nil && st.deadline:
 		return joinMove{refuse: st.fail.err(g)}
 	case st.started:
-		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined after the step started at %s", j.Host, g.StartedAt.Local().Format(time.TimeOnly)))}
+		return joinMove{refuse: gatherErr(g, fault.Busy, fmt.Sprintf("host %s joined after the step started at %s", j.Host, state.When(g.StartedAt)))}
 	case !st.deadline:
 		return joinMove{fail: failureOf(st), refuse: gatherErr(g, fault.Busy,
 			fmt.Sprintf("host %s joined after the deadline; a new mesh window of %s opens once this one is over and %s passed", j.Host, j.Module, 2*st.gather))}

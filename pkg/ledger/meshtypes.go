@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // What the mesh's records are: windows, members, slots and gatherings'
@@ -90,7 +92,7 @@ type MeshState struct {
 func HolderNames(slots []Slot) string {
 	var out []string
 	for _, s := range slots {
-		out = append(out, fmt.Sprintf("%s (pid %d, since %s)", s.Host, s.PID, s.TakenAt.Local().Format(time.TimeOnly)))
+		out = append(out, fmt.Sprintf("%s (pid %d, since %s)", s.Host, s.PID, state.When(s.TakenAt)))
 	}
 	slices.Sort(out)
 	return strings.Join(out, ", ")

@@ -13,6 +13,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/fault"
 	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
+	"github.com/meshctl/meshctl/pkg/state"
 )
 
 // A mesh window (mesh: all) is one step for every host of a module. The
@@ -96,7 +97,7 @@ func (w *window) gather(ctx context.Context) error {
 		w.module, w.step, cur.ID, strings.Join(cur.Expected, ", "), role)
 	if missing := cur.Missing(); len(missing) > 0 {
 		w.opts.Progress("mesh window %s/%s: waiting for %s, until %s\n", w.module, w.step,
-			strings.Join(missing, ", "), cur.Deadline.Local().Format(time.TimeOnly))
+			strings.Join(missing, ", "), state.When(cur.Deadline))
 	}
 	all, err := g.AllJoined(ctx)
 	if err != nil {
@@ -264,7 +265,7 @@ func (w *window) awaitEnd(ctx context.Context) {
 	}
 	w.stepStart = time.Now()
 	w.opts.Progress("mesh window %s/%s: the step runs on host %s; waiting for its end (until %s)\n",
-		w.module, w.step, w.mesh.joined.Runner, until.Local().Format(time.TimeOnly))
+		w.module, w.step, w.mesh.joined.Runner, state.When(until))
 	end, err := w.mesh.g.WaitEnd(ctx, until)
 	w.stepEnd = time.Now()
 	if err != nil {
@@ -273,7 +274,7 @@ func (w *window) awaitEnd(ctx context.Context) {
 		case ctx.Err() != nil:
 			why = "interrupted"
 		case errors.Is(err, context.DeadlineExceeded):
-			why = "it was not recorded by " + until.Local().Format(time.TimeOnly)
+			why = "it was not recorded by " + state.When(until)
 		}
 		w.mesh.kept = fmt.Errorf("mesh window %s/%s: the end of the step on host %s is not known (%s): %s stay held until it is; then the next apply brings them back",
 			w.module, w.step, w.mesh.joined.Runner, why, strings.Join(w.held, ", "))
