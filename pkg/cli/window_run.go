@@ -25,8 +25,9 @@ func newWindowRunCmd(env *Env) *cobra.Command {
 	opts := &windowRunOptions{}
 	cmd := &cobra.Command{
 		Use:   "run MODULE STEP [-f FILE] [--dry-run]",
-		Short: "Run a module's maintenance step with its containers held stopped",
-		Long: `Run a module's maintenance step with some of its containers held stopped.
+		Short: "Run a module's maintenance step with its containers held stopped or changed",
+		Long: `Run a module's maintenance step with some of its containers held: stopped
+(while-stopped), or running changed (while-changed).
 
 The step comes from -f FILE, else from the last applied desired state (a cron
 line needs no file). Only one window per module runs at a time: another one
@@ -34,16 +35,19 @@ exits 3 at once, or waits up to --wait.
 
 The window records a hold under the state lock and releases the lock; then it
 sets the held containers' restart policy to "no" (an engine restart must not
-revive them) and stops them. An apply arriving mid-window is planned at once
-and leaves the held containers alone. The step runs with its
+revive them) and stops them. A while-changed container, once stopped, is set
+aside as NAME.meshctl-held, and a copy with the step's changes (env, command,
+...) runs under its name until the close: a registry made read-only serves
+pulls through the sweep. An apply arriving mid-window is planned at once and
+leaves the held containers alone, stopped or changed. The step runs with its
 output streamed to stderr and is killed past its timeout. The window then
 closes on every path (success, failure, timeout, SIGINT, SIGTERM): each held
-container is brought to what the most recent apply wants (started again, or
-recreated where an apply reported it deferred during this window, else started
-as it was and any drift reported; after a signal it is started again as it
-was, and the change left to the next apply) and its restart policy restored.
-Then the changes an apply deferred to what depends on a held container are
-carried out.
+container (its changed copy removed, the normal one put back) is brought to
+what the most recent apply wants (started again, or recreated where an apply
+reported it deferred during this window, else started as it was and any drift
+reported; after a signal it is started again as it was, and the change left to
+the next apply) and its restart policy restored. Then the changes an apply
+deferred to what depends on a held container are carried out.
 
 A step with mesh: all is a mesh window: the same cron line on every host that
 runs the module joins one gathering in etcd (needs --ledger etcd://...). Nothing
@@ -62,9 +66,9 @@ not in the engine is pulled, and one that cannot be had fails the window
 (exit 1). The window closes when the step exits, whatever children it left
 holding its output; a closed stderr does not stop it.
 
---dry-run shows what the window would hold and how (stopped), what it would
-run (image, command, volumes-from), its timeout, and what each check of the
-open finds. It changes nothing: it takes no lock a real command waits for,
+--dry-run shows what the window would hold and how (stopped or changed; for
+mesh: all, the hosts that must join), what it would run (image, command,
+volumes-from), its timeout, and what each check of the open finds. It changes nothing: it takes no lock a real command waits for,
 pulls nothing (an absent image reads "image absent: would pull"), and heals
 and releases nothing. It exits as a real run would now, except that a live
 apply or, with --wait, an open window it would wait for reads 0.`,
