@@ -46,7 +46,11 @@ func (e *DecodeError) Error() string {
 		b.WriteString("\n" + m.one())
 	}
 	if e.Omitted > 0 {
-		fmt.Fprintf(&b, "\n(and %d more errors)", e.Omitted)
+		plural := "s"
+		if e.Omitted == 1 {
+			plural = ""
+		}
+		fmt.Fprintf(&b, "\n(and %d more error%s)", e.Omitted, plural)
 	}
 	return b.String()
 }

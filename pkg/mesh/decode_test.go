@@ -947,6 +947,16 @@ modules:
 	if err == nil || strings.Count(err.Error(), "\n") != MaxErrors || !strings.HasSuffix(err.Error(), "(and 5 more errors)") {
 		t.Errorf("Error() = %v, want %d errors and (and 5 more errors)", err, MaxErrors)
 	}
+	// One more is one more error.
+	b.Reset()
+	b.WriteString("modules:\n  store:\n    containers:\n")
+	for i := range MaxErrors + 1 {
+		fmt.Fprintf(&b, "      c%02d: {image: x, restart: bad}\n", i)
+	}
+	_, err = Decode("mesh.yaml", []byte(b.String()))
+	if err == nil || !strings.HasSuffix(err.Error(), "\n(and 1 more error)") {
+		t.Errorf("Error() = %v, want it to end (and 1 more error)", err)
+	}
 }
 
 // TestDecodeReportsTyposWithTheRest: a field typo does not hide the file's
