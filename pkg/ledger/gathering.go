@@ -297,20 +297,13 @@ func failureOf(st *gstate) *failRec {
 	}
 	if missing := st.g.Missing(); !st.deadline && len(missing) > 0 {
 		return &failRec{Kind: fault.Failed, Hosts: missing,
-			Why: fmt.Sprintf("%s did not join by the deadline (gather %s)", hostsNamed(missing), st.gather)}
+			Why: fmt.Sprintf("%s did not join by the deadline (gather %s)", HostsNamed(missing), st.gather)}
 	}
 	return nil
 }
 
 // hostsOf names hosts as a possessive: "host a's", "hosts a, b's".
-func hostsOf(hosts []string) string { return hostsNamed(hosts) + "'s" }
-
-func hostsNamed(hosts []string) string {
-	if len(hosts) == 1 {
-		return "host " + hosts[0]
-	}
-	return "hosts " + strings.Join(hosts, ", ")
-}
+func hostsOf(hosts []string) string { return HostsNamed(hosts) + "'s" }
 
 // notStarted are the compares of a write before the start.
 func (s *etcdStore) notStarted(st *gstate) []clientv3.Cmp {

@@ -133,3 +133,11 @@ type Gathered interface {
 	// revoked when the host closed.
 	Leave()
 }
+
+// HostsNamed names hosts in a message: "host a", or "hosts a, b".
+func HostsNamed(hosts []string) string {
+	if len(hosts) == 1 {
+		return "host " + hosts[0]
+	}
+	return "hosts " + strings.Join(hosts, ", ")
+}

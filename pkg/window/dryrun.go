@@ -10,6 +10,7 @@ import (
 	"github.com/meshctl/meshctl/pkg/coord"
 	"github.com/meshctl/meshctl/pkg/engine"
 	"github.com/meshctl/meshctl/pkg/fault"
+	"github.com/meshctl/meshctl/pkg/ledger"
 	"github.com/meshctl/meshctl/pkg/lifecycle"
 	"github.com/meshctl/meshctl/pkg/mesh"
 	"github.com/meshctl/meshctl/pkg/state"
@@ -298,29 +299,18 @@ func (r *dryRun) checkMesh(ctx context.Context) {
 		return
 	}
 	p, err := w.opts.Gather.PreviewJoin(ctx, w.join())
-	r.rep.Hosts = append([]string{}, p.Hosts...)
+	r.rep.Hosts = p.Hosts
 	g := p.Gathering
 	switch {
 	case err != nil:
 		r.refuse(gatherFailed(err))
 	case p.Create:
 		r.note("mesh window: would open the gathering of %s/%s and run the step on this host (%s), once %s joined (gather %s)",
-			w.module, w.step, w.opts.Host, hostsList(p.Hosts), w.def.GatherOrDefault())
+			w.module, w.step, w.opts.Host, ledger.HostsNamed(p.Hosts), w.def.GatherOrDefault())
 	default:
 		r.note("mesh window: would join gathering %s (runner %s; waiting for %s, until %s)",
 			g.ID, g.Runner, strings.Join(g.Missing(), ", "), state.When(g.Deadline))
 	}
-}
-
-// hostsList names hosts: "host a", "hosts a, b", or "no host".
-func hostsList(hosts []string) string {
-	switch len(hosts) {
-	case 0:
-		return "no host"
-	case 1:
-		return "host " + hosts[0]
-	}
-	return "hosts " + strings.Join(hosts, ", ")
 }
 
 // checkSlot says that the window would take a slot of its module's budget.
