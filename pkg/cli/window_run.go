@@ -68,10 +68,11 @@ holding its output; a closed stderr does not stop it.
 
 --dry-run shows what the window would hold and how (stopped or changed; for
 mesh: all, the hosts that must join), what it would run (image, command,
-volumes-from), its timeout, and what each check of the open finds. It changes nothing: it takes no lock a real command waits for,
-pulls nothing (an absent image reads "image absent: would pull"), and heals
-and releases nothing. It exits as a real run would now, except that a live
-apply or, with --wait, an open window it would wait for reads 0.`,
+volumes-from), its timeout, and what each check of the open finds. It changes
+nothing: it takes no lock a real command waits for, pulls nothing (an absent
+image reads "image absent: would pull"), and heals and releases nothing. It
+exits as a real run would now, except that a live apply or, with --wait, an
+open window it would wait for reads 0.`,
 		Example: `  # crontab: the step comes from the last apply, -q mails only failures
   30 3 * * * meshctl -q window run store garbage-collect
   meshctl window run store garbage-collect -f mesh.yaml --timeout 2h
