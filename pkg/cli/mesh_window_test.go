@@ -255,6 +255,18 @@ func TestMeshWindowDryRun(t *testing.T) {
 	if code, out := dryRun(hosts[0], "host-z"); code != 2 || !strings.Contains(out, "host host-z is not a member of sweep in etcd") {
 		t.Errorf("dry run on a host that is not a member: exit %d, want 2 saying so:\n%s", code, out)
 	}
+	// An etcd that does not answer: a real join fails with nothing held
+	// (exit 1), and so does the dry run, naming no host.
+	{
+		var out bytes.Buffer
+		env := NewEnv(strings.NewReader(""), &out, &out)
+		env.NewEngine = func(string) (engine.Client, error) { return hosts[0].eng, nil }
+		code := Run(ctx, env, []string{"--state-dir", hosts[0].dir, "--host-name", "host-a", "--ledger", "etcd://127.0.0.1:1",
+			"--lock-timeout", "2s", "window", "run", "sweep", "gc", "--dry-run"})
+		if code != 1 || !strings.Contains(out.String(), "nothing held") || strings.Contains(out.String(), "  hosts:") {
+			t.Errorf("dry run, etcd not answering: exit %d, want 1 saying nothing would be held, no hosts:\n%s", code, out.String())
+		}
+	}
 	if ch := hosts[0].eng.Changes(); len(ch) > 0 {
 		t.Errorf("a dry run changed the engine: %v", ch)
 	}
